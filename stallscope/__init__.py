@@ -1,0 +1,3 @@
+"""stallscope: find why LLM token streams freeze (decode starvation, KV-cache pressure)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,51 @@
+"""Shared test helpers: system-tool gating (skip locally, fail under CI=true) and paths."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+settings.register_profile("ci", deadline=None, max_examples=40, print_blob=True)
+settings.register_profile("dev", deadline=None, max_examples=25)
+settings.load_profile("ci" if os.environ.get("CI") == "true" else "dev")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip the test with `reason` when `condition` is false, but fail instead under CI=true."""
+    if condition:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true and a required part is missing: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_tool(name: str, package: str) -> str:
+    """Path of a system tool; skip locally (fail in CI) with the Debian package that provides it."""
+    path = shutil.which(name)
+    require(path is not None, f"`{name}` not installed (Debian package `{package}`; bash scripts/test.sh installs it)")
+    return path
+
+
+def require_shared(*parts: str) -> Path:
+    """A path under ../shared; skip locally (fail in CI) when the shared folder is absent."""
+    path = SHARED.joinpath(*parts)
+    require(path.exists(), f"shared sample {path} not present")
+    return path
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    require(SHARED.exists(), f"shared folder {SHARED} not present")
+    return SHARED

@@ -1,0 +1,58 @@
+"""The CLI's error contract, the schema validator and the thresholds loader."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from stallscope import schema
+from stallscope.cli import main
+from stallscope.config import load_thresholds, parse_duration
+from stallscope.errors import ConfigError, SchemaError
+
+
+def test_unknown_command_is_one_line_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["no-such-command"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stallscope: error:") and err.count("\n") == 1
+
+
+def test_console_script_help():
+    out = subprocess.run([sys.executable, "-m", "stallscope.cli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "usage: stallscope" in out.stdout
+
+
+def test_validate_names_missing_column():
+    frame = pd.DataFrame({"kind": ["x"], "severity": ["info"]})
+    with pytest.raises(SchemaError, match="missing column `start_ns` in findings frame"):
+        schema.validate(frame, "findings")
+
+
+def test_validate_rejects_float_time():
+    frame = schema.empty("steps")
+    frame.loc[0] = [0, 1.5, 2.0, 1.0, 1.0]
+    with pytest.raises(SchemaError, match="start_ns"):
+        schema.validate(frame, "steps")
+
+
+def test_thresholds_defaults_and_overrides(tmp_path):
+    t = load_thresholds()
+    assert t["itl_slo_s"] == 0.2 and t["kv_usage_high"] == 0.8
+    assert load_thresholds(itl_slo_s=0.1)["itl_slo_s"] == 0.1
+    bad = tmp_path / "t.yaml"
+    bad.write_text("nope: 1\n")
+    with pytest.raises(ConfigError, match="unknown threshold 'nope'"):
+        load_thresholds(bad)
+
+
+@pytest.mark.parametrize("text,seconds", [("90s", 90), ("5m", 300), ("1h30m", 5400), ("0m", 0), ("250ms", 0.25)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_parse_duration_rejects_garbage():
+    with pytest.raises(ConfigError, match="bad duration '5x'"):
+        parse_duration("5x")
