@@ -33,7 +33,7 @@ def test_validate_names_missing_column():
 
 def test_validate_rejects_float_time():
     frame = schema.empty("steps")
-    frame.loc[0] = [0, 1.5, 2.0, 1.0, 1.0]
+    frame = pd.DataFrame({"step": [0], "start_ns": [1.5], "end_ns": [2.0], "num_prefill_tokens": [1.0], "num_decode_tokens": [1.0]})
     with pytest.raises(SchemaError, match="start_ns"):
         schema.validate(frame, "steps")
 
