@@ -60,6 +60,28 @@ FRAMES: dict[str, list[Column]] = {
         Column("gpu_busy_ns", "float", "union of kernel time inside the step (nsys only)", required=False),
         Column("num_kernels", "float", "kernels inside the step (nsys only)", required=False),
     ],
+    # One row per GPU kernel read from an Nsight Systems export (collectors/nsight_sqlite.py).
+    "kernels": [
+        Column("start_ns", "int", "kernel start, ns on the trace clock"),
+        Column("end_ns", "int", "kernel end, ns on the trace clock"),
+        Column("dur_ns", "int", "end_ns - start_ns"),
+        Column("device_id", "int", "CUDA device id (TARGET_INFO_GPU.id)"),
+        Column("context_id", "int", "CUDA context id"),
+        Column("stream_id", "int", "CUDA stream id"),
+        Column("pid", "int", "process id, (globalPid >> 24) & 0xFFFFFF"),
+        Column("global_pid", "int", "nsys serialized global process id"),
+        Column("correlation_id", "int", "id shared with the launching API call (-1 when absent)"),
+        Column("name", "str", "demangled kernel name (StringIds[demangledName])"),
+        Column("short_name", "str", "base kernel name (StringIds[shortName])"),
+        Column("grid_x", "int", "grid size in x (FlashAttention: query blocks)"),
+        Column("grid_y", "int", "grid size in y"),
+        Column("grid_z", "int", "grid size in z"),
+        Column("block_x", "int", "block size in x"),
+        Column("graph_node_id", "float", "CUDA graph node id when traced with --cuda-graph-trace=node (NaN otherwise)"),
+        Column("launch_ns", "float", "start of the launching runtime/driver call, ns (NaN when not joined)", required=False),
+        Column("launch_tid", "float", "globalTid of the launching thread (NaN when not joined)", required=False),
+        Column("role", "str", "kernel role from analyzers/kernel_roles.yaml (added by classify)", required=False),
+    ],
     # One row per finding of any detector.
     "findings": [
         Column("kind", "str", "decode_starvation, kv_pressure, scheduler_stall, memory_bound_decode, ..."),
