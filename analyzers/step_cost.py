@@ -1,0 +1,269 @@
+"""Step-cost model: how long one engine step takes, as a function of what the scheduler put in it.
+
+    step_time_s = intercept + a·prefill_tokens + b·decode_reqs + c·kv_tokens_read + d·prefill_attn_pairs
+
+1. Features come from the batch: `prefill_tokens` (prompt tokens computed, all chunks),
+   `decode_reqs` (one token each), `kv_tokens_read` (Σ over scheduled requests of the context
+   their attention reads, `num_computed_tokens + num_scheduled`), and `prefill_attn_pairs`
+   (Σ over prefill chunks of `num_scheduled × (num_computed_tokens + num_scheduled)`: the
+   query-key products of chunked attention, which dominate long prompts on compute-bound hardware).
+2. Fitted by non-negative least squares on measured steps (`end_ns - start_ns`): the engine's step
+   trace (docs/step-trace.md) or an nsys steps frame. When a trace lacks per-request token counts
+   the KV terms are unknown and dropped. The fit reports MAPE and R² on its own steps, and keeps the
+   relative residuals so a simulator can replay the measured noise.
+3. `gap_s`, the median idle time between consecutive steps while work remained (engine-loop and
+   output overhead), is measured alongside: it separates one step from the next in simulated time.
+4. Without measured steps, `roofline_cost` derives the same shape from a GPU's peak FLOP/s and HBM
+   bandwidth and a model's parameters: max(compute time, memory time) + a fixed launch overhead.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stallscope.errors import InputError
+
+FEATURES = ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs")
+
+
+@dataclass(frozen=True)
+class StepCostModel:
+    """A step-time predictor. `predict` takes feature arrays (or scalars) and returns seconds.
+
+    >>> m = StepCostModel(intercept_s=0.002, coef_s={"prefill_tokens": 1e-5, "decode_reqs": 1e-4})
+    >>> round(m.predict(prefill_tokens=512, decode_reqs=8), 6)
+    0.00792
+    """
+
+    intercept_s: float
+    coef_s: dict = field(default_factory=dict)  # feature name -> seconds per unit
+    gap_s: float = 0.0                          # idle time between busy steps, s
+    kind: str = "linear"                        # "linear" (fitted) or "roofline"
+    source: str = ""
+    n_steps: int = 0
+    mape: float = float("nan")                  # mean |pred - measured| / measured, on the fit's steps
+    r2: float = float("nan")
+    residuals: tuple = ()                        # measured / predicted, per fitted step
+    roofline: dict = field(default_factory=dict)  # peak_flops, hbm_bytes_s, ... for kind="roofline"
+
+    def predict(self, **features) -> np.ndarray | float:
+        if self.kind == "roofline":
+            return _roofline_time(self.roofline, features)
+        t = self.intercept_s
+        for name, coef in self.coef_s.items():
+            t = t + coef * np.asarray(features.get(name, 0.0), dtype=float)
+        return t if np.ndim(t) else float(t)
+
+    def summary(self) -> dict:
+        """JSON-ready description: coefficients, fit error, source."""
+        return {
+            "kind": self.kind, "source": self.source, "n_steps": self.n_steps,
+            "intercept_s": self.intercept_s, "coef_s": dict(self.coef_s), "gap_s": self.gap_s,
+            "mape": None if np.isnan(self.mape) else self.mape,
+            "r2": None if np.isnan(self.r2) else self.r2,
+            **({"roofline": dict(self.roofline)} if self.roofline else {}),
+        }
+
+
+def batch_features(chunks) -> dict:
+    """Features of one step from its scheduled chunks.
+
+    `chunks` is an iterable of `(num_computed_tokens_before, num_scheduled, is_prefill)`.
+
+    >>> batch_features([(0, 256, True), (40, 1, False), (10, 1, False)])
+    {'prefill_tokens': 256, 'decode_reqs': 2, 'kv_tokens_read': 308, 'prefill_attn_pairs': 65536}
+    """
+    prefill = decode = kv = pairs = 0
+    for computed, n, is_prefill in chunks:
+        kv += computed + n
+        if is_prefill:
+            prefill += n
+            pairs += n * (computed + n)
+        else:
+            decode += 1
+    return {"prefill_tokens": prefill, "decode_reqs": decode, "kv_tokens_read": kv, "prefill_attn_pairs": pairs}
+
+
+def read_step_trace(path: str | Path) -> pd.DataFrame:
+    """Read a step-trace JSONL file (docs/step-trace.md) into a steps frame.
+
+    Raises InputError naming the file and line for a missing file, bad JSON or missing fields.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"step trace not found: {path}")
+    rows = []
+    with path.open() as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            for key in ("start_ns", "end_ns", "num_prefill_tokens", "num_decode_tokens"):
+                if not isinstance(row.get(key), (int, float)):
+                    raise InputError(f"{path}:{lineno}: field `{key}` missing or not a number")
+            rows.append(row)
+    if not rows:
+        raise InputError(f"step trace {path} has no steps")
+    frame = pd.DataFrame(rows)
+    if "step" not in frame:
+        frame["step"] = np.arange(len(frame))
+    for col in ("step", "start_ns", "end_ns"):
+        frame[col] = frame[col].astype("int64")
+    for col in ("num_prefill_tokens", "num_decode_tokens"):
+        frame[col] = frame[col].astype(float)
+    return frame
+
+
+def step_features(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per-step features and measured duration from a steps frame, ordered by start.
+
+    With a `num_scheduled_tokens` column ({request_id: tokens}), each request's context is rebuilt
+    by accumulating its scheduled tokens; a request that decoded and is then scheduled more than one
+    token was preempted and is recomputing, so its context restarts at 0. Without that column the
+    KV features are NaN.
+    """
+    steps = steps.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    out = pd.DataFrame({
+        "duration_s": (steps["end_ns"] - steps["start_ns"]).to_numpy(dtype=float) / 1e9,
+        "prefill_tokens": steps["num_prefill_tokens"].to_numpy(dtype=float),
+        "decode_reqs": steps["num_decode_tokens"].to_numpy(dtype=float),
+    })
+    kv = np.full(len(steps), np.nan)
+    pairs = np.full(len(steps), np.nan)
+    if "num_scheduled_tokens" in steps:
+        computed: dict = {}
+        decoding: set = set()
+        for i, sched in enumerate(steps["num_scheduled_tokens"]):
+            if not isinstance(sched, dict):
+                continue
+            chunks = []
+            for rid, n in sched.items():
+                n = int(n)
+                is_prefill = not (rid in decoding and n == 1) and not (rid in computed and n == 1)
+                if is_prefill and rid in decoding:  # recompute after preemption
+                    computed[rid] = 0
+                    decoding.discard(rid)
+                chunks.append((computed.get(rid, 0), n, is_prefill))
+                computed[rid] = computed.get(rid, 0) + n
+                if not is_prefill:
+                    decoding.add(rid)
+            f = batch_features(chunks)
+            kv[i], pairs[i] = f["kv_tokens_read"], f["prefill_attn_pairs"]
+    out["kv_tokens_read"] = kv
+    out["prefill_attn_pairs"] = pairs
+    return out
+
+
+def busy_gap_s(steps: pd.DataFrame) -> float:
+    """Median gap between a step's end and the next step's start while requests remained (s)."""
+    steps = steps.sort_values("start_ns", kind="stable")
+    gaps = (steps["start_ns"].shift(-1) - steps["end_ns"]).to_numpy(dtype=float)[:-1] / 1e9
+    if "num_running" in steps:
+        busy = (steps["num_running"].fillna(0) + steps.get("num_waiting", 0).fillna(0)).to_numpy()[:-1] > 0
+        gaps = gaps[busy]
+    gaps = gaps[np.isfinite(gaps) & (gaps >= 0)]
+    return float(np.median(gaps)) if len(gaps) else 0.0
+
+
+def fit_step_cost(steps: pd.DataFrame, *, source: str = "steps", min_steps: int = 8) -> StepCostModel:
+    """Fit a `StepCostModel` to measured steps by non-negative least squares.
+
+    Features that are unknown (NaN) or constant zero in the trace are left out. Raises InputError
+    when fewer than `min_steps` usable steps remain.
+    """
+    feats = step_features(steps)
+    ok = np.isfinite(feats["duration_s"]) & (feats["duration_s"] > 0)
+    ok &= (feats["prefill_tokens"] + feats["decode_reqs"]) > 0
+    names = [n for n in FEATURES if feats[n][ok].notna().all() and feats[n][ok].abs().sum() > 0]
+    feats = feats[ok]
+    if len(feats) < min_steps:
+        raise InputError(f"{source}: {len(feats)} usable steps, need at least {min_steps} to fit a step-cost model")
+    y = feats["duration_s"].to_numpy()
+    x = feats[names].to_numpy(dtype=float)
+    intercept, coefs = _nnls_with_intercept(x, y)
+    pred = intercept + x @ coefs
+    resid = y / np.maximum(pred, 1e-12)
+    ss_res = float(np.sum((y - pred) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    return StepCostModel(
+        intercept_s=float(intercept),
+        coef_s={n: float(c) for n, c in zip(names, coefs) if c > 0},
+        gap_s=busy_gap_s(steps),
+        kind="linear",
+        source=source,
+        n_steps=len(y),
+        mape=float(np.mean(np.abs(pred - y) / y)),
+        r2=1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"),
+        residuals=tuple(float(r) for r in resid),
+    )
+
+
+def _nnls_with_intercept(x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Least squares with coefficients ≥ 0 (active set: drop the most negative, refit)."""
+    active = list(range(x.shape[1]))
+    # Columns scaled to unit max so the solve is well conditioned (pairs run to ~1e7, reqs to ~1e2).
+    scale = np.maximum(np.abs(x).max(axis=0), 1e-30) if x.size else np.ones(0)
+    xs = x / scale
+    while True:
+        a = np.column_stack([np.ones(len(y)), xs[:, active]])
+        sol, *_ = np.linalg.lstsq(a, y, rcond=None)
+        coefs = sol[1:]
+        if len(coefs) == 0 or coefs.min() >= 0:
+            break
+        active.pop(int(np.argmin(coefs)))
+    full = np.zeros(x.shape[1])
+    full[active] = coefs / scale[active]
+    intercept = sol[0]
+    if intercept < 0:  # a negative fixed cost is unphysical: refit through the origin
+        sol, *_ = np.linalg.lstsq(xs[:, active], y, rcond=None)
+        full[:] = 0.0
+        full[active] = np.maximum(sol, 0) / scale[active]
+        intercept = 0.0
+    return float(intercept), full
+
+
+def roofline_cost(*, peak_flops: float, hbm_bytes_s: float, n_params: float, weight_bytes: float,
+                  kv_bytes_per_token: float, n_layers: int, hidden_size: int,
+                  overhead_s: float = 0.0, efficiency: float = 0.6, source: str = "roofline") -> StepCostModel:
+    """A step-cost model from first principles, for when no steps were measured.
+
+    compute = 2·n_params·tokens + 4·n_layers·hidden·(kv_tokens_read of decodes + prefill_attn_pairs)
+    memory  = weight_bytes + kv_bytes_per_token·kv_tokens_read
+    step    = overhead + max(compute / (efficiency·peak_flops), memory / (efficiency·hbm_bytes_s))
+
+    >>> m = roofline_cost(peak_flops=989e12, hbm_bytes_s=3.35e12, n_params=8e9, weight_bytes=16e9,
+    ...                   kv_bytes_per_token=131072, n_layers=32, hidden_size=4096, efficiency=1.0)
+    >>> round(m.predict(decode_reqs=1, kv_tokens_read=1000) * 1e3, 2)  # ms, HBM-bound
+    4.82
+    """
+    for name, value in (("peak_flops", peak_flops), ("hbm_bytes_s", hbm_bytes_s), ("efficiency", efficiency)):
+        if not value > 0:
+            raise InputError(f"roofline_cost: {name} must be > 0, got {value}")
+    params = {"peak_flops": peak_flops, "hbm_bytes_s": hbm_bytes_s, "n_params": n_params,
+              "weight_bytes": weight_bytes, "kv_bytes_per_token": kv_bytes_per_token,
+              "n_layers": n_layers, "hidden_size": hidden_size, "overhead_s": overhead_s,
+              "efficiency": efficiency}
+    return StepCostModel(intercept_s=overhead_s, kind="roofline", source=source, roofline=params)
+
+
+def _roofline_time(p: dict, f: dict):
+    prefill = np.asarray(f.get("prefill_tokens", 0.0), dtype=float)
+    decode = np.asarray(f.get("decode_reqs", 0.0), dtype=float)
+    kv = np.asarray(f.get("kv_tokens_read", 0.0), dtype=float)
+    pairs = np.asarray(f.get("prefill_attn_pairs", 0.0), dtype=float)
+    decode_kv = np.maximum(kv - pairs, 0.0)  # decodes read their context once; pairs cover prefill
+    flops = 2.0 * p["n_params"] * (prefill + decode) + 4.0 * p["n_layers"] * p["hidden_size"] * (decode_kv + pairs)
+    nbytes = p["weight_bytes"] + p["kv_bytes_per_token"] * kv
+    eff = p["efficiency"]
+    t = p["overhead_s"] + np.maximum(flops / (eff * p["peak_flops"]), nbytes / (eff * p["hbm_bytes_s"]))
+    return t if np.ndim(t) else float(t)

@@ -1,0 +1,243 @@
+"""Workload model: when requests arrive and how long their prompts and outputs are.
+
+A `Workload` mixes up to three arrival processes, all bounded by `duration_s`:
+1. open-loop Poisson arrivals at `rate_hz` (what a fleet of independent clients looks like;
+   derived from the `vllm:request_prompt_tokens` / `vllm:request_generation_tokens` histograms and
+   the request rate);
+2. `sessions` closed-loop streams that send their next request as soon as the previous one ends
+   (the `stallscope loadgen` steady sessions);
+3. one long prompt every `long_every_s` seconds (the loadgen's prefill spikes).
+Lengths are `LengthDist`s: bucket masses sampled uniformly inside each bucket `(lo, hi]`, so a
+Prometheus histogram, an exact list of observed lengths and a fixed flag value share one type.
+A request is "long" when its prompt has at least `long_threshold_tokens` tokens; predictions
+report TTFT separately for long and short prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stallscope.errors import InputError
+
+PROMPT_HIST = "vllm:request_prompt_tokens"
+OUTPUT_HIST = "vllm:request_generation_tokens"
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A distribution of token counts: probability `p[i]` spread uniformly over `(lo[i], hi[i]]`.
+
+    >>> d = LengthDist.from_buckets([10, 20, float("inf")], [0, 4, 4])
+    >>> d.lo, d.hi, d.p
+    ((10.0,), (20.0,), (1.0,))
+    >>> d.mean()
+    15.5
+    """
+
+    lo: tuple
+    hi: tuple
+    p: tuple
+
+    @classmethod
+    def fixed(cls, n: int) -> "LengthDist":
+        if int(n) < 1:
+            raise InputError(f"token count must be >= 1, got {n}")
+        return cls((float(n) - 1,), (float(n),), (1.0,))
+
+    @classmethod
+    def empirical(cls, values) -> "LengthDist":
+        vals, counts = np.unique(np.asarray(list(values), dtype=int), return_counts=True)
+        if len(vals) == 0 or vals.min() < 1:
+            raise InputError(f"observed token counts must be >= 1 and non-empty, got {list(vals)[:5]}")
+        return cls(tuple(float(v) - 1 for v in vals), tuple(float(v) for v in vals),
+                   tuple(float(c) / counts.sum() for c in counts))
+
+    @classmethod
+    def from_buckets(cls, les, cumulative) -> "LengthDist":
+        """From a Prometheus histogram's `le` bounds and cumulative counts (increases over a window).
+
+        Mass in the `+Inf` bucket is placed just above the last finite bound.
+        """
+        order = np.argsort(np.asarray(les, dtype=float))
+        les = np.asarray(les, dtype=float)[order]
+        cum = np.maximum.accumulate(np.asarray(cumulative, dtype=float)[order])
+        mass = np.diff(np.concatenate([[0.0], cum]))
+        if cum.size == 0 or cum[-1] <= 0:
+            raise InputError("histogram has no observations in the window")
+        lo, hi, p = [], [], []
+        prev = 0.0
+        finite_max = les[np.isfinite(les)].max() if np.isfinite(les).any() else 1.0
+        for le, m in zip(les, mass):
+            top = le if np.isfinite(le) else max(finite_max * 1.25, prev + 1)
+            if m > 0:
+                lo.append(float(prev)), hi.append(float(max(top, prev + 1))), p.append(float(m / cum[-1]))
+            prev = top
+        return cls(tuple(lo), tuple(hi), tuple(p))
+
+    def mean(self) -> float:
+        return float(sum(pi * (math.floor(h) + math.floor(l) + 1) / 2 for l, h, pi in zip(self.lo, self.hi, self.p)))
+
+    def quantile_hi(self, q: float) -> float:
+        """Upper bound of the bucket holding quantile q (a conservative length)."""
+        cum = np.cumsum(self.p)
+        return float(self.hi[int(np.searchsorted(cum, q - 1e-12))])
+
+    def sample(self, rng: np.random.Generator, n: int | None = None):
+        """Integer lengths ≥ 1: pick a bucket by mass, then an integer uniformly in (lo, hi]."""
+        size = 1 if n is None else n
+        idx = rng.choice(len(self.p), size=size, p=np.asarray(self.p) / sum(self.p))
+        lo = np.floor(np.asarray(self.lo)[idx]).astype(int) + 1
+        hi = np.maximum(np.floor(np.asarray(self.hi)[idx]).astype(int), lo)
+        out = np.maximum(rng.integers(lo, hi + 1), 1)
+        return int(out[0]) if n is None else out
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Arrivals and lengths; see the module docstring.
+
+    >>> w = Workload(LengthDist.fixed(32), LengthDist.fixed(64), sessions=4, long_prompt_tokens=1024,
+    ...              long_every_s=2.0, duration_s=5.0)
+    >>> [round(t, 1) for t, *_ in w.open_arrivals(np.random.default_rng(0))]
+    [2.0, 4.0]
+    """
+
+    prompt_tokens: LengthDist
+    output_tokens: LengthDist
+    rate_hz: float = 0.0
+    sessions: int = 0
+    long_prompt_tokens: int = 0
+    long_output_tokens: int = 1
+    long_every_s: float = 0.0
+    long_first_s: float | None = None      # first long prompt (default: long_every_s)
+    duration_s: float = 60.0
+    long_threshold_tokens: int = 0
+    source: str = "flags"
+
+    def __post_init__(self):
+        if self.duration_s <= 0 or not math.isfinite(self.duration_s):
+            raise InputError(f"workload duration must be > 0 s, got {self.duration_s}")
+        if self.rate_hz < 0 or self.sessions < 0 or self.long_every_s < 0:
+            raise InputError(f"workload rates and counts must be >= 0 (rate {self.rate_hz}, "
+                             f"sessions {self.sessions}, long_every {self.long_every_s})")
+        if self.rate_hz == 0 and self.sessions == 0 and not (self.long_every_s and self.long_prompt_tokens):
+            raise InputError("workload has no arrivals: give a request rate, sessions, or long prompts")
+        if self.long_threshold_tokens <= 0:
+            object.__setattr__(self, "long_threshold_tokens", _default_long_threshold(self))
+
+    def is_long(self, prompt_tokens: int) -> bool:
+        return prompt_tokens >= self.long_threshold_tokens
+
+    def draw(self, rng: np.random.Generator) -> tuple[int, int]:
+        """(prompt, output) lengths of one ordinary request."""
+        return self.prompt_tokens.sample(rng), self.output_tokens.sample(rng)
+
+    def open_arrivals(self, rng: np.random.Generator) -> list[tuple[float, int, int, str]]:
+        """Arrivals that do not depend on the server: `(t_s, prompt, output, kind)`, sorted by t.
+
+        `kind` is "long" for the periodic long prompts and "open" for Poisson arrivals.
+        """
+        out = []
+        if self.long_every_s > 0 and self.long_prompt_tokens > 0:
+            t = self.long_every_s if self.long_first_s is None else self.long_first_s
+            while t < self.duration_s:
+                out.append((t, self.long_prompt_tokens, self.long_output_tokens, "long"))
+                t += self.long_every_s
+        if self.rate_hz > 0:
+            t = rng.exponential(1.0 / self.rate_hz)
+            while t < self.duration_s:
+                p, o = self.draw(rng)
+                out.append((t, p, o, "open"))
+                t += rng.exponential(1.0 / self.rate_hz)
+        return sorted(out)
+
+    def summary(self) -> dict:
+        return {
+            "source": self.source, "rate_hz": self.rate_hz, "sessions": self.sessions,
+            "prompt_tokens_mean": self.prompt_tokens.mean(), "output_tokens_mean": self.output_tokens.mean(),
+            "long_prompt_tokens": self.long_prompt_tokens, "long_every_s": self.long_every_s,
+            "long_threshold_tokens": self.long_threshold_tokens, "duration_s": self.duration_s,
+        }
+
+
+def _default_long_threshold(w: Workload) -> int:
+    if w.long_prompt_tokens > 0:
+        return max(1, min(w.long_prompt_tokens, 4 * int(w.prompt_tokens.quantile_hi(0.5))))
+    return max(2, 4 * int(w.prompt_tokens.quantile_hi(0.5)))
+
+
+def workload_from_samples(samples: pd.DataFrame, *, duration_s: float | None = None,
+                          source: str = "metrics") -> Workload:
+    """Open-loop workload from a `samples` frame (stallscope.schema) of vLLM scrapes.
+
+    1. Each histogram's per-`le` increase over the frame's time span (counter resets handled, summed
+       over label sets) gives the prompt and output length distributions.
+    2. The request rate is the increase of `vllm:request_prompt_tokens_count` over the span.
+    Raises InputError when the histograms are absent or saw no finished requests.
+    """
+    if samples is None or len(samples) == 0:
+        raise InputError(f"{source}: no samples")
+    span_s = (samples["ts"].max() - samples["ts"].min()) / 1e9
+    if span_s <= 0:
+        raise InputError(f"{source}: samples span no time (one scrape); need at least two")
+    prompt = _hist_dist(samples, PROMPT_HIST, source)
+    output = _hist_dist(samples, OUTPUT_HIST, source)
+    count = _increase(samples[samples["metric"] == PROMPT_HIST + "_count"], by_le=False)
+    rate = float(count) / span_s
+    if rate <= 0:
+        raise InputError(f"{source}: `{PROMPT_HIST}_count` did not increase: no requests finished in the window")
+    return Workload(prompt, output, rate_hz=rate, duration_s=duration_s or span_s, source=source)
+
+
+def _hist_dist(samples: pd.DataFrame, name: str, source: str) -> LengthDist:
+    rows = samples[samples["metric"] == name + "_bucket"]
+    if rows.empty:
+        raise InputError(f"{source}: histogram `{name}` not found in the samples")
+    inc = _increase(rows, by_le=True)
+    if inc.max() <= 0:
+        raise InputError(f"{source}: histogram `{name}` has no observations in the window")
+    return LengthDist.from_buckets(inc.index.to_numpy(), inc.to_numpy())
+
+
+def _increase(rows: pd.DataFrame, *, by_le: bool):
+    """Counter increase per series (reset-aware, like PromQL), summed over series (per `le`)."""
+    if rows.empty:
+        return 0.0
+    key = rows["labels"].map(lambda d: json.dumps(d, sort_keys=True) if isinstance(d, dict) else str(d))
+    if "target" in rows:
+        key = key + "|" + rows["target"].astype(str)
+    frame = rows.assign(_key=key + ("|" + rows["le"].astype(str) if by_le else ""))
+    total: dict = {}
+    for _, series in frame.sort_values("ts").groupby("_key", sort=False):
+        v = series["value"].to_numpy(dtype=float)
+        d = np.diff(v)
+        inc = float(np.where(d >= 0, d, v[1:]).sum()) if len(v) > 1 else 0.0
+        k = float(series["le"].iloc[0]) if by_le else 0.0
+        total[k] = total.get(k, 0.0) + inc
+    if by_le:
+        return pd.Series(total).sort_index()
+    return total.get(0.0, 0.0)
+
+
+def workload_with(w: Workload, **changes) -> Workload:
+    """A copy with explicit flag values applied (None values are ignored)."""
+    return replace(w, **{k: v for k, v in changes.items() if v is not None})
+
+
+def read_json(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"file not found: {path}")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data

@@ -1,0 +1,170 @@
+"""Step-cost model: feature reconstruction from step traces, the NNLS fit, its error report, roofline."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stallscope.analyzers.step_cost import (
+    StepCostModel, batch_features, busy_gap_s, fit_step_cost, read_step_trace, roofline_cost, step_features,
+)
+from stallscope.errors import InputError
+
+TRUE = {"intercept": 0.004, "prefill_tokens": 2e-5, "decode_reqs": 3e-4, "kv_tokens_read": 1e-6,
+        "prefill_attn_pairs": 4e-9}
+
+
+def synthetic_trace(path, *, n_steps=300, budget=256, noise=0.0, seed=42):
+    """A step trace in the docs/step-trace.md format from a toy chunked scheduler with known costs.
+
+    Requests arrive at random, prompts 16..1500 tokens, outputs 4..40 tokens; each step serves running
+    decodes first, then prefill chunks up to `budget`. Duration = TRUE coefficients · features × noise.
+    """
+    rng = random.Random(seed)
+    reqs, t, nid, lines = {}, 1_700_000_000_000_000_000, 0, []
+    for step in range(n_steps):
+        while rng.random() < 0.06 or not reqs:
+            reqs[f"cmpl-{nid}"] = {"prompt": rng.randint(16, 1500), "out": rng.randint(4, 40), "done": 0, "gen": 0}
+            nid += 1
+        sched, chunks, left = {}, [], budget
+        for rid, r in list(reqs.items()):
+            if r["done"] >= r["prompt"]:
+                sched[rid] = 1
+                chunks.append((r["done"] + r["gen"] - 1, 1, False))
+                left -= 1
+        for rid, r in list(reqs.items()):
+            if r["done"] < r["prompt"] and left > 0:
+                n = min(left, r["prompt"] - r["done"])
+                sched[rid] = n
+                chunks.append((r["done"], n, True))
+                left -= n
+        f = batch_features(chunks)
+        dur = TRUE["intercept"] + sum(TRUE[k] * f[k] for k in f)
+        dur *= 1 + rng.uniform(-noise, noise)
+        start = t
+        end = start + int(dur * 1e9)
+        for rid, n in sched.items():
+            r = reqs[rid]
+            if n == 1 and r["done"] >= r["prompt"]:
+                r["gen"] += 1
+            else:
+                r["done"] += n
+                if r["done"] >= r["prompt"]:
+                    r["gen"] += 1
+            if r["gen"] >= r["out"]:
+                del reqs[rid]
+        lines.append({"step": step, "start_ns": start, "end_ns": end,
+                      "num_prefill_tokens": f["prefill_tokens"], "num_decode_tokens": f["decode_reqs"],
+                      "num_prefill_reqs": sum(1 for c in chunks if c[2]), "num_decode_reqs": f["decode_reqs"],
+                      "num_running": len(reqs), "num_waiting": 0, "num_preempted": 0,
+                      "kv_blocks_used": 0, "kv_blocks_total": 512, "num_scheduled_tokens": sched})
+        t = end + 300_000  # 0.3 ms between steps
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return path
+
+
+def test_fit_recovers_known_coefficients(tmp_path):
+    steps = read_step_trace(synthetic_trace(tmp_path / "steps.jsonl"))
+    model = fit_step_cost(steps, source="synthetic")
+    assert model.n_steps == 300
+    assert model.intercept_s == pytest.approx(TRUE["intercept"], rel=0.02)
+    for name in ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs"):
+        assert model.coef_s[name] == pytest.approx(TRUE[name], rel=0.05), name
+    assert model.mape < 0.01 and model.r2 > 0.999
+    assert model.gap_s == pytest.approx(0.0003, abs=1e-6)
+
+
+def test_fit_error_reflects_noise(tmp_path):
+    steps = read_step_trace(synthetic_trace(tmp_path / "steps.jsonl", noise=0.2))
+    model = fit_step_cost(steps)
+    # uniform ±20% multiplicative noise has mean |error| 10%; the fit cannot do much better or worse
+    assert 0.07 < model.mape < 0.13
+    assert 0.8 < model.r2 < 0.999
+    assert len(model.residuals) == 300 and np.mean(model.residuals) == pytest.approx(1.0, abs=0.03)
+
+
+def test_features_rebuild_context_and_recompute():
+    steps = pd.DataFrame({
+        "step": [0, 1, 2, 3, 4], "start_ns": [0, 10, 20, 30, 40], "end_ns": [5, 15, 25, 35, 45],
+        "num_prefill_tokens": [100.0, 28.0, 0.0, 129.0, 0.0], "num_decode_tokens": [0.0, 0.0, 1.0, 0.0, 1.0],
+        "num_scheduled_tokens": [{"a": 100}, {"a": 28}, {"a": 1}, {"a": 129}, {"a": 1}],
+    })
+    f = step_features(steps)
+    # chunk 100 at 0, chunk 28 at 100, decode at 128, preempted -> recompute 129 from 0, decode at 129
+    assert f["kv_tokens_read"].tolist() == [100, 128, 129, 129, 130]
+    assert f["prefill_attn_pairs"].tolist() == [100 * 100, 28 * 128, 0, 129 * 129, 0]
+    assert f["duration_s"].tolist() == [5e-9] * 5
+
+
+def test_nsys_like_frame_without_request_detail_fits_token_terms():
+    rng = np.random.default_rng(1)
+    pf = rng.integers(0, 2048, 50).astype(float)
+    dec = rng.integers(1, 64, 50).astype(float)
+    dur_ns = ((0.002 + 1e-5 * pf + 2e-4 * dec) * 1e9).astype("int64")
+    start = np.cumsum(dur_ns + 1000) - dur_ns
+    frame = pd.DataFrame({"step": np.arange(50), "start_ns": start, "end_ns": start + dur_ns,
+                          "num_prefill_tokens": pf, "num_decode_tokens": dec})
+    model = fit_step_cost(frame, source="nsys")
+    assert set(model.coef_s) == {"prefill_tokens", "decode_reqs"}
+    assert model.coef_s["prefill_tokens"] == pytest.approx(1e-5, rel=1e-3)
+    assert model.predict(prefill_tokens=1000, decode_reqs=10) == pytest.approx(0.014, rel=1e-3)
+
+
+def test_coefficients_never_negative():
+    # duration falls with decode count in this (unphysical) trace: NNLS drops the term instead
+    frame = pd.DataFrame({"step": range(20), "start_ns": np.arange(20) * 10**8,
+                          "num_prefill_tokens": np.linspace(0, 1900, 20), "num_decode_tokens": np.arange(20, 0, -1.0)})
+    frame["end_ns"] = frame["start_ns"] + (1e6 + 1e4 * frame["num_prefill_tokens"] - 5e4 * frame["num_decode_tokens"] + 2e6).astype("int64")
+    model = fit_step_cost(frame)
+    assert all(c >= 0 for c in model.coef_s.values()) and model.intercept_s >= 0
+    assert "decode_reqs" not in model.coef_s
+
+
+def test_busy_gap_ignores_idle_periods():
+    frame = pd.DataFrame({"start_ns": [0, 1_000_000, 2_000_000, 900_000_000], "end_ns": [900_000, 1_900_000, 2_900_000, 901_000_000],
+                          "num_running": [1.0, 1.0, 0.0, 1.0], "num_waiting": [0.0, 0.0, 0.0, 0.0]})
+    assert busy_gap_s(frame) == pytest.approx(100e-6)
+
+
+@pytest.mark.parametrize("content,match", [
+    ("not json\n", r"steps.jsonl:1: not JSON"),
+    ('{"start_ns": 1, "end_ns": 2, "num_prefill_tokens": 3}\n', r"steps.jsonl:1: field `num_decode_tokens` missing"),
+    ("[1, 2]\n", r"steps.jsonl:1: expected a JSON object"),
+    ("\n", r"has no steps"),
+])
+def test_bad_step_traces_name_the_problem(tmp_path, content, match):
+    path = tmp_path / "steps.jsonl"
+    path.write_text(content)
+    with pytest.raises(InputError, match=match):
+        read_step_trace(path)
+
+
+def test_missing_trace_and_too_few_steps(tmp_path):
+    with pytest.raises(InputError, match="step trace not found: .*nope.jsonl"):
+        read_step_trace(tmp_path / "nope.jsonl")
+    steps = read_step_trace(synthetic_trace(tmp_path / "s.jsonl", n_steps=5))
+    with pytest.raises(InputError, match="5 usable steps, need at least 8"):
+        fit_step_cost(steps)
+
+
+def test_roofline_compute_vs_memory_bound():
+    m = roofline_cost(peak_flops=989.4e12, hbm_bytes_s=3.35e12, n_params=8.0e9, weight_bytes=16.0e9,
+                      kv_bytes_per_token=131072, n_layers=32, hidden_size=4096, efficiency=1.0)
+    decode = m.predict(decode_reqs=32, kv_tokens_read=32 * 1000)
+    assert decode == pytest.approx((16e9 + 131072 * 32000) / 3.35e12, rel=1e-9)  # HBM-bound
+    prefill = m.predict(prefill_tokens=8192, kv_tokens_read=8192, prefill_attn_pairs=8192 * 8192)
+    flops = 2 * 8e9 * 8192 + 4 * 32 * 4096 * 8192 * 8192
+    assert prefill == pytest.approx(flops / 989.4e12, rel=1e-9)  # compute-bound
+    assert m.summary()["kind"] == "roofline"
+    with pytest.raises(InputError, match="peak_flops must be > 0, got 0"):
+        roofline_cost(peak_flops=0, hbm_bytes_s=1, n_params=1, weight_bytes=1, kv_bytes_per_token=1,
+                      n_layers=1, hidden_size=1)
+
+
+def test_predict_vectorised_matches_scalar():
+    m = StepCostModel(intercept_s=0.001, coef_s={"prefill_tokens": 1e-5})
+    assert m.predict(prefill_tokens=np.array([0, 100])).tolist() == pytest.approx([0.001, 0.002])
