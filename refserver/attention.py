@@ -1,0 +1,142 @@
+"""Paged KV storage and attention over it: gather a request's blocks by its block table, no loop over tokens.
+
+Layout per layer: `k[layer]`, `v[layer]` are (num_blocks, block_size, num_kv_heads, head_dim); token
+position p of a request lives in block `block_table[p // block_size]`, slot `p % block_size`. fp8 stores
+float8_e4m3fn bytes (as uint8) with one float32 scale per (layer, block) for K and for V: amax/448.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+FP8_MAX = 448.0
+_STORAGE = {"auto": np.float16, "fp16": np.float16, "float32": np.float32, "fp8": np.uint8}
+# uint8 bit pattern -> float32 value of float8_e4m3fn (dequantisation by table lookup).
+_FP8_LUT = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+_FP8_LUT[np.isnan(_FP8_LUT)] = 0.0
+QUERY_TILE = 512                                   # prefill query rows per attention tile
+
+
+@dataclass
+class AttentionMetadata:
+    """Where each scheduled token goes. Rows index the step's flattened token batch (T tokens)."""
+
+    slot_mapping: np.ndarray                        # (T,) flat cache slot = block * block_size + offset
+    decode_rows: np.ndarray                         # (R,) rows of single-token requests
+    decode_block_tables: np.ndarray                 # (R, max_blocks) int, padded with 0
+    decode_context_lens: np.ndarray                 # (R,) tokens in cache incl. this one
+    # multi-token requests: (first row, end row, block table (nb,), positions (n,))
+    prefills: list[tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+
+class PagedKVCache:
+    """KV tensors for all layers in one pool; `write` scatters by slot, `gather` reads whole blocks as float32."""
+
+    def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
+                 kv_cache_dtype: str = "auto"):
+        self.block_size, self.num_kv_heads, self.head_dim = block_size, num_kv_heads, head_dim
+        self.fp8 = kv_cache_dtype == "fp8"
+        shape = (num_layers, num_blocks, block_size, num_kv_heads, head_dim)
+        self.k = np.zeros(shape, dtype=_STORAGE[kv_cache_dtype])
+        self.v = np.zeros(shape, dtype=_STORAGE[kv_cache_dtype])
+        if self.fp8:
+            self.k_scale = np.ones((num_layers, num_blocks), dtype=np.float32)
+            self.v_scale = np.ones((num_layers, num_blocks), dtype=np.float32)
+
+    def write(self, layer: int, k: np.ndarray, v: np.ndarray, slot_mapping: np.ndarray) -> None:
+        """k, v: (T, num_kv_heads, head_dim) float32 for the tokens at `slot_mapping` (T,)."""
+        if self.fp8:
+            self._write_fp8(self.k[layer], self.k_scale[layer], k, slot_mapping)
+            self._write_fp8(self.v[layer], self.v_scale[layer], v, slot_mapping)
+            return
+        flat = (-1, self.num_kv_heads, self.head_dim)
+        self.k[layer].reshape(flat)[slot_mapping] = k
+        self.v[layer].reshape(flat)[slot_mapping] = v
+
+    def _write_fp8(self, store: np.ndarray, scale: np.ndarray, x: np.ndarray, slots: np.ndarray) -> None:
+        # Re-quantise each touched block with a scale that covers its old and new values.
+        blocks, offsets = np.divmod(slots, self.block_size)
+        touched, inverse = np.unique(blocks, return_inverse=True)
+        cur = _FP8_LUT[store[touched]] * scale[touched][:, None, None, None]   # (nb, bs, kvh, hd)
+        fresh = np.zeros(touched.size, dtype=bool)
+        fresh[inverse[offsets == 0]] = True             # a block's first write starts at offset 0
+        cur[fresh] = 0.0                                # drop a previous owner's stale values
+        cur[inverse, offsets] = x
+        amax = np.abs(cur).max(axis=(1, 2, 3))
+        new_scale = np.maximum(amax / FP8_MAX, 1e-12).astype(np.float32)
+        q = np.clip(cur / new_scale[:, None, None, None], -FP8_MAX, FP8_MAX)
+        store[touched] = q.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        scale[touched] = new_scale
+
+    def gather(self, layer: int, block_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """block_ids: any int shape S -> k, v float32 of shape S + (block_size, num_kv_heads, head_dim)."""
+        k, v = self.k[layer][block_ids], self.v[layer][block_ids]
+        if self.fp8:
+            ks = self.k_scale[layer][block_ids][..., None, None, None]
+            vs = self.v_scale[layer][block_ids][..., None, None, None]
+            return _FP8_LUT[k] * ks, _FP8_LUT[v] * vs
+        if k.dtype != np.float32:
+            return k.astype(np.float32), v.astype(np.float32)
+        return k, v
+
+
+def _softmax_inplace(scores: np.ndarray) -> np.ndarray:
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)
+    return scores
+
+
+def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_positions: np.ndarray) -> np.ndarray:
+    """Grouped-query attention of queries at absolute `q_positions` over keys 0..L-1 (key j visible iff j <= pos).
+
+    q: (n, num_heads, head_dim); k, v: (L, num_kv_heads, head_dim) -> (n, num_heads * head_dim).
+    """
+    n, num_heads, hd = q.shape
+    kvh = k.shape[1]
+    group = num_heads // kvh
+    out = np.empty((n, num_heads * hd), dtype=np.float32)
+    for t0 in range(0, n, QUERY_TILE):                  # tiles of queries bound the score memory
+        t1 = min(n, t0 + QUERY_TILE)
+        pos = q_positions[t0:t1]
+        span = int(pos.max()) + 1                       # keys past the tile's last position are all masked
+        qt = q[t0:t1].reshape(t1 - t0, kvh, group, hd).transpose(1, 0, 2, 3).reshape(kvh, -1, hd)
+        kt = k[:span].transpose(1, 2, 0)                # (kvh, hd, span)
+        scores = np.matmul(qt, kt) * (1.0 / np.sqrt(hd))   # (kvh, t*group, span)
+        scores = scores.reshape(kvh, t1 - t0, group, span)
+        scores += np.where(np.arange(span)[None, :] > pos[:, None], -np.inf, 0.0).astype(np.float32)[None, :, None, :]
+        probs = _softmax_inplace(scores).reshape(kvh, -1, span)
+        ctx = np.matmul(probs, v[:span].transpose(1, 0, 2))   # (kvh, t*group, hd)
+        out[t0:t1] = ctx.reshape(kvh, t1 - t0, group, hd).transpose(1, 0, 2, 3).reshape(t1 - t0, -1)
+    return out
+
+
+def paged_prefill_attention(q: np.ndarray, cache: PagedKVCache, layer: int, block_table: np.ndarray,
+                            q_positions: np.ndarray) -> np.ndarray:
+    """One request's chunk: q (n, num_heads, head_dim) at `q_positions`; keys come from its blocks."""
+    context_len = int(q_positions[-1]) + 1
+    nb = -(-context_len // cache.block_size)
+    k, v = cache.gather(layer, block_table[:nb])        # (nb, bs, kvh, hd)
+    k = k.reshape(-1, cache.num_kv_heads, cache.head_dim)[:context_len]
+    v = v.reshape(-1, cache.num_kv_heads, cache.head_dim)[:context_len]
+    return causal_attention(q, k, v, q_positions)
+
+
+def paged_decode_attention(q: np.ndarray, cache: PagedKVCache, layer: int, block_tables: np.ndarray,
+                           context_lens: np.ndarray) -> np.ndarray:
+    """Single-token queries of R requests at once: q (R, num_heads, head_dim) -> (R, num_heads * head_dim)."""
+    r, num_heads, hd = q.shape
+    kvh = cache.num_kv_heads
+    group = num_heads // kvh
+    k, v = cache.gather(layer, block_tables)            # (R, max_blocks, bs, kvh, hd)
+    span = k.shape[1] * k.shape[2]
+    k = k.reshape(r, span, kvh, hd).transpose(0, 2, 3, 1)   # (R, kvh, hd, span)
+    v = v.reshape(r, span, kvh, hd).transpose(0, 2, 1, 3)   # (R, kvh, span, hd)
+    scores = np.matmul(q.reshape(r, kvh, group, hd), k) * (1.0 / np.sqrt(hd))   # (R, kvh, group, span)
+    invisible = np.arange(span)[None, :] >= context_lens[:, None]                # (R, span)
+    scores += np.where(invisible, -np.inf, 0.0).astype(np.float32)[:, None, None, :]
+    probs = _softmax_inplace(scores)
+    return np.matmul(probs, v).reshape(r, num_heads * hd)

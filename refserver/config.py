@@ -1,0 +1,112 @@
+"""Engine and model configuration: frozen records, validated once, with the two model presets.
+
+`EngineConfig` carries vLLM's flag names (`max_num_batched_tokens`, `enable_chunked_prefill`,
+`block_size`, `kv_cache_dtype`, ...); every invalid value raises `InputError` naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stallscope.errors import InputError
+
+KV_CACHE_DTYPES = ("auto", "float32", "fp16", "fp8")
+# Bytes one stored KV element takes; "auto" is 16-bit storage, as in real deployments.
+KV_DTYPE_BYTES = {"auto": 2, "float32": 4, "fp16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A Llama-style decoder: RMSNorm, RoPE, grouped-query attention, SwiGLU; float32 weights."""
+
+    name: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+    max_model_len: int
+    vocab_size: int = 264          # 256 bytes + BOS/EOS/PAD, padded to a multiple of 8
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def num_params(self) -> int:
+        d, hd = self.hidden_size, self.head_dim
+        qkv = d * (self.num_heads + 2 * self.num_kv_heads) * hd
+        per_layer = qkv + self.num_heads * hd * d + 3 * d * self.intermediate_size + 2 * d
+        return self.num_layers * per_layer + 2 * self.vocab_size * d + d
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # ~2.9M parameters: fast enough for property tests on 2 cores.
+    "tiny": ModelConfig("tiny", hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=2,
+                        intermediate_size=688, max_model_len=2048),
+    # ~104M parameters: a 2,048-token prefill is seconds on 2 cores, a 16-request decode step tens of ms.
+    "small": ModelConfig("small", hidden_size=768, num_layers=12, num_heads=12, num_kv_heads=4,
+                         intermediate_size=3072, max_model_len=4096),
+}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine flags, named as vLLM names them. `num_blocks = floor(kv_cache_mb * 2**20 / bytes_per_block)`."""
+
+    model: str = "tiny"
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 128
+    enable_chunked_prefill: bool = True
+    block_size: int = 16
+    kv_cache_mb: float = 64.0
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = None
+    seed: int = 0
+    weights: str | None = None
+    step_trace: str | None = None
+
+    def __post_init__(self):
+        if self.model not in PRESETS:
+            raise InputError(f"unknown model {self.model!r}; choose one of {', '.join(PRESETS)}")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise InputError(f"unknown --kv-cache-dtype {self.kv_cache_dtype!r}; "
+                             f"choose one of {', '.join(KV_CACHE_DTYPES)}")
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if self.max_num_batched_tokens < self.block_size:
+            raise InputError(f"--max-num-batched-tokens {self.max_num_batched_tokens} is smaller than "
+                             f"--block-size {self.block_size}")
+        if not self.kv_cache_mb > 0:
+            raise InputError(f"--kv-cache-mb must be positive, got {self.kv_cache_mb!r}")
+        if self.max_model_len is not None and (not isinstance(self.max_model_len, (int, np.integer))
+                                               or self.max_model_len < 2):
+            raise InputError(f"--max-model-len must be an integer >= 2, got {self.max_model_len!r}")
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return PRESETS[self.model]
+
+    @property
+    def resolved_max_model_len(self) -> int:
+        return self.max_model_len if self.max_model_len is not None else self.model_config.max_model_len
+
+    @property
+    def bytes_per_token(self) -> int:
+        """KV bytes per token: layers x kv_heads x head_dim x 2 (K and V) x dtype bytes (fp8 scales not counted)."""
+        mc = self.model_config
+        return mc.num_layers * mc.num_kv_heads * mc.head_dim * 2 * KV_DTYPE_BYTES[self.kv_cache_dtype]
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self.block_size * self.bytes_per_token
+
+    @property
+    def num_kv_blocks(self) -> int:
+        return int(self.kv_cache_mb * 2**20 // self.bytes_per_block)

@@ -1,0 +1,165 @@
+"""`LLMEngine`: add requests, then call `step()` -- one schedule, one batched forward, one `StepStats`.
+
+Not thread-safe: a server drives it from one engine thread. The engine never imports a metrics library;
+`StepStats` and `RequestOutput` carry everything a metrics layer needs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from stallscope.errors import InputError
+
+from .config import EngineConfig, ModelConfig
+from .kv_cache_manager import KVCacheManager
+from .model_runner import ModelRunner
+from .request import Request, RequestStatus, SamplingParams
+from .sampling import request_rng
+from .scheduler import Scheduler
+from .stats import StepStats
+from .step_trace import StepTraceWriter
+from .tokenizer import ByteTokenizer
+from .weights import init_weights, load_npz
+
+
+@dataclass(frozen=True)
+class RequestOutput:
+    """One per request that produced a token or finished in a step."""
+
+    request_id: str
+    new_token_ids: tuple[int, ...]
+    finished: bool
+    finish_reason: str | None
+    num_prompt_tokens: int
+    num_output_tokens: int
+    arrival_ns: int
+    first_scheduled_ns: int | None
+    first_token_ns: int | None
+    num_preemptions: int
+
+
+def _output(req: Request, new_token_ids: tuple[int, ...]) -> RequestOutput:
+    return RequestOutput(req.request_id, new_token_ids, req.is_finished, req.finish_reason,
+                         req.num_prompt_tokens, req.num_output_tokens, req.arrival_ns,
+                         req.first_scheduled_ns, req.first_token_ns, req.num_preemptions)
+
+
+class LLMEngine:
+    """Example:
+        engine = LLMEngine(EngineConfig(model="tiny"))
+        engine.add_request("r1", engine.tokenizer.encode("hello"), SamplingParams(max_tokens=8))
+        while engine.has_unfinished_requests():
+            outputs, stats = engine.step()
+    """
+
+    def __init__(self, config: EngineConfig, *, keep_logits: bool = False):
+        self.config = config
+        self.model_config: ModelConfig = config.model_config
+        self.tokenizer = ByteTokenizer()
+        self.max_model_len = config.resolved_max_model_len
+        num_blocks = config.num_kv_blocks
+        if num_blocks < 1:
+            raise InputError(f"--kv-cache-mb {config.kv_cache_mb} holds no block of {config.bytes_per_block} bytes")
+        self.kv_cache_manager = KVCacheManager(num_blocks, config.block_size, config.bytes_per_block)
+        self.scheduler = Scheduler(self.kv_cache_manager, max_num_batched_tokens=config.max_num_batched_tokens,
+                                   max_num_seqs=config.max_num_seqs,
+                                   enable_chunked_prefill=config.enable_chunked_prefill,
+                                   max_model_len=self.max_model_len)
+        weights = (load_npz(config.weights, self.model_config) if config.weights
+                   else init_weights(self.model_config, config.seed))
+        self.model_runner = ModelRunner(config, self.kv_cache_manager, weights)
+        self.requests: dict[str, Request] = {}
+        self._rngs: dict[str, np.random.Generator] = {}
+        self._pending_aborts: list[RequestOutput] = []
+        self.step_count = 0
+        self.keep_logits = keep_logits
+        self.logits: dict[str, list[np.ndarray]] = {}      # request_id -> logits rows (keep_logits only)
+        self._trace = StepTraceWriter(config.step_trace) if config.step_trace else None
+
+    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
+                    arrival_ns: int | None = None) -> None:
+        """Queue a request; InputError for an empty/too-long prompt, a duplicate id or a pool too small."""
+        if request_id in self.requests:
+            raise InputError(f"duplicate request_id {request_id!r}")
+        n = len(prompt_token_ids)
+        if n == 0:
+            raise InputError(f"request {request_id!r} has an empty prompt")
+        if n >= self.max_model_len:
+            raise InputError(f"prompt of request {request_id!r} has {n} tokens; --max-model-len "
+                             f"{self.max_model_len} leaves no room for output")
+        bad = [t for t in prompt_token_ids if not 0 <= int(t) < self.model_config.vocab_size]
+        if bad:
+            raise InputError(f"request {request_id!r} has token id {bad[0]} outside the vocabulary "
+                             f"(0..{self.model_config.vocab_size - 1})")
+        most_tokens = min(n + params.max_tokens, self.max_model_len)
+        if self.kv_cache_manager.blocks_for_tokens(most_tokens) > self.kv_cache_manager.num_total_blocks:
+            raise InputError(f"request {request_id!r} may need {most_tokens} tokens of KV cache but the pool holds "
+                             f"{self.kv_cache_manager.num_total_blocks * self.config.block_size}; raise --kv-cache-mb")
+        req = Request(request_id, prompt_token_ids, params,
+                      time.time_ns() if arrival_ns is None else arrival_ns, self.tokenizer.eos_token_id)
+        self.requests[request_id] = req
+        if params.temperature > 0:
+            self._rngs[request_id] = request_rng(params, self.config.seed, request_id)
+        self.scheduler.add_request(req)
+
+    def abort_request(self, request_id: str) -> None:
+        """Free the request's blocks; its abort output comes with the next step. No-op if unknown or done."""
+        req = self.requests.pop(request_id, None)
+        if req is None or req.is_finished:
+            return
+        self.scheduler.finish_request(req, RequestStatus.FINISHED_ABORTED)
+        self._rngs.pop(request_id, None)
+        self._pending_aborts.append(_output(req, ()))
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    def num_waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    def num_running(self) -> int:
+        return len(self.scheduler.running)
+
+    def step(self) -> tuple[list[RequestOutput], StepStats]:
+        """Schedule, run one batched forward over every scheduled token, sample, and report the step."""
+        start_ns = time.time_ns()
+        out = self.scheduler.schedule()
+        num_running, num_waiting = len(self.scheduler.running), len(self.scheduler.waiting)
+        for req in out.scheduled_requests:
+            if req.first_scheduled_ns is None:
+                req.first_scheduled_ns = start_ns
+        sampled, logits = self.model_runner.execute(out, self._rngs)
+        changed = self.scheduler.update_from_output(out, sampled)
+        end_ns = time.time_ns()
+        outputs, self._pending_aborts = self._pending_aborts, []
+        for req in changed:
+            if req.first_token_ns is None:
+                req.first_token_ns = end_ns
+            if self.keep_logits:
+                self.logits.setdefault(req.request_id, []).append(logits[req.request_id])
+            outputs.append(_output(req, (req.output_token_ids[-1],)))
+            if req.is_finished:
+                del self.requests[req.request_id]
+                self._rngs.pop(req.request_id, None)
+        stats = StepStats(
+            step=self.step_count, start_ns=start_ns, end_ns=end_ns,
+            num_prefill_tokens=out.num_prefill_tokens, num_decode_tokens=out.num_decode_tokens,
+            num_prefill_reqs=out.num_prefill_reqs, num_decode_reqs=out.num_decode_reqs,
+            num_running=num_running, num_waiting=num_waiting,
+            num_preempted=len(out.preempted_request_ids),
+            kv_blocks_used=self.kv_cache_manager.num_used_blocks,
+            kv_blocks_total=self.kv_cache_manager.num_total_blocks,
+            num_scheduled_tokens=dict(out.num_scheduled_tokens))
+        self.step_count += 1
+        if self._trace is not None:
+            self._trace.write(stats)
+        return outputs, stats
+
+    def close(self) -> None:
+        """Close the step trace file, if any."""
+        if self._trace is not None:
+            self._trace.close()
+            self._trace = None

@@ -1,0 +1,76 @@
+"""Turns a SchedulerOutput into one batched forward pass: flat token arrays, slot mapping, sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .attention import AttentionMetadata, PagedKVCache
+from .config import EngineConfig
+from .kv_cache_manager import KVCacheManager
+from .model import Transformer
+from .sampling import Sampler
+from .scheduler import SchedulerOutput
+
+
+class ModelRunner:
+    """Owns the model and the KV tensors; `execute(out)` -> {request_id: sampled token} (+ their logits)."""
+
+    def __init__(self, config: EngineConfig, kv_cache_manager: KVCacheManager, weights: dict[str, np.ndarray]):
+        mc = config.model_config
+        self.kv = kv_cache_manager
+        self.block_size = config.block_size
+        self.model = Transformer(mc, weights, max_len=config.resolved_max_model_len)
+        self.cache = PagedKVCache(mc.num_layers, kv_cache_manager.num_total_blocks, config.block_size,
+                                  mc.num_kv_heads, mc.head_dim, config.kv_cache_dtype)
+        self.sampler = Sampler(mc.vocab_size)
+
+    def prepare(self, out: SchedulerOutput) -> tuple[np.ndarray, np.ndarray, AttentionMetadata, list[int], list]:
+        """Flatten the step: (input_ids (T,), positions (T,), metadata, logits rows, requests to sample)."""
+        bs = self.block_size
+        ids, positions, slots = [], [], []
+        decode_rows, decode_tables, decode_lens, prefills = [], [], [], []
+        logits_rows, to_sample = [], []
+        row = 0
+        for req in out.scheduled_requests:
+            n = out.num_scheduled_tokens[req.request_id]
+            start = req.num_computed_tokens
+            table = np.asarray(self.kv.get_block_table(req.request_id), dtype=np.int64)
+            pos = np.arange(start, start + n)
+            ids.extend(req.all_token_ids[start:start + n])
+            positions.append(pos)
+            slots.append(table[pos // bs] * bs + pos % bs)
+            if n == 1:
+                decode_rows.append(row)
+                decode_tables.append(table)
+                decode_lens.append(start + 1)
+            else:
+                prefills.append((row, row + n, table, pos))
+            row += n
+            if start + n == req.num_tokens:             # caught up: the last row's logits pick a new token
+                logits_rows.append(row - 1)
+                to_sample.append(req)
+        tables = np.zeros((len(decode_tables), max((len(t) for t in decode_tables), default=0)), dtype=np.int64)
+        for i, t in enumerate(decode_tables):
+            tables[i, : len(t)] = t
+        meta = AttentionMetadata(
+            slot_mapping=np.concatenate(slots) if slots else np.zeros(0, dtype=np.int64),
+            decode_rows=np.asarray(decode_rows, dtype=np.int64),
+            decode_block_tables=tables,
+            decode_context_lens=np.asarray(decode_lens, dtype=np.int64),
+            prefills=prefills)
+        input_ids = np.asarray(ids, dtype=np.int64)
+        pos_all = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
+        return input_ids, pos_all, meta, logits_rows, to_sample
+
+    def execute(self, out: SchedulerOutput, rngs: dict) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+        """One forward over every scheduled token; sample for requests whose tokens are all computed."""
+        if not out.scheduled_requests:
+            return {}, {}
+        input_ids, positions, meta, logits_rows, to_sample = self.prepare(out)
+        logits = self.model.forward(input_ids, positions, meta, self.cache, logits_rows)
+        if not to_sample:
+            return {}, {}
+        tokens = self.sampler.sample(logits, [r.sampling_params for r in to_sample],
+                                     [rngs.get(r.request_id) for r in to_sample])
+        sampled = {r.request_id: t for r, t in zip(to_sample, tokens)}
+        return sampled, {r.request_id: logits[i] for i, r in enumerate(to_sample)}

@@ -1,0 +1,51 @@
+"""Greedy and temperature/top-p sampling over the byte vocabulary (+EOS), with a seeded RNG per request."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from .request import SamplingParams
+from .tokenizer import ByteTokenizer
+
+
+def request_rng(params: SamplingParams, engine_seed: int, request_id: str) -> np.random.Generator:
+    """The request's own generator: `params.seed`, else derived from the engine seed and the id."""
+    if params.seed is not None:
+        return np.random.default_rng(params.seed)
+    return np.random.default_rng([engine_seed, zlib.crc32(request_id.encode())])
+
+
+class Sampler:
+    """Picks one token per logits row; tokens outside bytes+EOS (BOS, PAD, padding) are never sampled."""
+
+    def __init__(self, vocab_size: int):
+        tok = ByteTokenizer()
+        self.mask = np.full(vocab_size, -np.inf, dtype=np.float32)
+        self.mask[:256] = 0.0
+        self.mask[tok.eos_token_id] = 0.0
+
+    def sample(self, logits: np.ndarray, params: list[SamplingParams],
+               rngs: list[np.random.Generator | None]) -> list[int]:
+        """logits: (n, vocab) float32 -> n token ids."""
+        masked = logits + self.mask                                   # (n, vocab)
+        tokens = masked.argmax(axis=1).tolist()
+        for i, p in enumerate(params):
+            if p.temperature > 0:
+                tokens[i] = self._sample_one(masked[i], p, rngs[i])
+        return tokens
+
+    @staticmethod
+    def _sample_one(row: np.ndarray, p: SamplingParams, rng: np.random.Generator) -> int:
+        z = row.astype(np.float64) / p.temperature
+        probs = np.exp(z - z.max())
+        probs /= probs.sum()
+        if p.top_p < 1.0:
+            order = np.argsort(-probs)
+            cum = np.cumsum(probs[order])
+            keep = order[: int(np.searchsorted(cum, p.top_p)) + 1]   # smallest set with mass >= top_p
+            kept = np.zeros_like(probs)
+            kept[keep] = probs[keep]
+            probs = kept / kept.sum()
+        return int(rng.choice(probs.size, p=probs))
