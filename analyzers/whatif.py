@@ -1,0 +1,217 @@
+"""What-if: replay a workload through the reference scheduler in simulated time, per token budget.
+
+1. The policy is the reference engine's own `Scheduler` + `KVCacheManager` (stallscope.refserver):
+   `schedule()` picks the step, `update_from_output()` applies it. Nothing here re-implements
+   chunking, admission or preemption; only the model is replaced by a clock.
+2. Each step's duration comes from a `StepCostModel` evaluated on the step's batch features
+   (prefill tokens, decode requests, KV tokens read, prefill attention pairs), times a residual
+   drawn from the fit's measured residuals (seeded), plus the measured inter-step gap.
+3. Every request that catches up with its tokens gets one token at the step's end, as the engine
+   does. Arrivals come from the `Workload`: Poisson and periodic long prompts are fixed in advance,
+   closed-loop sessions send their next request when the previous one finishes.
+4. Per request we keep arrival, first-token time and token times; TTFT and ITL (gaps between a
+   request's consecutive tokens, as `vllm bench serve` and the loadgen define them) are aggregated
+   as P50/P99, TTFT split into long and short prompts. `recommend` picks the largest budget whose
+   predicted ITL P99 meets the SLO.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from stallscope.analyzers.step_cost import StepCostModel, batch_features
+from stallscope.analyzers.workload import Workload
+from stallscope.errors import InputError
+from stallscope.refserver.kv_cache_manager import KVCacheManager
+from stallscope.refserver.request import Request, SamplingParams
+from stallscope.refserver.scheduler import Scheduler
+
+PREDICTION_COLUMNS = [
+    "max_num_batched_tokens", "enable_chunked_prefill", "ttft_long_p50_s", "ttft_long_p99_s",
+    "ttft_short_p50_s", "ttft_short_p99_s", "itl_p50_s", "itl_p99_s", "output_tok_s",
+    "num_requests", "num_long", "num_steps", "num_preemptions",
+]
+
+
+@dataclass(frozen=True)
+class ServerShape:
+    """The engine flags the simulation holds fixed (everything but the budget and chunking)."""
+
+    max_num_seqs: int = 128
+    block_size: int = 16
+    num_kv_blocks: int = 1 << 20      # default: effectively unbounded
+    max_model_len: int = 2048
+
+
+@dataclass
+class SimRequest:
+    request_id: str
+    kind: str                          # "session", "open" or "long"
+    arrival_s: float
+    num_prompt_tokens: int
+    max_tokens: int
+    session: int | None = None
+    token_times_s: list = field(default_factory=list)
+
+
+@dataclass
+class SimResult:
+    requests: list[SimRequest]
+    num_steps: int
+    num_preemptions: int
+    horizon_s: float
+
+
+def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens: int,
+             enable_chunked_prefill: bool = True, shape: ServerShape = ServerShape(), seed: int = 0,
+             noise: bool = True, drain: bool = True) -> SimResult:
+    """Run one budget. Returns every request with its token times (simulated seconds from 0).
+
+    Example:
+        res = simulate(w, model, max_num_batched_tokens=512)
+        summarize(res, w)["itl_p99_s"]
+    """
+    if max_num_batched_tokens < 1:
+        raise InputError(f"max_num_batched_tokens must be >= 1, got {max_num_batched_tokens}")
+    rng = np.random.default_rng(seed)
+    kv = KVCacheManager(shape.num_kv_blocks, shape.block_size)
+    sched = Scheduler(kv, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=shape.max_num_seqs,
+                      enable_chunked_prefill=enable_chunked_prefill, max_model_len=shape.max_model_len)
+    residuals = np.asarray(cost.residuals if noise else (), dtype=float)
+    arrivals: list = []                 # heap of (t, seq, SimRequest)
+    seq = 0
+    sims: dict[str, SimRequest] = {}
+
+    def push(t, kind, prompt, out, session=None):
+        nonlocal seq
+        prompt = max(1, min(int(prompt), shape.max_model_len - 1))
+        out = max(1, min(int(out), shape.max_model_len - prompt))
+        sr = SimRequest(f"sim-{seq}", kind, t, prompt, out, session)
+        heapq.heappush(arrivals, (t, seq, sr))
+        seq += 1
+
+    for t, p, o, kind in workload.open_arrivals(rng):
+        push(t, kind, p, o)
+    for s in range(workload.sessions):
+        push(0.0, "session", *workload.draw(rng), session=s)
+
+    t, steps, preemptions = 0.0, 0, 0
+    while True:
+        while arrivals and arrivals[0][0] <= t:
+            _, _, sr = heapq.heappop(arrivals)
+            sims[sr.request_id] = sr
+            sched.add_request(Request(sr.request_id, [1] * sr.num_prompt_tokens,
+                                      SamplingParams(max_tokens=sr.max_tokens, ignore_eos=True),
+                                      arrival_ns=int(sr.arrival_s * 1e9)))
+        if not sched.has_unfinished_requests():
+            if not arrivals or (arrivals[0][0] >= workload.duration_s and not drain):
+                break
+            t = arrivals[0][0]
+            continue
+        if t >= workload.duration_s and not drain:
+            break
+        out = sched.schedule()
+        preemptions += len(out.preempted_request_ids)
+        if not out.scheduled_requests:   # nothing fits (a pool too small for any request): give up
+            break
+        chunks = [(r.num_computed_tokens, out.num_scheduled_tokens[r.request_id],
+                   not (out.num_scheduled_tokens[r.request_id] == 1 and r.num_computed_tokens >= r.num_prompt_tokens))
+                  for r in out.scheduled_requests]
+        dt = cost.predict(**batch_features(chunks))
+        if residuals.size:
+            dt *= residuals[rng.integers(residuals.size)]
+        sampled = {r.request_id: 1 for r in out.scheduled_requests
+                   if r.num_computed_tokens + out.num_scheduled_tokens[r.request_id] >= r.num_tokens}
+        t_end = t + dt
+        for req in sched.update_from_output(out, sampled):
+            sr = sims[req.request_id]
+            sr.token_times_s.append(t_end)
+            if req.is_finished and sr.session is not None and t_end < workload.duration_s:
+                push(t_end, "session", *workload.draw(rng), session=sr.session)
+        steps += 1
+        t = t_end + cost.gap_s
+    return SimResult(list(sims.values()), steps, preemptions, t)
+
+
+def _pct(values, q) -> float:
+    return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+def summarize(result: SimResult, workload: Workload, *, window_s: float | None = None) -> dict:
+    """P50/P99 TTFT (long/short), ITL and output tokens/s over requests that arrived in the window."""
+    window_s = workload.duration_s if window_s is None else window_s
+    done = [r for r in result.requests if r.arrival_s < window_s and r.token_times_s]
+    long_ = [r.token_times_s[0] - r.arrival_s for r in done if workload.is_long(r.num_prompt_tokens)]
+    short = [r.token_times_s[0] - r.arrival_s for r in done if not workload.is_long(r.num_prompt_tokens)]
+    itl = np.concatenate([np.diff(r.token_times_s) for r in done if len(r.token_times_s) > 1] or [np.empty(0)])
+    tokens = sum(sum(1 for x in r.token_times_s if x <= window_s) for r in result.requests)
+    return {
+        "ttft_long_p50_s": _pct(long_, 50), "ttft_long_p99_s": _pct(long_, 99),
+        "ttft_short_p50_s": _pct(short, 50), "ttft_short_p99_s": _pct(short, 99),
+        "itl_p50_s": _pct(itl, 50), "itl_p99_s": _pct(itl, 99),
+        "output_tok_s": tokens / window_s,
+        "num_requests": len(done), "num_long": len(long_),
+    }
+
+
+def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunked: bool = False,
+            shape: ServerShape = ServerShape(), seed: int = 0, noise: bool = True) -> pd.DataFrame:
+    """One row per budget (and one for chunked prefill off): the predicted latencies and throughput.
+
+    >>> from stallscope.analyzers.workload import LengthDist
+    >>> w = Workload(LengthDist.fixed(16), LengthDist.fixed(32), sessions=2, duration_s=2.0)
+    >>> m = StepCostModel(intercept_s=0.01, coef_s={"prefill_tokens": 1e-4})
+    >>> predict(w, m, [64])["itl_p99_s"].round(3).tolist()
+    [0.01]
+    """
+    budgets = sorted({int(b) for b in budgets})
+    if not budgets or budgets[0] < 1:
+        raise InputError(f"budgets must be positive integers, got {budgets}")
+    arms = [(b, True) for b in budgets]
+    if include_unchunked:
+        arms.append((max(max(budgets), shape.max_model_len), False))
+    rows = []
+    for budget, chunked in arms:
+        res = simulate(workload, cost, max_num_batched_tokens=budget, enable_chunked_prefill=chunked,
+                       shape=shape, seed=seed, noise=noise)
+        rows.append({"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked,
+                     **summarize(res, workload), "num_steps": res.num_steps, "num_preemptions": res.num_preemptions})
+    return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+
+
+def recommend(predictions: pd.DataFrame, itl_slo_s: float) -> dict:
+    """The largest chunked budget whose predicted ITL P99 is at most `itl_slo_s`.
+
+    When no budget meets the SLO, the smallest budget is returned with `meets_slo: False`.
+
+    >>> p = pd.DataFrame({"max_num_batched_tokens": [256, 512, 1024], "enable_chunked_prefill": [True] * 3,
+    ...                   "itl_p99_s": [0.05, 0.15, 0.3], "ttft_long_p99_s": [3.0, 2.0, 1.5]})
+    >>> recommend(p, 0.2)["max_num_batched_tokens"]
+    512
+    """
+    if not itl_slo_s > 0:
+        raise InputError(f"ITL SLO must be > 0 s, got {itl_slo_s}")
+    chunked = predictions[predictions["enable_chunked_prefill"]].sort_values("max_num_batched_tokens")
+    if chunked.empty:
+        raise InputError("no chunked-prefill budget was simulated")
+    ok = chunked[chunked["itl_p99_s"] <= itl_slo_s]
+    meets = not ok.empty
+    row = (ok if meets else chunked).iloc[-1 if meets else 0]
+    budget = int(row["max_num_batched_tokens"])
+    if meets:
+        reason = (f"largest simulated budget with predicted ITL P99 {row['itl_p99_s']:.3f} s "
+                  f"<= SLO {itl_slo_s:g} s")
+    else:
+        reason = (f"no simulated budget meets the ITL SLO {itl_slo_s:g} s; the smallest, {budget}, "
+                  f"predicts ITL P99 {row['itl_p99_s']:.3f} s")
+    return {
+        "max_num_batched_tokens": budget, "meets_slo": meets, "itl_slo_s": float(itl_slo_s),
+        "predicted_itl_p99_s": float(row["itl_p99_s"]),
+        "predicted_ttft_long_p99_s": float(row.get("ttft_long_p99_s", float("nan"))),
+        "flags": f"--enable-chunked-prefill --max-num-batched-tokens {budget}",
+        "reason": reason,
+    }

@@ -1,0 +1,195 @@
+"""Where `stallscope whatif` gets its three inputs: a step-cost model, a workload and the server shape.
+
+Each resolver takes the parsed CLI namespace and raises InputError naming the missing or bad input.
+A run directory (docs/run-directory.md) holds arms `DIR/<arm>/{steps.jsonl, scrapes.jsonl,
+loadgen.json}`; every arm's steps feed one fit, and the first arm's loadgen result is the workload.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost, read_step_trace, roofline_cost
+from stallscope.analyzers.whatif import ServerShape
+from stallscope.analyzers.workload import LengthDist, Workload, read_json, workload_from_samples, workload_with
+from stallscope.errors import InputError, ToolkitError
+
+
+def arm_dirs(run_dir: str | Path) -> list[Path]:
+    """The arm directories of a run (the directory itself when it is one arm), in name order."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise InputError(f"run directory not found: {run_dir}")
+    if any((path / f).is_file() for f in ("steps.jsonl", "scrapes.jsonl", "loadgen.json")):
+        return [path]
+    arms = sorted(p for p in path.iterdir() if p.is_dir() and
+                  any((p / f).is_file() for f in ("steps.jsonl", "scrapes.jsonl", "loadgen.json")))
+    if not arms:
+        raise InputError(f"{run_dir} is not a run directory: no steps.jsonl, scrapes.jsonl or loadgen.json "
+                         "in it or in any arm under it")
+    return arms
+
+
+def run_steps(run_dir: str | Path) -> pd.DataFrame | None:
+    """Every arm's step trace in one frame; request ids are prefixed with the arm so they stay distinct."""
+    frames = []
+    for arm in arm_dirs(run_dir):
+        if (arm / "steps.jsonl").is_file():
+            f = read_step_trace(arm / "steps.jsonl")
+            if "num_scheduled_tokens" in f:
+                f["num_scheduled_tokens"] = f["num_scheduled_tokens"].map(
+                    lambda d, a=arm.name: {f"{a}/{k}": v for k, v in d.items()} if isinstance(d, dict) else d)
+            frames.append(f)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def resolve_cost(args) -> StepCostModel:
+    if args.steps:
+        return fit_step_cost(read_step_trace(args.steps), source=args.steps)
+    if args.nsys:
+        return _nsys_cost(args.nsys)
+    if args.run_dir:
+        steps = run_steps(args.run_dir)
+        if steps is not None:
+            return fit_step_cost(steps, source=f"{args.run_dir} (steps.jsonl of every arm)")
+    if args.gpu or args.roofline_model:
+        return _roofline(args.gpu, args.roofline_model, args.tp)
+    raise InputError("no step-cost source: give --steps FILE, --nsys FILE, a run directory with steps.jsonl "
+                     "(--from), or --gpu and --roofline-model for a roofline estimate")
+
+
+def _nsys_cost(path: str) -> StepCostModel:
+    from stallscope.analyzers.kernel_roles import classify
+    from stallscope.analyzers.trace_steps import reconstruct_steps
+    from stallscope.collectors.nsight_sqlite import read_export
+
+    if not Path(path).is_file():
+        raise InputError(f"nsys export not found: {path}")
+    trace = read_export(path)
+    if trace.kernels.empty:
+        raise InputError(f"{path}: no CUDA kernels in the export, so no steps to fit")
+    steps, _ = reconstruct_steps(classify(trace.kernels), trace.nvtx, trace.graph_launches)
+    known = steps["num_prefill_tokens"].notna() & steps["num_decode_tokens"].notna()
+    if not known.any():
+        raise InputError(f"{path}: the steps rebuilt from this trace carry no token counts (no vLLM NVTX "
+                         "`execute_context_..._generation_...` ranges); use --steps or --gpu/--roofline-model")
+    return fit_step_cost(steps[known], source=path)
+
+
+def _roofline(gpu: str | None, model: str | None, tp: int) -> StepCostModel:
+    if not gpu or not model:
+        raise InputError(f"a roofline estimate needs both --gpu and --roofline-model (got gpu={gpu!r}, model={model!r})")
+    try:
+        from stallscope.analyzers import roofline
+    except ModuleNotFoundError:
+        raise InputError("the roofline tables (stallscope.analyzers.roofline) are not available") from None
+    spec, mcfg = roofline.gpu_spec(gpu), roofline.model_spec(model)
+    return roofline_cost(
+        peak_flops=spec.fp16_tflops * 1e12 * tp, hbm_bytes_s=spec.hbm_tb_s * 1e12 * tp,
+        n_params=mcfg.num_params, weight_bytes=mcfg.num_params * 2,
+        kv_bytes_per_token=mcfg.kv_bytes_per_token("auto"), n_layers=mcfg.num_layers,
+        hidden_size=mcfg.hidden_size, overhead_s=0.002, source=f"roofline {gpu} / {model} / tp={tp}")
+
+
+def resolve_workload(args) -> Workload:
+    base = None
+    if args.run_dir:
+        base = _run_workload(args.run_dir)
+    elif args.db or args.prometheus:
+        base = _metrics_workload(args)
+    flags = {"rate_hz": args.rate, "sessions": args.sessions, "long_prompt_tokens": args.long_prompt_tokens,
+             "long_output_tokens": args.long_output_tokens, "long_every_s": args.long_every,
+             "duration_s": args.duration,
+             "prompt_tokens": LengthDist.fixed(args.prompt_tokens) if args.prompt_tokens else None,
+             "output_tokens": LengthDist.fixed(args.output_tokens) if args.output_tokens else None}
+    if base is None:
+        if not args.prompt_tokens or not args.output_tokens:
+            raise InputError("no workload source: give --from, --db or --prometheus, or explicit "
+                             "--prompt-tokens and --output-tokens with --sessions or --rate")
+        base = Workload(LengthDist.fixed(args.prompt_tokens), LengthDist.fixed(args.output_tokens),
+                        rate_hz=args.rate or 0.0, sessions=args.sessions or 0,
+                        long_prompt_tokens=args.long_prompt_tokens or 0,
+                        long_output_tokens=args.long_output_tokens or 1, long_every_s=args.long_every or 0.0,
+                        duration_s=args.duration or 60.0, source="flags")
+        return base
+    changed = {k: v for k, v in flags.items() if v is not None}
+    if not changed:
+        return base
+    # the long/short split follows the new lengths; recompute it
+    return workload_with(base, **changed, long_threshold_tokens=0, source=base.source + " + flags")
+
+
+def workload_from_loadgen(data: dict, source: str) -> Workload:
+    """The loadgen's own scenario (sessions, lengths, long prompts, duration) from its result JSON."""
+    cfg = data.get("config", data)
+    try:
+        sessions = int(cfg["sessions"])
+        duration = float(cfg["duration_s"] if "duration_s" in cfg else cfg["duration"])
+        prompt = int(cfg.get("prompt_tokens", cfg.get("short_prompt_tokens")))
+        output = int(cfg.get("output_tokens", cfg.get("max_tokens")))
+        long_tokens = int(cfg.get("long_prompt_tokens", 0))
+        long_every = float(cfg.get("long_every_s", cfg.get("long_every", 0)))
+        long_out = int(cfg.get("long_output_tokens", cfg.get("long_max_tokens", 1)))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{source}: not a loadgen result (missing or bad field {exc})") from None
+    return Workload(LengthDist.fixed(prompt), LengthDist.fixed(output), sessions=sessions,
+                    long_prompt_tokens=long_tokens, long_output_tokens=long_out, long_every_s=long_every,
+                    duration_s=duration, source=source)
+
+
+def _run_workload(run_dir: str) -> Workload:
+    arms = arm_dirs(run_dir)
+    for arm in arms:
+        if (arm / "loadgen.json").is_file():
+            return workload_from_loadgen(read_json(arm / "loadgen.json"), str(arm / "loadgen.json"))
+    from stallscope.collectors.loader import load
+
+    frames = load(arms[0])
+    return _one_target_workload(frames, str(arms[0]))
+
+
+def _metrics_workload(args) -> Workload:
+    from stallscope.analyzers.quantiles import parse_selector
+    from stallscope.collectors.loader import load
+    from stallscope.config import parse_duration
+
+    selector = {k: v for k, op, v in parse_selector(args.selector) if op == "="} if args.selector else None
+    source = args.db or args.prometheus
+    start = end = None
+    if args.since or args.prometheus:
+        end = time.time_ns()
+        try:
+            start = end - int(parse_duration(args.since or "1h") * 1e9)
+        except ToolkitError as exc:
+            raise InputError(f"--since: {exc}") from None
+    frames = load(source, start, end, selector=selector)
+    return _one_target_workload(frames, source)
+
+
+def _one_target_workload(frames: dict, source: str) -> Workload:
+    with_samples = {t: f["samples"] for t, f in frames.items() if len(f.get("samples", ())) > 0}
+    if not with_samples:
+        raise InputError(f"{source}: no vLLM samples in the selected range")
+    if len(with_samples) > 1:
+        raise InputError(f"{source}: several targets ({', '.join(sorted(with_samples))}); "
+                         "pick one with --selector or --from DIR/<arm>")
+    (target, samples), = with_samples.items()
+    return workload_from_samples(samples, source=f"{source} [{target}]")
+
+
+def resolve_shape(args) -> ServerShape:
+    """Server flags held fixed: explicit flags, else what the run shows, else vLLM's defaults."""
+    shape = ServerShape()
+    found = {}
+    if args.run_dir:
+        steps = run_steps(args.run_dir)
+        if steps is not None and "kv_blocks_total" in steps and steps["kv_blocks_total"].notna().any():
+            found["num_kv_blocks"] = int(steps["kv_blocks_total"].max())
+    for name in ("max_num_seqs", "block_size", "num_kv_blocks", "max_model_len"):
+        value = getattr(args, name, None)
+        if value is not None:
+            found[name] = int(value)
+    return ServerShape(**{**vars(shape), **found})
