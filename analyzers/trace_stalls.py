@@ -1,0 +1,157 @@
+"""Decode-stall detection on steps rebuilt from an Nsight Systems trace, and the CUDA-graph notice.
+
+Method (find_decode_starvation):
+1. Decode-only steps (decode work, no prefill) set the pace: the rolling median of their durations
+   over the previous `window` decode-only steps (the first ones use the median of the first window).
+   With fewer than `min_decode_steps` decode-only steps the trace has no decode cadence (training,
+   vision, a lone forward pass) and nothing is reported: no LLM-serving structure, no finding.
+2. A stall is either a step that carries prefill and lasts longer than k x that median, or a
+   decode-free interval (end of one decode step to the start of the next) longer than k x the median
+   that holds prefill work. Overlapping stalls merge.
+3. Each stall becomes a `decode_starvation` finding: start/end, duration, prefill tokens (from NVTX,
+   or an estimate gridX x kBlockM from the attention grid), the top kernels inside by time, how many
+   decode steps were delayed (duration // median) and by how much (duration - median: the extra wait
+   of every running stream's next token). Severity is critical when that delay exceeds the ITL SLO.
+
+    >>> find_decode_starvation(steps, kernels)        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from stallscope.schema import validate
+
+K_BLOCK_M = 128  # FlashAttention-2/3 query tile rows for head_dim 128
+TOP_KERNELS = 5
+
+
+def _empty_findings() -> pd.DataFrame:
+    from stallscope.schema import empty
+
+    return empty("findings")
+
+
+def rolling_decode_median(steps: pd.DataFrame, *, window: int = 64) -> np.ndarray:
+    """Per step: median duration (ns) of the previous `window` decode-only steps."""
+    dur = (steps["end_ns"] - steps["start_ns"]).to_numpy(dtype="float64")
+    decode_only = (steps["is_decode"] & ~steps["has_prefill"]).to_numpy()
+    series = pd.Series(np.where(decode_only, dur, np.nan))
+    prior = series.shift(1).rolling(window, min_periods=1).median()
+    first = float(np.nanmedian(series.to_numpy()[decode_only][:window])) if decode_only.any() else np.nan
+    return prior.fillna(first).to_numpy()
+
+
+def _stall_intervals(steps: pd.DataFrame, med: np.ndarray, k: float) -> list[tuple[int, int]]:
+    start, end = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
+    dur = end - start
+    pre = steps["has_prefill"].to_numpy(dtype=bool)
+    dec = steps["is_decode"].to_numpy(dtype=bool)
+    found = [(int(start[i]), int(end[i])) for i in np.nonzero(pre & (dur > k * med))[0]]
+    dec_idx = np.nonzero(dec)[0]
+    for a, b in zip(dec_idx[:-1], dec_idx[1:]):
+        if b - a > 1 and pre[a + 1:b].any() and start[b] - end[a] > k * med[b]:
+            found.append((int(end[a]), int(start[b])))
+    found.sort()
+    merged: list[list[int]] = []
+    for s, e in found:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return [(s, e) for s, e in merged]
+
+
+def _top_kernels(kernels: pd.DataFrame, s: int, e: int) -> list[dict]:
+    inside = kernels[(kernels["start_ns"] < e) & (kernels["end_ns"] > s)]
+    if inside.empty:
+        return []
+    clipped = np.minimum(inside["end_ns"], e) - np.maximum(inside["start_ns"], s)
+    role = inside["role"].astype(object) if "role" in inside else pd.Series("other", index=inside.index)
+    top = (pd.DataFrame({"name": inside["short_name"].astype(object), "role": role, "ns": clipped})
+           .groupby(["name", "role"]).agg(total_ns=("ns", "sum"), instances=("ns", "size"))
+           .sort_values("total_ns", ascending=False).head(TOP_KERNELS).reset_index())
+    return [{"name": r.name, "role": r.role, "total_ns": int(r.total_ns), "instances": int(r.instances)}
+            for r in top.itertuples()]
+
+
+def _fmt_ms(ns: float) -> str:
+    return f"{ns / 1e6:.1f} ms"
+
+
+def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: float = 3.0, window: int = 64,
+                           min_decode_steps: int = 5, itl_slo_ns: int = 200_000_000,
+                           session_start_ns: int | None = None) -> pd.DataFrame:
+    """`decode_starvation` findings (the `findings` frame) for stalls longer than k x the decode pace."""
+    if steps.empty or int((steps["is_decode"] & ~steps["has_prefill"]).sum()) < min_decode_steps:
+        return _empty_findings()
+    med = rolling_decode_median(steps, window=window)
+    rows = []
+    for s, e in _stall_intervals(steps, med, k):
+        inside = steps[(steps["start_ns"] < e) & (steps["end_ns"] > s)]
+        pace = float(np.median(med[inside.index])) if len(inside) else float(np.nanmedian(med))
+        dur = e - s
+        tokens = inside.loc[inside["has_prefill"], "num_prefill_tokens"]
+        prefill_tokens = int(tokens.sum()) if len(tokens) and tokens.notna().all() else None
+        grid = int(inside.loc[inside["has_prefill"], "max_attention_grid_x"].max()) if len(inside) else 0
+        streams = inside["num_decode_tokens"].dropna()
+        delayed, delay = int(dur // pace), int(dur - pace)
+        evidence = {
+            "start_ns": s, "end_ns": e, "duration_ns": dur, "median_decode_step_ns": int(pace),
+            "stall_over_median": round(dur / pace, 2), "k": k,
+            "prefill_tokens": prefill_tokens,
+            "prefill_tokens_estimate": grid * K_BLOCK_M if prefill_tokens is None and grid > 1 else None,
+            "steps_inside": int(len(inside)), "decode_streams": int(streams.max()) if len(streams) else None,
+            "decode_steps_delayed": delayed, "decode_delay_ns": delay,
+            "top_kernels": _top_kernels(kernels, s, e),
+        }
+        if session_start_ns is not None:
+            evidence["start_utc_ns"] = session_start_ns + s
+        tok = (f"{prefill_tokens} prompt tokens" if prefill_tokens is not None else
+               f"about {evidence['prefill_tokens_estimate']} prompt tokens (attention gridX {grid} x {K_BLOCK_M})"
+               if evidence["prefill_tokens_estimate"] else "prefill work")
+        who = f"the {evidence['decode_streams']} running decode streams" if evidence["decode_streams"] else "running decode streams"
+        rows.append({
+            "kind": "decode_starvation",
+            "severity": "critical" if delay >= itl_slo_ns else "warning",
+            "start_ns": s, "end_ns": e, "target": "",
+            "evidence": evidence,
+            "explanation": (f"For {_fmt_ms(dur)} ({evidence['stall_over_median']}x the median decode step of "
+                            f"{_fmt_ms(pace)}) the GPU computed {tok}; {who} got no token meanwhile, so "
+                            f"{delayed} decode steps were delayed and each stream's next token came "
+                            f"{_fmt_ms(delay)} late."),
+            "recommendation": ("Bound the prefill work per step: keep chunked prefill on (vLLM V1 default) and "
+                               "lower `--max-num-batched-tokens` (e.g. 512-2048) so a long prompt is split into "
+                               "chunks that each add about one decode step; cap long prompts per step with "
+                               "`--long-prefill-token-threshold` and `--max-num-partial-prefills 1`. Expected: "
+                               "ITL P99 near k x the decode step instead of the full prefill time."),
+        })
+    if not rows:
+        return _empty_findings()
+    return validate(pd.DataFrame(rows), "findings")
+
+
+def cuda_graph_findings(graph_launches: pd.DataFrame, kernels: pd.DataFrame, *, mode: str | None,
+                        graph_launch_calls: int = 0) -> pd.DataFrame:
+    """One `cuda_graphs_hidden` info finding when work ran as whole-graph launches (kernels invisible)."""
+    n = len(graph_launches)
+    if n == 0 and not (graph_launch_calls and mode == "Graph"):
+        return _empty_findings()
+    graph_ns = int((graph_launches["end_ns"] - graph_launches["start_ns"]).sum()) if n else 0
+    kernel_ns = int(kernels["dur_ns"].sum()) if len(kernels) else 0
+    share = graph_ns / (graph_ns + kernel_ns) if graph_ns + kernel_ns else 0.0
+    s = int(graph_launches["start_ns"].min()) if n else 0
+    e = int(graph_launches["end_ns"].max()) if n else 0
+    return validate(pd.DataFrame([{
+        "kind": "cuda_graphs_hidden", "severity": "info", "start_ns": s, "end_ns": e, "target": "",
+        "evidence": {"graph_launches": n, "graph_launch_calls": graph_launch_calls, "graph_time_ns": graph_ns,
+                     "graph_time_share": round(share, 4), "cuda_graph_trace_mode": mode},
+        "explanation": (f"{n or graph_launch_calls} CUDA graph launches were traced as whole graphs "
+                        f"({share:.0%} of GPU time): the kernels inside them (GEMMs, norms, attention of "
+                        "decode-only steps under vLLM's FULL_AND_PIECEWISE cudagraph mode) are not in the "
+                        "trace, so kernel summaries and roles cover only eager kernels."),
+        "recommendation": ("Re-capture with `nsys profile --cuda-graph-trace=node --trace-fork-before-exec=true` "
+                           "to record every kernel inside CUDA graphs (step detection already works on the "
+                           "graph launches)."),
+    }]), "findings")
