@@ -1,0 +1,243 @@
+"""The dashboard's one data-access object: frames from a store, a run directory or Prometheus,
+cached per data version, downsampled on the server, and reloaded in live mode.
+
+Pages never open files and never see a path: they call `current()` and ask it for views
+(`quantiles`, `gauge`, `rate`, `gpu_metric`, `steps`, `findings`, `health`), each at most
+`max_points` points per series so a 24 h store renders fast. Tests swap the source with `use()`.
+Views delegate the analysis to `stallscope.analyzers` (see `views.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from stallscope import schema
+from stallscope.config import load_thresholds
+from stallscope.errors import InputError
+
+FRAME_KINDS = ("samples", "gpu", "steps", "findings")
+SERIES_LABELS = ("model_name", "instance", "pod", "engine")
+
+_CURRENT: "DataSource | None" = None
+
+
+def use(source: "DataSource") -> "DataSource":
+    """Make `source` the one the pages read (the app does this at start; tests swap it)."""
+    global _CURRENT
+    _CURRENT = source
+    return source
+
+
+def current() -> "DataSource":
+    if _CURRENT is None:
+        raise InputError("no dashboard data source configured; start with --db, --run or --prometheus")
+    return _CURRENT
+
+
+def series_name(target, labels) -> str:
+    """A readable series key: the target plus the identifying labels, e.g. `vllm model_name=small engine=0`."""
+    parts = [str(target)] if isinstance(target, str) and target else []
+    if isinstance(labels, dict):
+        parts += [f"{k}={labels[k]}" for k in SERIES_LABELS if k in labels]
+    return " ".join(parts) or "all"
+
+
+def downsample(frame: pd.DataFrame, max_points: int, *, ts="ts", by="series", agg="max") -> pd.DataFrame:
+    """At most `max_points` rows per `by` group: bin `ts` evenly and take `agg` of every other column.
+
+    `max` keeps spikes visible (a stall must not average away). `ts` becomes the bin's first time.
+    """
+    if frame.empty or frame.groupby(by).size().max() <= max_points:
+        return frame
+    lo, hi = int(frame[ts].min()), int(frame[ts].max())
+    width = max(1, -(-(hi - lo + 1) // max_points))
+    binned = frame.assign(_bin=(frame[ts] - lo) // width)
+    value_cols = [c for c in frame.columns if c not in (ts, by)]
+    out = binned.groupby([by, "_bin"], sort=True).agg({ts: "min", **{c: agg for c in value_cols if c != "_bin"}})
+    return out.reset_index(level=0).reset_index(drop=True)[frame.columns]
+
+
+class DataSource:
+    """Frames behind the pages.
+
+    Example:
+        >>> src = DataSource.from_frames({"samples": samples_frame})
+        >>> src.gauge("vllm:kv_cache_usage_perc").columns.tolist()
+        ['ts', 'series', 'value']
+    """
+
+    def __init__(self, load: Callable[[], dict], *, name: str, probe: Callable[[], object] | None = None,
+                 live: bool = False, max_points: int = 1000, thresholds: dict | None = None):
+        self._load, self._probe, self.name, self.live = load, probe, name, live
+        self.max_points = max_points
+        self.thresholds = thresholds or load_thresholds()
+        self._lock = threading.Lock()
+        self._frames: dict | None = None
+        self._stamp: object = None
+        self._memo: dict = {}
+        self.version = 0
+        self.loaded_at_ns = 0
+
+    # --- constructors -------------------------------------------------------------------------
+    @classmethod
+    def from_frames(cls, frames: dict, *, name: str = "frames", **kw) -> "DataSource":
+        frames = {k: frames[k] for k in FRAME_KINDS if k in frames}
+        return cls(lambda: frames, name=name, **kw)
+
+    @classmethod
+    def from_db(cls, path, *, live: bool = True, **kw) -> "DataSource":
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"store not found: {path}")
+
+        def probe():  # the WAL file changes first while a collector writes
+            return tuple(_stat(p) for p in (path, Path(f"{path}-wal")))
+        return cls(lambda: _collectors_load(db=path), name=f"store {path.name}", probe=probe, live=live, **kw)
+
+    @classmethod
+    def from_run(cls, path, **kw) -> "DataSource":
+        path = Path(path)
+        if not path.is_dir():
+            raise InputError(f"run directory not found: {path}")
+        return cls(lambda: _load_run(path), name=f"run {path.name}", **kw)
+
+    @classmethod
+    def from_prometheus(cls, url: str, *, selector: str = "", since_s: float = 3600, live: bool = True,
+                        **kw) -> "DataSource":
+        if not url.startswith(("http://", "https://")):
+            raise InputError(f"--prometheus must be an http(s) URL, got {url!r}")
+        period = kw.pop("refresh_s", 15)
+        return cls(lambda: _collectors_load(prometheus=url, selector=selector, since_s=since_s),
+                   name=f"prometheus {url}", probe=lambda: int(time.time() // period), live=live, **kw)
+
+    def with_trace(self, path) -> "DataSource":
+        """This source with its steps frame read from an nsys export or a step-trace JSONL."""
+        from stallscope.dashboards import views
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"trace file not found: {path}")
+        base = self._load
+        self._load = lambda: {**(base() or {}), "steps": views.load_steps(path)}
+        return self
+
+    # --- frames and caching -------------------------------------------------------------------
+    def frames(self) -> dict:
+        """All frames (empty ones for kinds the source lacks); reloads in live mode when the data changed."""
+        with self._lock:
+            stamp = self._probe() if self._probe else None
+            if self._frames is None or (self.live and stamp != self._stamp):
+                loaded = self._load() or {}
+                self._frames = {k: _checked(loaded.get(k), k) for k in FRAME_KINDS}
+                self._stamp, self._memo = stamp, {}
+                self.version += 1
+                self.loaded_at_ns = time.time_ns()
+            return self._frames
+
+    def memo(self, key, compute: Callable[[], object]):
+        """`compute()` once per data version (views are pure functions of the frames)."""
+        self.frames()
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def metric_rows(self, metric: str) -> pd.DataFrame:
+        """Rows of one samples metric with a `series` column, sorted by time."""
+        def compute():
+            s = self.frames()["samples"]
+            rows = s[s["metric"] == metric]
+            target = rows["target"] if "target" in rows else pd.Series("", index=rows.index)
+            names = [series_name(t, lab) for t, lab in zip(target, rows["labels"])]
+            return rows.assign(series=names).sort_values("ts", kind="stable")
+        return self.memo(("rows", metric), compute)
+
+    def span_ns(self) -> tuple[int, int] | None:
+        f = self.frames()
+        lo = [int(f[k]["ts"].min()) for k in ("samples", "gpu") if len(f[k])]
+        hi = [int(f[k]["ts"].max()) for k in ("samples", "gpu") if len(f[k])]
+        return (min(lo), max(hi)) if lo else None
+
+    # --- views (memoised, downsampled) --------------------------------------------------------
+    def gauge(self, metric: str) -> pd.DataFrame:
+        """`ts, series, value` of a gauge, downsampled."""
+        def compute():
+            rows = self.metric_rows(metric)[["ts", "series", "value"]]
+            return downsample(rows.reset_index(drop=True), self.max_points)
+        return self.memo(("gauge", metric), compute)
+
+    def rate(self, metric: str) -> pd.DataFrame:
+        """`ts, series, value` per-second rate of a counter (resets count from zero), downsampled."""
+        from stallscope.dashboards import views
+        return self.memo(("rate", metric), lambda: downsample(
+            views.counter_rate(self.metric_rows(metric)), self.max_points))
+
+    def quantiles(self, family: str, qs=(0.5, 0.99), window_s: float | None = None) -> pd.DataFrame:
+        """`ts, series, q, value, lower, upper` for a histogram family, e.g. `vllm:inter_token_latency_seconds`."""
+        from stallscope.dashboards import views
+        return self.memo(("quantiles", family, tuple(qs), window_s), lambda: views.quantiles(
+            self.metric_rows(family + "_bucket"), qs, max_points=self.max_points, window_s=window_s))
+
+    def gpu_metric(self, metric: str) -> pd.DataFrame:
+        """`ts, series, value` of one canonical GPU metric, a series per GPU, downsampled."""
+        def compute():
+            g = self.frames()["gpu"]
+            rows = g[g["metric"] == metric]
+            names = rows["hostname"].astype(str) + " gpu" + rows["gpu"].astype(str)
+            out = pd.DataFrame({"ts": rows["ts"].to_numpy(), "series": names.to_numpy(), "value": rows["value"].to_numpy()})
+            return downsample(out.sort_values("ts", kind="stable"), self.max_points, agg="mean")
+        return self.memo(("gpu", metric), compute)
+
+    def findings(self) -> pd.DataFrame:
+        """The findings frame: the loaded one, else what the analyzers find in the frames."""
+        from stallscope.dashboards import views
+        return self.memo(("findings",), lambda: views.findings(self.frames(), self.thresholds))
+
+    def health(self) -> pd.DataFrame:
+        """Per scrape target: `target, up, last_scrape_ns, samples`."""
+        from stallscope.dashboards import views
+        return self.memo(("health",), lambda: views.health(self.frames()["samples"]))
+
+    def steps(self, start_ns: int | None = None, end_ns: int | None = None, max_bars: int = 1500) -> pd.DataFrame:
+        """Steps in a time range with `phase` and `stall`; above `max_bars`, the longest step per time bin."""
+        from stallscope.dashboards import views
+        marked = self.memo(("steps",), lambda: views.mark_steps(self.frames()["steps"]))
+        if start_ns is not None:
+            marked = marked[marked["end_ns"] >= start_ns]
+        if end_ns is not None:
+            marked = marked[marked["start_ns"] <= end_ns]
+        return views.longest_per_bin(marked, max_bars)
+
+
+def _stat(p: Path):
+    try:
+        st = os.stat(p)
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return None
+
+
+def _checked(frame, kind):
+    if frame is None:
+        out = schema.empty(kind)
+        return out.assign(target=pd.Series(dtype=object)) if kind in ("samples", "gpu") else out
+    schema.validate(frame, kind)
+    if kind in ("samples", "gpu") and "target" not in frame:
+        frame = frame.assign(target="")
+    return frame
+
+
+def _collectors_load(**source) -> dict:
+    """Samples and gpu frames through the collectors' loader (the one place that reads stores and Prometheus)."""
+    from stallscope.dashboards import views
+    return views.load_source(**source)
+
+
+def _load_run(path: Path) -> dict:
+    from stallscope.dashboards import views
+    return views.load_run(path)

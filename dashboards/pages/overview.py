@@ -1,0 +1,63 @@
+"""Overview: the findings (severity, explanation, recommendation), their timeline, and source health."""
+
+from __future__ import annotations
+
+import time
+
+import dash
+import pandas as pd
+from dash import Input, Output, callback, dcc, html
+
+from stallscope.dashboards import data, figures_pages as figs
+
+dash.register_page(__name__, path="/", name="Overview", order=0)
+
+layout = html.Div([
+    html.H2("Findings"),
+    html.Div(id="overview-findings"),
+    dcc.Graph(id="overview-timeline"),
+    html.H2("Sources"),
+    html.Div(id="overview-health"),
+], className="page")
+
+
+def _when(ns) -> str:
+    return pd.Timestamp(int(ns), unit="ns", tz="UTC").strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _evidence(ev) -> str:
+    if not isinstance(ev, dict):
+        return ""
+    return ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in ev.items())
+
+
+def finding_card(row) -> html.Div:
+    return html.Div([
+        html.Div([html.Span(row.severity, className="severity"), html.B(row.kind),
+                  html.Span(f"  {row.target}  " if row.target else "  "),
+                  html.Span(f"{_when(row.start_ns)} to {_when(row.end_ns)}")]),
+        html.P(row.explanation, className="explanation"),
+        html.P(["Recommendation: ", html.Code(row.recommendation)], className="recommendation"),
+        html.Small(_evidence(row.evidence), className="evidence"),
+    ], className=f"finding {row.severity}")
+
+
+def health_table(health: pd.DataFrame, now_ns: int) -> html.Table:
+    head = html.Tr([html.Th(c) for c in ("target", "up", "last scrape", "age", "samples")])
+    rows = []
+    for r in health.itertuples(index=False):
+        up = "unknown" if pd.isna(r.up) else ("up" if r.up >= 1 else "DOWN")
+        rows.append(html.Tr([html.Td(r.target), html.Td(up), html.Td(_when(r.last_scrape_ns)),
+                             html.Td(f"{(now_ns - r.last_scrape_ns) / 1e9:,.0f} s"), html.Td(f"{r.samples:,}")]))
+    return html.Table([head, *rows], className="health")
+
+
+@callback(Output("overview-findings", "children"), Output("overview-timeline", "figure"),
+          Output("overview-health", "children"), Input("app-live", "n_intervals"))
+def update(_tick):
+    src = data.current()
+    found = src.findings()
+    cards = [finding_card(r) for r in found.itertuples(index=False)] or [html.P("No findings.", id="overview-none")]
+    health = src.health()
+    table = health_table(health, time.time_ns()) if len(health) else html.P("No scrape samples in this source.")
+    return cards, figs.findings_timeline(found), table

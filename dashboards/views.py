@@ -1,0 +1,230 @@
+"""What the pages show, computed from frames by the analyzers; the data layer memoises the results.
+
+Each function here is a thin adapter: it calls the analyzer that owns the method and reshapes the
+answer into the `ts, series, ...` tables the figure helpers draw. Until an analyzer module exists
+the adapter uses a small local equivalent, so every page still renders (the equivalents follow
+PromQL semantics: counter resets restart from zero; quantiles interpolate inside the bucket).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stallscope import schema
+from stallscope.errors import InputError
+from stallscope.dashboards.data import SERIES_LABELS as _BY, series_name
+
+
+def _analyzer(name: str):
+    try:
+        return importlib.import_module(f"stallscope.analyzers.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"stallscope.analyzers.{name}":
+            raise
+        return None
+
+
+# --- sources --------------------------------------------------------------------------------
+def load_source(**source) -> dict:
+    """`{"samples", "gpu"}` from a store (`db=`) or Prometheus (`prometheus=`, `selector=`, `since_s=`)."""
+    from stallscope.collectors import loader
+    return loader.load(**source)
+
+
+def load_run(path: Path) -> dict:
+    """Frames of a repro run directory (or one arm of it): samples, gpu, steps, and each arm as a target."""
+    from stallscope.collectors import loader
+    return loader.load(run=path)
+
+
+def load_steps(path: Path) -> pd.DataFrame:
+    """A steps frame from a step-trace JSONL (docs/step-trace.md) or an nsys SQLite export."""
+    if path.suffix in (".jsonl", ".json"):
+        try:
+            raw = pd.read_json(path, lines=True)
+        except ValueError as exc:
+            raise InputError(f"{path} is not a step-trace JSONL file: {exc}") from None
+        missing = [c for c in schema.columns("steps", required_only=True) if c not in raw]
+        if missing:
+            raise InputError(f"{path} is not a step trace: missing field `{missing[0]}`")
+        keep = [c for c in schema.columns("steps") if c in raw]
+        out = raw[keep].astype({c: "float64" for c in keep if c not in ("step", "start_ns", "end_ns")})
+        return schema.validate(out.astype({"step": "int64", "start_ns": "int64", "end_ns": "int64"}), "steps")
+    mod = _analyzer("trace_steps")
+    if mod is None:
+        raise InputError(f"cannot read {path}: nsys traces need stallscope.analyzers.trace_steps")
+    return schema.validate(mod.steps_from_nsys(path), "steps")
+
+
+# --- counters and histograms ----------------------------------------------------------------
+def counter_rate(rows: pd.DataFrame) -> pd.DataFrame:
+    """`ts, series, value`: per-second increase between consecutive samples of each series."""
+    out = []
+    for name, g in rows.groupby("series", sort=True):
+        ts, v = g["ts"].to_numpy(), g["value"].to_numpy(dtype=float)
+        if len(ts) < 2:
+            continue
+        inc = np.diff(v)
+        inc = np.where(inc < 0, v[1:], inc)                  # a reset restarts the counter from zero
+        dt = np.diff(ts) / 1e9
+        out.append(pd.DataFrame({"ts": ts[1:], "series": name, "value": np.divide(inc, dt, where=dt > 0,
+                                                                                 out=np.zeros_like(inc))}))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["ts", "series", "value"])
+
+
+def quantiles(bucket_rows: pd.DataFrame, qs, *, max_points: int, window_s: float | None = None) -> pd.DataFrame:
+    """`ts, series, q, value, lower, upper`: histogram_quantile(q, rate(x_bucket[window])) over time.
+
+    Evaluated on a grid of at most `max_points` times; the window is at least 60 s and at least
+    two grid steps, so no observation is skipped. `lower`/`upper` is the bucket the quantile falls
+    in: the value is only known to lie inside it.
+    """
+    cols = ["ts", "series", "q", "value", "lower", "upper"]
+    if bucket_rows.empty:
+        return pd.DataFrame(columns=cols)
+    ts = np.unique(bucket_rows["ts"].to_numpy())
+    interval = int(np.median(np.diff(ts))) if len(ts) > 1 else 10**9
+    step = max(interval, -(-(int(ts[-1]) - int(ts[0])) // max_points))
+    window_ns = max(int((window_s or 60.0) * 1e9), 2 * step, 2 * interval)
+    eval_ts = np.arange(int(ts[0]) + step, int(ts[-1]) + 1, step, dtype=np.int64)
+    mod = _analyzer("quantiles")
+    if mod is not None and hasattr(mod, "quantile_range"):
+        family = str(bucket_rows["metric"].iloc[0])[: -len("_bucket")]
+        out = []
+        for q in qs:
+            r = mod.quantile_range(bucket_rows, family, q, eval_ts, window_ns, by=("target", *_BY))
+            names = [series_name(lab.get("target", ""), lab) for lab in r["labels"]]
+            out.append(pd.DataFrame({"ts": r["ts"].to_numpy(dtype=np.int64), "series": names, "q": q,
+                                     "value": r["value"].to_numpy(dtype=float),
+                                     "lower": r["bucket_lo"].to_numpy(dtype=float),
+                                     "upper": r["bucket_hi"].to_numpy(dtype=float)}))
+        return pd.concat(out, ignore_index=True).dropna(subset=["value"])[cols]
+    return _local_quantiles(bucket_rows, qs, eval_ts, window_ns)
+
+
+def _local_quantiles(bucket_rows, qs, eval_ts, window_ns):
+    out = []
+    for name, g in bucket_rows.groupby("series", sort=True):
+        cum = g.pivot_table(index="ts", columns="le", values="value", aggfunc="last").sort_index()
+        cum = cum.ffill().fillna(0.0)
+        les = cum.columns.to_numpy(dtype=float)               # sorted ascending, inf last
+        ts = cum.index.to_numpy()
+        raw = cum.to_numpy()
+        inc = np.diff(raw, axis=0)
+        inc = np.where(inc < 0, raw[1:], inc)                 # counter reset
+        total = np.vstack([np.zeros((1, raw.shape[1])), np.cumsum(inc, axis=0)])
+        end_idx = np.searchsorted(ts, eval_ts, side="right") - 1
+        start_idx = np.searchsorted(ts, eval_ts - window_ns, side="left")
+        ok = (end_idx >= 0) & (start_idx < end_idx)
+        delta = total[end_idx[ok]] - total[start_idx[ok]]     # (evals, buckets), cumulative in le
+        for q in qs:
+            value, lower, upper = _bucket_quantile(q, les, delta)
+            out.append(pd.DataFrame({"ts": eval_ts[ok], "series": name, "q": q, "value": value,
+                                     "lower": lower, "upper": upper}))
+    cols = ["ts", "series", "q", "value", "lower", "upper"]
+    return pd.concat(out, ignore_index=True).dropna(subset=["value"])[cols] if out else pd.DataFrame(columns=cols)
+
+
+def _bucket_quantile(q: float, les: np.ndarray, cum: np.ndarray):
+    """PromQL's histogram_quantile for each row of `cum` (cumulative counts per `les`, inf last)."""
+    n = cum[:, -1]
+    rank = q * n
+    idx = np.argmax(cum >= rank[:, None], axis=1)             # first bucket reaching the rank
+    finite = les[np.isfinite(les)]
+    lower = np.where(idx > 0, les[np.maximum(idx - 1, 0)], 0.0)
+    upper = les[idx]
+    below = np.where(idx > 0, cum[np.arange(len(cum)), np.maximum(idx - 1, 0)], 0.0)
+    inside = cum[np.arange(len(cum)), idx] - below
+    frac = np.divide(rank - below, inside, out=np.zeros_like(rank), where=inside > 0)
+    value = np.where(np.isinf(upper), finite[-1] if len(finite) else np.nan, lower + (upper - lower) * frac)
+    value = np.where(n > 0, value, np.nan)
+    return value, np.where(n > 0, lower, np.nan), np.where(n > 0, upper, np.nan)
+
+
+def spans_above(frame: pd.DataFrame, threshold: float) -> list[tuple[int, int]]:
+    """Merged `(start_ns, end_ns)` spans where any series of a `ts, series, value` frame exceeds `threshold`."""
+    hot = frame[frame["value"] > threshold].sort_values("ts")
+    if hot.empty:
+        return []
+    ts = np.unique(hot["ts"].to_numpy())
+    all_ts = np.unique(frame["ts"].to_numpy())
+    gap = int(np.median(np.diff(all_ts))) if len(all_ts) > 1 else 1
+    spans, start, prev = [], ts[0], ts[0]
+    for t in ts[1:]:
+        if t - prev > 1.5 * gap:
+            spans.append((int(start - gap), int(prev)))
+            start = t
+        prev = t
+    spans.append((int(start - gap), int(prev)))
+    return spans
+
+
+# --- findings and health --------------------------------------------------------------------
+def findings(frames: dict, thresholds: dict) -> pd.DataFrame:
+    """The loaded findings frame, or the analyzers' findings over the loaded frames."""
+    if len(frames.get("findings", ())):
+        return frames["findings"].sort_values("start_ns", kind="stable").reset_index(drop=True)
+    mod = _analyzer("findings")
+    if mod is not None and hasattr(mod, "find_all"):
+        found = mod.find_all(frames, thresholds=thresholds)
+        return schema.validate(found, "findings").sort_values("start_ns", kind="stable").reset_index(drop=True)
+    return schema.empty("findings")
+
+
+def health(samples: pd.DataFrame) -> pd.DataFrame:
+    """`target, up, last_scrape_ns, samples` per target; `up` is NaN when the source records none."""
+    cols = ["target", "up", "last_scrape_ns", "samples"]
+    if samples.empty:
+        return pd.DataFrame(columns=cols)
+    target = samples["target"] if "target" in samples else pd.Series("", index=samples.index)
+    rows = []
+    for name, g in samples.groupby(target.fillna(""), sort=True):
+        up = g[g["metric"] == "up"]
+        last = up.loc[up["ts"].idxmax(), "value"] if len(up) else np.nan
+        rows.append((name or "(unnamed)", float(last), int(g["ts"].max()), len(g)))
+    return pd.DataFrame(rows, columns=cols)
+
+
+# --- steps ----------------------------------------------------------------------------------
+def mark_steps(steps: pd.DataFrame, stall_factor: float = 3.0) -> pd.DataFrame:
+    """Steps with `dur_ns`, `phase` (prefill when any prompt token ran) and `stall`.
+
+    A stall is a step during which running requests waited for their next token: at least one
+    decode was pending and the step took more than `stall_factor` x the median decode-only step.
+    """
+    if steps.empty:
+        return steps.assign(dur_ns=pd.Series(dtype="int64"), phase=pd.Series(dtype=object),
+                            stall=pd.Series(dtype=bool))
+    dur = steps["end_ns"] - steps["start_ns"]
+    prefill = steps["num_prefill_tokens"].fillna(0) > 0
+    decode_only = dur[~prefill & (steps["num_decode_tokens"].fillna(0) > 0)]
+    typical = float(decode_only.median()) if len(decode_only) else float(dur.median())
+    running = steps["num_running"].fillna(1) if "num_running" in steps else pd.Series(1, index=steps.index)
+    stall = (dur > stall_factor * typical) & (running > 0)
+    return steps.assign(dur_ns=dur, phase=np.where(prefill, "prefill", "decode"), stall=stall.to_numpy())
+
+
+def longest_per_bin(steps: pd.DataFrame, max_bars: int) -> pd.DataFrame:
+    """At most `max_bars` steps: when there are more, keep the longest step of each time bin."""
+    if len(steps) <= max_bars:
+        return steps
+    lo, hi = int(steps["start_ns"].min()), int(steps["end_ns"].max())
+    width = max(1, -(-(hi - lo) // max_bars))
+    keys = (steps["start_ns"] - lo) // width
+    return steps.loc[steps["dur_ns"].groupby(keys).idxmax().to_numpy()].sort_values("start_ns")
+
+
+# --- roofline -------------------------------------------------------------------------------
+def roofline(gpu: pd.DataFrame) -> dict | None:
+    """Roof and measured points for the GPU model in `gpu`, from `stallscope.analyzers.roofline`.
+
+    Returns `{"gpu", "peak_flops", "peak_bw", "points": frame(series, intensity, flops)}` or None.
+    """
+    mod = _analyzer("roofline")
+    if mod is None or gpu.empty or not hasattr(mod, "measured_points"):
+        return None
+    return mod.measured_points(gpu)
