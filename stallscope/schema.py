@@ -43,6 +43,7 @@ FRAMES: dict[str, list[Column]] = {
         Column("pod", "str", "Kubernetes pod, when the exporter attaches one", required=False),
         Column("namespace", "str", "Kubernetes namespace, when present", required=False),
         Column("container", "str", "Kubernetes container, when present", required=False),
+        Column("gpu_instance", "str", "MIG GPU instance id (DCGM `GPU_I_ID`), '' for a whole GPU; present only on MIG hosts", required=False),
         Column("target", "str", "scrape target name (added by the store and the loaders)", required=False),
     ],
     # One row per engine step: the reference engine's step trace, or steps rebuilt from an nsys export.

@@ -1,0 +1,145 @@
+"""dcgm-exporter `/metrics` → the `gpu` frame: canonical metric names in base units.
+
+The idea: one table maps every DCGM field spelling (the exporter's CSV names and the DCGM 4.6
+renames, dcgm_nvml.md §1) to one canonical name and the factor that brings it to base units
+(percent → ratio 0-1, MiB → bytes, MHz → Hz, MB/s → bytes/s). A field the exporter did not emit, or
+emitted as a DCGM "blank" sentinel, gives no row: missing stays missing, never zero. The NVLink total
+(`DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL`, typed counter in the CSV) is already a rate: it becomes
+`nvlink_total_bytes_s` and must never be `rate()`d. Labels: `Hostname`/`hostname`, `UUID`/`uuid`/
+`gpu_uuid`, `modelName`/`model_name`, k8s `pod`/`namespace`/`container` (or the `--use-old-namespace`
+`pod_name`/...), MIG `GPU_I_ID` → `gpu_instance`. Unknown fields are kept under their DCGM name.
+
+    >>> df = parse(open("../shared/dcgm_samples/t4_under_load_ericsson_driver590.txt").read(), ts=0)
+    >>> df.set_index("metric").loc[["gpu_util", "gr_engine_active"], "value"].tolist()
+    [0.91, 0.156205]
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+
+from stallscope.collectors.exposition import ParseCache, parse_rows
+from stallscope.errors import CollectorError
+from stallscope.schema import validate
+
+MIB = 1 << 20
+# canonical name → (factor to base units, every field spelling that carries it)
+CANONICAL: dict[str, tuple[float, tuple[str, ...]]] = {
+    "tensor_active": (1.0, ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_TENSOR_UTIL_RATIO")),
+    "dram_active": (1.0, ("DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_DRAM_UTIL_RATIO")),
+    "sm_active": (1.0, ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_UTIL_RATIO")),
+    "sm_occupancy": (1.0, ("DCGM_FI_PROF_SM_OCCUPANCY",)),
+    "gr_engine_active": (1.0, ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO")),
+    "fp16_active": (1.0, ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "DCGM_FI_PROF_FP16_UTIL_RATIO")),
+    "gpu_util": (0.01, ("DCGM_FI_DEV_GPU_UTIL",)),
+    "mem_copy_util": (0.01, ("DCGM_FI_DEV_MEM_COPY_UTIL",)),
+    "fb_used_bytes": (MIB, ("DCGM_FI_DEV_FB_USED",)),
+    "fb_free_bytes": (MIB, ("DCGM_FI_DEV_FB_FREE",)),
+    "fb_reserved_bytes": (MIB, ("DCGM_FI_DEV_FB_RESERVED",)),
+    "power_w": (1.0, ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_BOARD_POWER_WATTS")),
+    "sm_clock_hz": (1e6, ("DCGM_FI_DEV_SM_CLOCK",)),
+    "mem_clock_hz": (1e6, ("DCGM_FI_DEV_MEM_CLOCK",)),
+    "gpu_temp_c": (1.0, ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_TEMP_CELSIUS")),
+    "memory_temp_c": (1.0, ("DCGM_FI_DEV_MEMORY_TEMP",)),
+    "xid_last": (1.0, ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR")),
+    "energy_j": (1e-3, ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",)),
+    "pcie_tx_bytes_s": (1.0, ("DCGM_FI_PROF_PCIE_TX_BYTES",)),
+    "pcie_rx_bytes_s": (1.0, ("DCGM_FI_PROF_PCIE_RX_BYTES",)),
+    "nvlink_tx_bytes_s": (1.0, ("DCGM_FI_PROF_NVLINK_TX_BYTES",)),
+    "nvlink_rx_bytes_s": (1.0, ("DCGM_FI_PROF_NVLINK_RX_BYTES",)),
+    "nvlink_total_bytes_s": (1e6, ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL")),
+}
+# DCGM 4.6 `_RATIO` spelling of a percent field: already a ratio, so factor 1
+CANONICAL_RATIO_RENAMES = {"DCGM_FI_DEV_GPU_UTIL_RATIO": "gpu_util"}
+FIELDS: dict[str, tuple[str, float]] = {
+    field: (name, factor) for name, (factor, fields) in CANONICAL.items() for field in fields}
+FIELDS.update({field: (name, 1.0) for field, name in CANONICAL_RATIO_RENAMES.items()})
+
+# DCGM blank sentinels (dcgm_fields.h): int64 0x7ffffffffffffff0.., int32 0x7ffffff0.., fp64 2**47..
+_BLANK_RANGES = ((float(0x7FFFFFFFFFFFFFF0), math.inf), (float(0x7FFFFFF0), float(0x7FFFFFFF)),
+                 (float(2 ** 47), float(2 ** 47) + 16))
+
+_LABELS = {
+    "hostname": ("Hostname", "hostname"),
+    "uuid": ("UUID", "uuid", "gpu_uuid"),
+    "model": ("modelName", "model_name"),
+    "pod": ("pod", "pod_name"),
+    "namespace": ("namespace", "pod_namespace"),
+    "container": ("container", "container_name"),
+}
+
+
+def _pick(labels: dict, names: tuple[str, ...]) -> str | None:
+    for n in names:
+        if n in labels:
+            return labels[n]
+    return None
+
+
+def _map_families(families: list) -> list:
+    out = []
+    for fam in families:
+        for s in fam.samples:
+            raw = s.name
+            if fam.type == "counter" and raw.endswith("_total") and raw[:-6].isupper():
+                raw = raw[:-6]  # the parser appends `_total` to counters; DCGM field names have none
+            name, factor = FIELDS.get(raw, (raw, 1.0))
+            lab = s.labels
+            if "gpu" not in lab or _blank(s.value, fam.type == "counter"):
+                out.append(None)  # not a per-GPU entity (NVSwitch, CPU), or DCGM "blank"
+                continue
+            row = {k: _pick(lab, v) for k, v in _LABELS.items()}
+            gi = lab.get("GPU_I_ID")
+            out.append((name, factor, lab["gpu"], row, gi))
+    return out
+
+
+def _blank(value: float, counter: bool) -> bool:
+    v = float(value)
+    if v != v:
+        return True
+    return any(lo <= v <= hi for lo, hi in (_BLANK_RANGES if not counter else _BLANK_RANGES[:1]))
+
+
+def parse(text: str, ts: int | None = None, *, cache: ParseCache | None = None) -> pd.DataFrame:
+    """Parse one dcgm-exporter exposition text into the `gpu` frame (schema.FRAMES["gpu"]).
+
+    Optional columns `pod`, `namespace`, `container` and `gpu_instance` (MIG `GPU_I_ID`) appear only
+    when some row carries them; rows without them hold "".
+
+        >>> line = 'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",modelName="NVIDIA L4",Hostname="h"} 2\\n'
+        >>> parse(line, ts=0).value.item()
+        2097152.0
+    """
+    if not isinstance(text, str):
+        raise CollectorError(f"DCGM exposition must be text, got {type(text).__name__}")
+    rows, values = parse_rows(text, _map_families, cache, what="DCGM exporter scrape")
+    return frame(rows, values, time.time_ns() if ts is None else int(ts))
+
+
+def frame(rows: list[tuple], values: list[float], ts: int) -> pd.DataFrame:
+    """The gpu frame from mapped rows `(metric, factor, gpu, labels, gpu_instance)` and raw values."""
+    n = len(rows)
+    cols = {
+        "ts": np.full(n, ts, dtype=np.int64),
+        "hostname": [r[3]["hostname"] or "" for r in rows],
+        "gpu": [r[2] for r in rows],
+        "uuid": [r[3]["uuid"] or "" for r in rows],
+        "model": [r[3]["model"] or "" for r in rows],
+        "metric": [r[0] for r in rows],
+        "value": np.array(values, dtype=np.float64) * np.array([r[1] for r in rows], dtype=np.float64),
+    }
+    for opt in ("pod", "namespace", "container"):
+        if any(r[3][opt] is not None for r in rows):
+            cols[opt] = [r[3][opt] or "" for r in rows]
+    if any(r[4] is not None for r in rows):
+        cols["gpu_instance"] = [r[4] or "" for r in rows]
+    df = pd.DataFrame(cols)
+    for c in df.columns:
+        if c not in ("ts", "value"):
+            df[c] = df[c].astype(object)
+    return validate(df, "gpu")

@@ -1,0 +1,153 @@
+"""One entry point from any source to the frames the analyzers take.
+
+    load(source, start=None, end=None, *, targets=None, selector=None, step=None)
+        -> dict[str, dict[str, pandas.DataFrame]]        # {target: {"samples": df, "gpu": df}}
+
+`source` is one of:
+  * a store file written by `stallscope collect` (`*.db`, SQLite);
+  * a repro run directory `DIR/<arm>/scrapes.jsonl` (docs/run-directory.md): pass `DIR/<arm>` for one
+    arm (targets keyed by their names, e.g. "vllm"), or `DIR` for every arm (keys "<arm>/<target>");
+  * a `scrapes.jsonl` file, one `{"ts": unix_s, "target": "vllm", "text": "<exposition>"}` per line;
+  * a Prometheus-compatible HTTP API base URL (`http://host:9090`, Thanos, Mimir), read with
+    `query_range` (`selector` = label matchers such as {"instance": "...", "model_name": "...",
+    "pod": "..."}; `step` = resolution, default 5 s; targets keyed by the `job` label).
+`start`/`end` bound the time range (inclusive): int ns since the epoch, a datetime/pandas Timestamp
+or an ISO-8601 string; None means open (a Prometheus source needs both, or defaults to the last hour).
+Every frame passes `schema.validate` and carries a `target` column. Rows whose text cannot be parsed
+in a jsonl source are skipped with a warning naming the line; a missing or unreadable source raises
+CollectorError naming it.
+
+    >>> frames = load("runs/demo/chunked")                       # a repro arm
+    >>> frames["vllm"]["samples"].query("metric == 'vllm:kv_cache_usage_perc'")
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from stallscope import schema
+from stallscope.errors import CollectorError
+
+log = logging.getLogger(__name__)
+Frames = dict[str, dict[str, pd.DataFrame]]
+
+
+def load(source: str | Path, start=None, end=None, *, targets: list[str] | None = None,
+         selector: dict[str, str] | None = None, step=None) -> Frames:
+    """Frames per target from a store, a run directory, a scrapes.jsonl or a Prometheus URL (see module doc)."""
+    lo, hi = to_ns(start, "start"), to_ns(end, "end")
+    text = str(source)
+    if text.startswith(("http://", "https://")):
+        from stallscope.collectors import prometheus_api
+
+        return prometheus_api.load(text, lo, hi, selector=selector or {}, step=step, targets=targets)
+    path = Path(source)
+    if not path.exists():
+        raise CollectorError(f"source {path} does not exist (expected a store .db, a run directory, "
+                             "a scrapes.jsonl or an http:// Prometheus URL)")
+    if path.is_dir():
+        return _load_run_dir(path, lo, hi, targets)
+    if path.suffix == ".jsonl":
+        return _load_jsonl(path, lo, hi, targets)
+    from stallscope.collectors import store
+
+    con = store.connect_ro(path)
+    try:
+        return store.read(con, lo, hi, targets)
+    finally:
+        con.close()
+
+
+def to_ns(value, what: str = "time") -> int | None:
+    """int ns (kept), datetime/Timestamp or ISO string → int ns since the epoch; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise CollectorError(f"{what} must be a time, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (str, _dt.datetime, pd.Timestamp)):
+        try:
+            ts = pd.Timestamp(value)
+        except (ValueError, TypeError):
+            raise CollectorError(f"{what} {value!r} is not a time (use ISO-8601 or int ns)") from None
+        if ts.tzinfo is None:
+            ts = ts.tz_localize("UTC")
+        return int(ts.value)
+    raise CollectorError(f"{what} must be int ns, a datetime or an ISO string, got {type(value).__name__} {value!r}")
+
+
+def _load_run_dir(path: Path, lo, hi, targets) -> Frames:
+    if (path / "scrapes.jsonl").is_file():
+        return _load_jsonl(path / "scrapes.jsonl", lo, hi, targets)
+    arms = sorted(p for p in path.iterdir() if (p / "scrapes.jsonl").is_file())
+    if not arms:
+        raise CollectorError(f"run directory {path} has no scrapes.jsonl (nor any <arm>/scrapes.jsonl)")
+    out: Frames = {}
+    for arm in arms:
+        for name, frames in _load_jsonl(arm / "scrapes.jsonl", lo, hi, targets).items():
+            out[f"{arm.name}/{name}"] = frames
+    return out
+
+
+def iter_jsonl(path: Path):
+    """(line number, ts ns, target, text) for each well-formed line; bad lines are logged and skipped."""
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise CollectorError(f"cannot read {path}: {exc.strerror}") from None
+    with fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                ts = int(round(float(obj["ts"]) * 1e9))
+                target, text = str(obj["target"]), obj["text"]
+                if not isinstance(text, str):
+                    raise TypeError("text is not a string")
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("%s:%d: skipped, not a scrape record (%s)", path, n, exc)
+                continue
+            yield n, ts, target, text
+
+
+def _load_jsonl(path: Path, lo, hi, targets) -> Frames:
+    from stallscope.collectors import vllm, dcgm
+    from stallscope.collectors.exposition import ParseCache
+
+    parts: dict[str, dict[str, list]] = {}
+    caches: dict[str, ParseCache] = {}
+    for n, ts, target, text in iter_jsonl(path):
+        if (lo is not None and ts < lo) or (hi is not None and ts > hi) or (targets and target not in targets):
+            continue
+        kind = "gpu" if is_dcgm(text) else "samples"
+        try:
+            df = (dcgm if kind == "gpu" else vllm).parse(text, ts, cache=caches.setdefault(target, ParseCache()))
+        except CollectorError as exc:
+            log.warning("%s:%d: skipped: %s", path, n, exc)
+            continue
+        parts.setdefault(target, {"samples": [], "gpu": []})[kind].append(df)
+    return {t: {k: _concat(v, k, t) for k, v in kinds.items()} for t, kinds in sorted(parts.items())}
+
+
+def is_dcgm(text: str) -> bool:
+    """Route a scrape: a dcgm-exporter body carries DCGM field names."""
+    return "DCGM_FI_" in text
+
+
+def _concat(frames: list[pd.DataFrame], kind: str, target: str) -> pd.DataFrame:
+    if frames:
+        df = pd.concat(frames, ignore_index=True)
+        if kind == "gpu":
+            df = df.fillna({c: "" for c in ("pod", "namespace", "container", "gpu_instance") if c in df})
+    else:
+        df = schema.empty(kind)
+    df["target"] = target
+    df["target"] = df["target"].astype(object)
+    return schema.validate(df, kind)

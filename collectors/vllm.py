@@ -1,0 +1,110 @@
+"""vLLM `/metrics` → the `samples` frame: every vLLM generation mapped to one vocabulary.
+
+The idea: the scrape is parsed by `prometheus_client`'s parser (never by regex) and each sample becomes
+one row; one alias table renames the metrics vLLM renamed over its releases (vllm.md §1.4), so nothing
+downstream has to know which version it is looking at:
+
+    vllm:gpu_cache_usage_perc          → vllm:kv_cache_usage_perc
+    vllm:time_per_output_token_seconds → vllm:inter_token_latency_seconds   (same buckets, same meaning)
+    vllm:gpu_prefix_cache_*            → vllm:prefix_cache_*   (+ label unit="blocks" when HELP says blocks, 0.8.x)
+
+When a scrape carries both spellings (0.9–0.14 emit them side by side) the new name wins and the old
+rows are dropped. `_created` families (single-process mode) are dropped; labels are kept as scraped
+(V0 has no `engine`); bucket bounds come from each scrape's `le`; unknown metrics are kept unchanged.
+
+    >>> df = parse(open("tests/fixtures/vllm_metrics/v0_6_6.txt").read(), ts=0)
+    >>> df.loc[df.metric == "vllm:kv_cache_usage_perc", "value"].item()
+    0.8125
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import requests
+
+from stallscope.collectors.exposition import ParseCache, parse_rows
+from stallscope.errors import CollectorError
+from stallscope.schema import validate
+
+# old family name → (new family name, whether HELP may state a blocks unit)
+ALIASES: dict[str, tuple[str, bool]] = {
+    "vllm:gpu_cache_usage_perc": ("vllm:kv_cache_usage_perc", False),
+    "vllm:time_per_output_token_seconds": ("vllm:inter_token_latency_seconds", False),
+    "vllm:gpu_prefix_cache_queries": ("vllm:prefix_cache_queries", True),
+    "vllm:gpu_prefix_cache_hits": ("vllm:prefix_cache_hits", True),
+    "vllm:gpu_prefix_cache_hit_rate": ("vllm:prefix_cache_hit_rate", False),
+}
+_COLLECTED_TYPES = {"counter", "histogram", "summary", "gaugehistogram"}
+
+
+def _map_families(families: list) -> list:
+    names = {f.name for f in families}
+    created_bases = {f.name for f in families if f.type in _COLLECTED_TYPES}
+    out = []
+    for fam in families:
+        new, unit_may_change = ALIASES.get(fam.name, (None, False))
+        drop = (new is not None and new in names) or (
+            fam.name.endswith("_created") and fam.name[:-8] in created_bases)
+        extra = {"unit": "blocks"} if unit_may_change and "blocks" in fam.documentation else {}
+        for s in fam.samples:
+            if drop or s.name.endswith("_created"):
+                out.append(None)
+                continue
+            metric = new + s.name[len(fam.name):] if new else s.name
+            labels = {k: v for k, v in s.labels.items() if k != "le"}
+            labels.update(extra)
+            le = float(s.labels["le"]) if "le" in s.labels else math.nan
+            out.append((metric, s.name, labels, le))
+    return out
+
+
+def parse(text: str, ts: int | None = None, *, cache: ParseCache | None = None) -> pd.DataFrame:
+    """Parse one vLLM exposition text into the `samples` frame (schema.FRAMES["samples"]).
+
+    `ts` is the scrape time in ns (default: now). Pass one `ParseCache` per target when parsing
+    repeated scrapes of the same endpoint: the result is identical, only faster.
+
+        >>> parse('vllm:num_requests_running{engine="0",model_name="m"} 3\\n', ts=1).value.tolist()
+        [3.0]
+    """
+    if not isinstance(text, str):
+        raise CollectorError(f"vLLM exposition must be text, got {type(text).__name__}")
+    rows, values = parse_rows(text, _map_families, cache, what="vLLM /metrics scrape")
+    return frame(rows, values, time.time_ns() if ts is None else int(ts))
+
+
+def frame(rows: list[tuple], values: list[float], ts: int) -> pd.DataFrame:
+    """The samples frame from mapped rows `(metric, source_metric, labels, le)` and their values."""
+    n = len(rows)
+    if n:
+        metric, source, labels, le = zip(*rows)
+    else:
+        metric = source = labels = le = ()
+    lab = np.empty(n, dtype=object)
+    lab[:] = [dict(d) for d in labels]
+    df = pd.DataFrame({
+        "ts": np.full(n, ts, dtype=np.int64),
+        "metric": np.array(metric, dtype=object),
+        "source_metric": np.array(source, dtype=object),
+        "labels": lab,
+        "le": np.array(le, dtype=np.float64),
+        "value": np.array(values, dtype=np.float64),
+    })
+    return validate(df, "samples")
+
+
+def scrape(url: str, timeout: float = 5.0, session: requests.Session | None = None) -> str:
+    """GET a `/metrics` endpoint and return its text; CollectorError names the URL on any failure."""
+    try:
+        r = (session or requests).get(url, timeout=timeout, headers={"Accept": "text/plain;version=0.0.4"})
+    except requests.Timeout:
+        raise CollectorError(f"scrape of {url} timed out after {timeout:g} s") from None
+    except requests.RequestException as exc:
+        raise CollectorError(f"scrape of {url} failed: {type(exc).__name__}: {exc}") from None
+    if r.status_code != 200:
+        raise CollectorError(f"scrape of {url} returned HTTP {r.status_code}")
+    return r.text
