@@ -152,7 +152,7 @@ def steps_from_nvtx(kernels: pd.DataFrame, nvtx: pd.DataFrame) -> pd.DataFrame |
 def graph_ops(graphs: pd.DataFrame) -> pd.DataFrame:
     g = graphs.copy()
     g["dur_ns"] = g["end_ns"] - g["start_ns"]
-    g["name"] = "<CUDA graph " + g["graph_id"].astype(str) + ">"
+    g["name"] = g["short_name"] = "<CUDA graph " + g["graph_id"].astype(str) + ">"
     g["role"], g["attention_phase"], g["attention_core"], g["grid_x"] = "cuda_graph", "", False, 0
     return g
 

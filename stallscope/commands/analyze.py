@@ -1,0 +1,105 @@
+"""`stallscope analyze`: diagnose recorded data offline and print findings.
+
+One function per source turns its input into a `SourceResult` (report sections + findings); `run`
+merges the results of every source given on the command line and prints them as text or JSON.
+Sources today: `--nsys FILE` (an Nsight Systems SQLite export). To add one (a run directory, `--db`,
+`--prometheus`, `--html`, `--fail-on`): add its flags in `add_arguments`, write `_from_<source>(args,
+progress) -> SourceResult`, and list it in `SOURCES`; output merging and exit codes need no change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+LARGE_FILE_BYTES = 64 * 1024 * 1024  # show a progress bar when reading files at least this big
+
+
+@dataclass
+class SourceResult:
+    """What one source contributes: top-level report sections, findings, and text for --format text."""
+
+    sections: dict
+    findings: list = field(default_factory=list)
+    text: str = ""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--nsys", metavar="FILE", help="an Nsight Systems SQLite export (`nsys export --type sqlite`)")
+    parser.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
+    parser.add_argument("--gap-ms", type=float, default=500.0,
+                        help="report GPU idle gaps longer than this, ms (default 500, as `nsys analyze -r gpu_gaps`)")
+    parser.add_argument("--stall-factor", type=float, default=3.0,
+                        help="a step or decode-free interval longer than this x the rolling median decode step "
+                             "is a stall (default 3)")
+    parser.add_argument("--kernel-roles", metavar="YAML", help="extra kernel-role patterns, tried before the shipped ones")
+    parser.add_argument("--top", type=int, default=15, help="rows of each table in text output (default 15)")
+
+
+def _progress_for(path: str):
+    """A (callback, context manager) pair: a rich progress bar on stderr for large files, else no-op."""
+    from contextlib import nullcontext
+
+    try:
+        big = os.path.getsize(path) >= LARGE_FILE_BYTES
+    except OSError:
+        big = False
+    if not big:
+        return None, nullcontext()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("reading {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=Console(file=sys.stderr), transient=True)
+    tasks: dict[str, int] = {}
+
+    def update(table: str, done: int, total: int) -> None:
+        if table not in tasks:
+            tasks[table] = bar.add_task(table, total=total or None)
+        bar.update(tasks[table], completed=done)
+
+    return update, bar
+
+
+def _from_nsys(args) -> SourceResult:
+    from stallscope.analyzers.kernel_roles import load_table
+    from stallscope.analyzers.nsys_report import build_report, render_text
+    from stallscope.collectors.nsight_sqlite import read_export
+    from stallscope.config import load_thresholds
+    from stallscope.errors import InputError
+
+    if args.gap_ms < 0 or args.stall_factor <= 1:
+        raise InputError(f"--gap-ms must be >= 0 and --stall-factor > 1 (got {args.gap_ms}, {args.stall_factor})")
+    roles = load_table(args.kernel_roles) if args.kernel_roles else None
+    slo_ns = int(float(load_thresholds()["itl_slo_s"]) * 1e9)
+    callback, bar = _progress_for(args.nsys)
+    with bar:
+        trace = read_export(args.nsys, progress=callback)
+    report = build_report(trace, gap_threshold_ns=int(args.gap_ms * 1e6), stall_factor=args.stall_factor,
+                          roles_table=roles, itl_slo_ns=slo_ns)
+    findings = report.pop("findings")
+    text = render_text({**report, "findings": findings}, top=args.top) if args.format == "text" else ""
+    return SourceResult(sections=report, findings=findings, text=text)
+
+
+# (argument dest, reader). Each reader takes the parsed args and returns a SourceResult.
+SOURCES = [("nsys", _from_nsys)]
+
+
+def run(args) -> int:
+    from stallscope.errors import InputError
+
+    results = [reader(args) for dest, reader in SOURCES if getattr(args, dest, None)]
+    if not results:
+        raise InputError("nothing to analyze: give --nsys FILE")
+    report: dict = {}
+    for r in results:
+        report.update(r.sections)
+    report["findings"] = [f for r in results for f in r.findings]
+    if args.format == "json":
+        sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write("\n".join(r.text for r in results))
+    return 0  # seam: --fail-on maps report["findings"] severities to exit code 1
