@@ -16,6 +16,7 @@ file holds one group so an alert always sees the recording rules of the same eva
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -93,7 +94,7 @@ def check(th: dict) -> dict:
     """Validate a thresholds dict; returns the `for:` and window durations as Prometheus strings."""
     for key in NUMBERS:
         value = th.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ConfigError(f"threshold {key!r} must be a number >= 0, got {value!r}")
         if key in RATIOS and value > 1:
             raise ConfigError(f"threshold {key!r} is a ratio 0-1, got {value!r}")
@@ -191,7 +192,7 @@ def _alert_specs(th: dict, windows: dict) -> dict[str, tuple[str, str, str]]:
         "ScrapeTargetDown": (
             "up == 0",
             "A scrape target is down.",
-            "Prometheus cannot scrape {{ $labels.instance }} (job {{ $labels.job }})."),
+            "Prometheus cannot scrape {{ $labels.instance }} (job {{ $labels.job }}): up is {{ $value }}."),
     }
 
 
