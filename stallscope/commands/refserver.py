@@ -1,0 +1,65 @@
+"""`stallscope refserver`: the OpenAI-compatible reference server, with vLLM's flag names."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The engine flags `vllm serve` spells the same way (shared with `repro`)."""
+    parser.add_argument("--model", default="tiny", help="model preset: tiny | small (default tiny)")
+    parser.add_argument("--max-num-batched-tokens", type=int, default=2048, metavar="N",
+                        help="token_budget per engine step (default 2048)")
+    parser.add_argument("--max-num-seqs", type=int, default=128, metavar="N", help="cap on running requests")
+    parser.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True,
+                        help="split long prompts into budget-sized chunks (default on, as vLLM V1)")
+    parser.add_argument("--block-size", type=int, default=16, metavar="N", help="tokens per KV block")
+    parser.add_argument("--kv-cache-mb", type=float, default=64.0, metavar="MB", help="KV pool size in MiB")
+    parser.add_argument("--kv-cache-dtype", default="auto", help="auto | float32 | fp16 | fp8")
+    parser.add_argument("--max-model-len", type=int, default=None, metavar="N", help="context length cap")
+    parser.add_argument("--seed", type=int, default=0, help="weights and sampling seed")
+
+
+def engine_config(args):
+    from stallscope.refserver.config import EngineConfig
+
+    return EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens,
+                        max_num_seqs=args.max_num_seqs, enable_chunked_prefill=args.enable_chunked_prefill,
+                        block_size=args.block_size, kv_cache_mb=args.kv_cache_mb,
+                        kv_cache_dtype=args.kv_cache_dtype, max_model_len=args.max_model_len, seed=args.seed,
+                        step_trace=getattr(args, "step_trace", None))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_engine_arguments(parser)
+    parser.add_argument("--served-model-name", default=None, help="model name in the API and metrics")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--step-trace", default=None, metavar="FILE", help="write one JSON line per engine step")
+    parser.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on /v1/*")
+    parser.add_argument("--max-waiting", type=int, default=1024, metavar="N",
+                        help="waiting-queue bound; beyond it requests get 503 + Retry-After (default 1024)")
+
+
+def run(args) -> int:
+    import uvicorn
+
+    from stallscope.errors import InputError
+    from stallscope.refserver.server import build_app
+
+    if not 0 < args.port < 65536:
+        raise InputError(f"--port must be in 1..65535, got {args.port}")
+    if args.max_waiting < 1:
+        raise InputError(f"--max-waiting must be at least 1, got {args.max_waiting}")
+    app, runner = build_app(engine_config(args), served_model_name=args.served_model_name,
+                            api_key=args.api_key, max_waiting=args.max_waiting)
+    kv = runner.engine.kv_cache_manager
+    print(f"stallscope refserver: model {args.model} on http://{args.host}:{args.port} "
+          f"({kv.num_total_blocks} KV blocks of {args.block_size} tokens, "
+          f"chunked prefill {'on' if args.enable_chunked_prefill else 'off'}, "
+          f"max_num_batched_tokens {args.max_num_batched_tokens})", flush=True)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    except OSError as exc:
+        raise InputError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
+    return 0
