@@ -294,6 +294,28 @@ def bucket_quantile(q: float, les: np.ndarray, counts: np.ndarray):
     return value, blo, bhi
 
 
+def bucket_rates(samples: pd.DataFrame, family: str, eval_ts: np.ndarray, window_ns: int, *, by=("target",),
+                 selector=None, left_open: bool = False) -> dict:
+    """`sum by (by, le) (rate(<family>_bucket[w]))`: {group name: (labels, les (B,), rates (T, B))}."""
+    df = select(samples, family + "_bucket", selector)
+    out: dict = {}
+    if not len(df):
+        return out
+    df = df.assign(_s=_series_key(df), _g=_group_key(df, by)).sort_values("ts", kind="stable")
+    per_group: dict = {}
+    for (skey, gkey, le), part in df.groupby(["_s", "_g", "le"], sort=False):
+        r = series_rate(part["ts"].to_numpy(), part["value"].to_numpy(), eval_ts, window_ns, left_open=left_open)
+        buckets = per_group.setdefault(gkey, {})
+        acc = buckets.setdefault(float(le), np.full(len(eval_ts), np.nan))
+        ok = ~np.isnan(r)
+        acc[ok] = np.where(np.isnan(acc[ok]), 0.0, acc[ok]) + r[ok]
+    for gkey, buckets in per_group.items():
+        les = np.array(sorted(buckets))
+        labels = _label_dict(gkey)
+        out[group_name(labels)] = (labels, les, np.column_stack([buckets[le] for le in les]))
+    return out
+
+
 def quantile_range(samples: pd.DataFrame, family: str, q: float, eval_ts: np.ndarray, window_ns: int, *,
                    by=("target",), selector=None, left_open: bool = False) -> pd.DataFrame:
     """`histogram_quantile(q, sum by (by, le) (rate(<family>_bucket{selector}[w])))` at each eval time.
@@ -302,29 +324,20 @@ def quantile_range(samples: pd.DataFrame, family: str, q: float, eval_ts: np.nda
 
     >>> # quantile_range(samples, "vllm:inter_token_latency_seconds", 0.99, grid(t0, t1, 15 * NS), 60 * NS)
     """
-    df = select(samples, family + "_bucket", selector)
     rows = []
-    if len(df):
-        df = df.assign(_s=_series_key(df), _g=_group_key(df, by)).sort_values("ts", kind="stable")
-        per_group: dict = {}
-        for (skey, gkey, le), part in df.groupby(["_s", "_g", "le"], sort=False):
-            r = series_rate(part["ts"].to_numpy(), part["value"].to_numpy(), eval_ts, window_ns,
-                            left_open=left_open)
-            buckets = per_group.setdefault(gkey, {})
-            acc = buckets.setdefault(float(le), np.full(len(eval_ts), np.nan))
-            ok = ~np.isnan(r)
-            acc[ok] = np.where(np.isnan(acc[ok]), 0.0, acc[ok]) + r[ok]
-        for gkey, buckets in per_group.items():
-            les = np.array(sorted(buckets))
-            counts = np.column_stack([buckets[le] for le in les])
-            present = ~np.isnan(counts).all(axis=1)
-            value, blo, bhi = bucket_quantile(q, les, counts)
-            value[~present] = np.nan
-            labels = _label_dict(gkey)
-            total = counts[:, -1] if np.isposinf(les[-1]) else np.full(len(eval_ts), np.nan)
-            rows.append({"ts": eval_ts, "group": group_name(labels), "labels": [labels] * len(eval_ts),
-                         "value": value, "bucket_lo": blo, "bucket_hi": bhi, "count_rate": total})
+    for name, (labels, les, counts) in bucket_rates(samples, family, eval_ts, window_ns, by=by, selector=selector,
+                                                     left_open=left_open).items():
+        rows.append(quantile_rows(q, labels, les, counts, eval_ts))
     return _frame_for(rows, ["value", "bucket_lo", "bucket_hi", "count_rate"])
+
+
+def quantile_rows(q: float, labels: dict, les: np.ndarray, counts: np.ndarray, eval_ts: np.ndarray) -> dict:
+    present = ~np.isnan(counts).all(axis=1)
+    value, blo, bhi = bucket_quantile(q, les, counts)
+    value[~present] = np.nan
+    total = counts[:, -1] if np.isposinf(les[-1]) else np.full(len(eval_ts), np.nan)
+    return {"ts": eval_ts, "group": group_name(labels), "labels": [labels] * len(eval_ts),
+            "value": value, "bucket_lo": blo, "bucket_hi": bhi, "count_rate": total}
 
 
 def share_above(samples: pd.DataFrame, family: str, bound: float, eval_ts: np.ndarray, window_ns: int, *,

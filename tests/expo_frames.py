@@ -115,3 +115,82 @@ def random_itl_run(seed: int, *, t0_ns: int, scrapes: int = 90, interval_s: floa
                 continue
             frames.append(m.scrape(ts))
     return pd.concat(frames, ignore_index=True)
+
+
+def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s: float = 10.0,
+                        long_tokens: int = 2048, chunk: int | None = None, decode_step_s: float = 0.03,
+                        per_token_s: float = 0.001, scrape_s: float = 1.0, t0_ns: int = T0_NS,
+                        first_long_s: float = 5.0):
+    """A deterministic engine in simulated time: `streams` decoding forever plus a long prompt every
+    `long_every_s`, unchunked (`chunk=None`, the whole prompt in one step) or in chunks of `chunk` tokens.
+    A step takes decode_step_s + prefill tokens x per_token_s. Returns (samples frame, steps frame) with
+    vLLM's recording rules (ITL per output, prompt tokens and iteration tokens at prefill completion)."""
+    m = VllmMetrics()
+    frames, steps = [], []
+    t = t0_ns
+    end_ns = t0_ns + int(seconds * 1e9)
+    next_scrape = t0_ns
+    last_token = [None] * streams
+    arrivals = [t0_ns + int((first_long_s + k * long_every_s) * 1e9)
+                for k in range(int((seconds - first_long_s) // long_every_s) + 1)]
+    queue, active, step = [], None, 0  # active = [arrival_ns, remaining, first_scheduled_ns]
+    m.running.set(streams)
+    while t < end_ns:
+        while arrivals and arrivals[0] <= t:
+            queue.append(arrivals.pop(0))
+        if active is None and queue:
+            active = [queue.pop(0), long_tokens, t]
+        n_pre = 0
+        if active is not None:
+            n_pre = active[1] if chunk is None else min(chunk, active[1])
+        dur = int((decode_step_s + n_pre * per_token_s) * 1e9)
+        while next_scrape <= t + dur and next_scrape < end_ns:
+            m.waiting.set(len(queue))
+            m.running.set(streams + (active is not None))
+            frames.append(m.scrape(next_scrape))
+            next_scrape += int(scrape_s * 1e9)
+        t_end = t + dur
+        for s in range(streams):
+            if last_token[s] is not None:
+                m.itl.observe((t_end - last_token[s]) / 1e9)
+            last_token[s] = t_end
+        m.generation.inc(streams)
+        done = False
+        if active is not None:
+            active[1] -= n_pre
+            if active[1] == 0:
+                done = True
+                m.prompt.inc(long_tokens)
+                m.ttft.observe((t_end - active[0]) / 1e9)
+                m.prefill_time.observe((t_end - active[2]) / 1e9)
+                active = None
+        m.iteration.observe(streams + (long_tokens if done else 0))
+        steps.append({"step": step, "start_ns": t, "end_ns": t_end, "num_prefill_tokens": float(n_pre),
+                      "num_decode_tokens": float(streams), "num_running": float(streams + (n_pre > 0)),
+                      "num_waiting": float(len(queue)), "num_preempted": 0.0})
+        t, step = t_end, step + 1
+    return pd.concat(frames, ignore_index=True), pd.DataFrame(steps)
+
+
+def simulate_kv_pressure(seconds: float = 120.0, *, scrape_s: float = 1.0, t0_ns: int = T0_NS,
+                         pressure=(40.0, 90.0), blocks: int = 1000, block_size: int = 16):
+    """Gauges and counters of a run whose KV cache fills between `pressure` seconds: usage 0.95, requests
+    waiting, a preemption every 2 s; usage 0.5 and nothing waiting outside. Also scrapes cache_config_info."""
+    m = VllmMetrics()
+    Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+          ["block_size", "cache_dtype", "num_gpu_blocks", "engine"], registry=m.registry).labels(
+        block_size=str(block_size), cache_dtype="auto", num_gpu_blocks=str(blocks), engine="0").set(1)
+    frames = []
+    for i in range(int(seconds / scrape_s)):
+        now = i * scrape_s
+        hot = pressure[0] <= now < pressure[1]
+        m.kv.set(0.95 if hot else 0.5)
+        m.waiting.set(4 if hot else 0)
+        m.running.set(24 if hot else 16)
+        if hot and i % 2 == 0:
+            m.preemptions.inc()
+        m.generation.inc(int(24 * scrape_s / 0.03))
+        for _ in range(int(scrape_s / 0.03)):
+            m.itl.observe(0.03)
+        frames.append(m.scrape(t0_ns + int(now * 1e9)))
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,152 @@
+"""Signals: the per-target series every detector reads, evaluated once on one sliding-window grid.
+
+The idea: turn the raw `samples` frame into one tidy frame (one row per target and evaluation time)
+with PromQL-equivalent values, so each detector is a few vectorised comparisons.
+
+1. The grid runs from the first scrape + one window to the last scrape, one point per `step` (default:
+   the scrape interval, at most `max_points` points); the window defaults to `windows.short` of the
+   thresholds, shrunk to a tenth of the run (never under 4 scrape intervals) for short runs.
+2. Histograms (`sum by (target, le) (rate(..._bucket[w]))`): ITL P99/P50 and TTFT P99/P50 with their
+   buckets; the ITL observation rate; `itl_stall_share`, a lower bound of the stream time spent in
+   gaps above the SLO (sum over buckets above the SLO of count x lower edge, over `rate(_sum)`), which
+   does not under-weight a long stall the way a per-observation quantile does (one sample per output
+   event); `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode
+   steps cannot reach (a whole prompt lands in the step where its prefill completes).
+3. Counters as `rate`: prompt, generation tokens, preemptions, the prefill-time sum (finish-time, lags).
+4. Gauges as instant values (5 min lookback): running and waiting summed over engines, KV usage max.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from stallscope.analyzers import quantiles as Q
+from stallscope.config import load_thresholds, parse_duration
+
+NS = Q.NS
+ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+TTFT = "vllm:time_to_first_token_seconds"
+ITERATION = "vllm:iteration_tokens_total"
+COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "itl_p50_lo", "itl_p50_hi",
+           "ttft_p99", "ttft_p99_lo", "ttft_p99_hi", "ttft_p50", "itl_rate", "itl_stall_share", "itl_above_slo_rate",
+           "prompt_rate", "gen_rate", "preempt_rate", "prefill_time_rate", "long_prefill_rate", "running",
+           "waiting", "kv_usage"]
+
+
+def scrape_interval_ns(samples: pd.DataFrame) -> int:
+    """Median gap between distinct scrape times (ns); 15 s when there are fewer than two."""
+    ts = np.unique(samples["ts"].to_numpy(dtype=np.int64)) if len(samples) else np.array([], dtype=np.int64)
+    return int(np.median(np.diff(ts))) if len(ts) > 1 else 15 * NS
+
+
+def choose_grid(samples: pd.DataFrame, thresholds: dict, *, window_s: float | None = None,
+                step_s: float | None = None, max_points: int = 4000) -> tuple[np.ndarray, int]:
+    """(eval times, window ns) for a samples frame; see the module docstring for the rule."""
+    ts = samples["ts"].to_numpy(dtype=np.int64)
+    interval = scrape_interval_ns(samples)
+    t0, t1 = int(ts.min()), int(ts.max())
+    if window_s is not None:
+        window = int(window_s * NS)
+    else:
+        window = int(parse_duration(thresholds["windows"]["short"]) * NS)
+        window = max(min(window, (t1 - t0) // 10), 4 * interval)
+    step = int(step_s * NS) if step_s else interval
+    step = max(step, -(-(t1 - t0) // max_points))
+    start = min(t0 + window, t1)
+    return Q.grid(start, t1, step), window
+
+
+def _by_group(frame: pd.DataFrame, name: str) -> dict:
+    return {g: part[name if name in part else "value"].to_numpy(dtype=float) for g, part in frame.groupby("group")}
+
+
+def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: np.ndarray | None = None,
+            window_ns: int | None = None, q: float = 0.99) -> pd.DataFrame:
+    """The signals frame (columns `COLUMNS`, `target` = group name) of a samples frame.
+
+    >>> # compute(samples)[["ts", "target", "itl_p99", "prompt_rate", "kv_usage"]]
+    """
+    th = thresholds or load_thresholds()
+    if not len(samples):
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c == "ts" else "float64") for c in COLUMNS})
+    if eval_ts is None or window_ns is None:
+        eval_ts, window_ns = choose_grid(samples, th)
+    slo = float(th["itl_slo_s"])
+    n = len(eval_ts)
+    cols: dict[str, dict[str, np.ndarray]] = {}
+
+    def put(name, group, values):
+        cols.setdefault(name, {})[group] = values
+
+    itl_family = next((f for f in ITL if (samples["metric"] == f + "_bucket").any()), ITL[0])
+    itl = Q.bucket_rates(samples, itl_family, eval_ts, window_ns)
+    itl_sum = _by_group(Q.rate_range(samples, itl_family + "_sum", eval_ts, window_ns), "value")
+    for g, (labels, les, counts) in itl.items():
+        for qq, tag in ((q, "itl_p99"), (0.5, "itl_p50")):
+            r = Q.quantile_rows(qq, labels, les, counts, eval_ts)
+            put(tag, g, r["value"])
+            put(tag + "_lo", g, r["bucket_lo"])
+            put(tag + "_hi", g, r["bucket_hi"])
+        put("itl_rate", g, counts[:, -1])
+        lower = np.concatenate([[0.0], les[:-1]])  # each bucket's lower edge
+        per_bucket = np.diff(np.concatenate([np.zeros((n, 1)), np.maximum.accumulate(np.nan_to_num(counts), axis=1)],
+                                            axis=1), axis=1)
+        above = lower >= slo
+        put("itl_above_slo_rate", g, per_bucket[:, above].sum(axis=1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = (per_bucket[:, above] * lower[above]).sum(axis=1) / itl_sum.get(g, np.full(n, np.nan))
+        put("itl_stall_share", g, np.clip(share, 0.0, 1.0))
+    for family, tag in ((TTFT, "ttft"),):
+        for g, (labels, les, counts) in Q.bucket_rates(samples, family, eval_ts, window_ns).items():
+            r99 = Q.quantile_rows(q, labels, les, counts, eval_ts)
+            put(tag + "_p99", g, r99["value"])
+            put(tag + "_p99_lo", g, r99["bucket_lo"])
+            put(tag + "_p99_hi", g, r99["bucket_hi"])
+            put(tag + "_p50", g, Q.quantile_rows(0.5, labels, les, counts, eval_ts)["value"])
+    for metric, tag in (("vllm:prompt_tokens_total", "prompt_rate"), ("vllm:generation_tokens_total", "gen_rate"),
+                        ("vllm:num_preemptions_total", "preempt_rate"),
+                        ("vllm:request_prefill_time_seconds_sum", "prefill_time_rate")):
+        for g, v in _by_group(Q.rate_range(samples, metric, eval_ts, window_ns), "value").items():
+            put(tag, g, v)
+    for metric, tag, agg in (("vllm:num_requests_running", "running", "sum"),
+                             ("vllm:num_requests_waiting", "waiting", "sum"),
+                             ("vllm:kv_cache_usage_perc", "kv_usage", "max")):
+        for g, v in _by_group(Q.instant_range(samples, metric, eval_ts, agg=agg), "value").items():
+            put(tag, g, v)
+    running_peak = {g: np.nanmax(v) if np.isfinite(v).any() else 0.0 for g, v in cols.get("running", {}).items()}
+    for g, (labels, les, counts) in Q.bucket_rates(samples, ITERATION, eval_ts, window_ns).items():
+        cut = max(512.0, 2.0 * running_peak.get(g, 0.0))
+        at = les[les >= cut]
+        idx = int(np.searchsorted(les, at[0])) if len(at) else len(les) - 1
+        mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1)
+        put("long_prefill_rate", g, np.clip(mono[:, -1] - mono[:, idx], 0.0, None))
+    groups = sorted({g for by in cols.values() for g in by})
+    frames = []
+    for g in groups:
+        data = {"ts": eval_ts, "target": g.split("=", 1)[1] if g.startswith("target=") else ""}
+        for c in COLUMNS[2:]:
+            data[c] = cols.get(c, {}).get(g, np.full(n, np.nan))
+        frames.append(pd.DataFrame(data))
+    out = (pd.concat(frames, ignore_index=True) if frames else compute(samples.iloc[:0]))[COLUMNS]
+    out.attrs["window_ns"] = int(window_ns)
+    out.attrs["step_ns"] = int(eval_ts[1] - eval_ts[0]) if n > 1 else int(window_ns)
+    return out
+
+
+def episodes(mask: np.ndarray, *, min_len: int = 1) -> list[tuple[int, int]]:
+    """Index ranges [i, j] of consecutive True values of `mask`, at least `min_len` long.
+
+    >>> episodes(np.array([0, 1, 1, 0, 1], dtype=bool))
+    [(1, 2), (4, 4)]
+    """
+    out, start = [], None
+    for i, v in enumerate(np.asarray(mask, dtype=bool)):
+        if v and start is None:
+            start = i
+        if not v and start is not None:
+            out.append((start, i - 1))
+            start = None
+    if start is not None:
+        out.append((start, len(mask) - 1))
+    return [(a, b) for a, b in out if b - a + 1 >= min_len]

@@ -1,0 +1,167 @@
+"""Detectors on deterministic engine simulations exported through vLLM's real metric names and buckets."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from expo_frames import T0_NS, VllmMetrics, simulate_kv_pressure, simulate_starvation
+from stallscope.analyzers import decode_starvation, findings, kv_pressure, memory_bound, scheduler_stall, signals
+from stallscope.analyzers import step_stalls
+from stallscope.config import load_thresholds
+from stallscope.errors import InputError
+from stallscope.schema import validate
+
+NS = 10**9
+
+
+@pytest.fixture(scope="module")
+def unchunked():
+    return simulate_starvation(60)
+
+
+@pytest.fixture(scope="module")
+def chunked():
+    return simulate_starvation(60, chunk=128)
+
+
+def test_unchunked_long_prompts_are_decode_starvation_with_the_offending_steps(unchunked):
+    samples, steps = unchunked
+    out = findings.find_all({"samples": samples, "steps": steps})
+    validate(out, "findings")
+    assert set(out["kind"]) == {"decode_starvation"}
+    first = out.iloc[0]
+    # the first long prompt arrives at 5 s; its 2048-token step ends at 5.0 + 2.078 s
+    assert first["start_ns"] <= T0_NS + 7 * NS <= first["end_ns"]
+    ev = first["evidence"]
+    assert ev["offending_steps"][0]["num_prefill_tokens"] == 2048
+    assert ev["offending_steps"][0]["gap_s"] == pytest.approx(2.078, abs=1e-3)
+    assert ev["itl_stall_share_max"] > 0.15  # 8 streams x 2.08 s of a ~6 s window
+    # the fitted cost is 30 ms + 1 ms/token: the largest multiple of 64 under 200 ms is 128 -> 158 ms steps
+    assert ev["max_num_batched_tokens"] == 128
+    assert "--enable-chunked-prefill --max-num-batched-tokens 128" in first["recommendation"]
+
+
+def test_per_observation_p99_alone_misses_an_isolated_stall_the_time_share_catches(unchunked):
+    samples, _ = unchunked
+    th = load_thresholds()
+    eval_ts, _ = signals.choose_grid(samples, th)
+    sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=30 * NS)
+    # in a 30 s window, 8-16 stalled samples among ~8000 sit below the P99 rank...
+    p99_only = sig["itl_p99"] > th["itl_slo_s"]
+    stalled, _ = decode_starvation.flags(sig, th)
+    assert stalled.sum() > p99_only.sum() >= 0
+    assert not p99_only.iloc[-1] and stalled[-1]
+
+
+def test_chunked_prefill_run_is_not_flagged(chunked):
+    samples, steps = chunked
+    out = findings.find_all({"samples": samples, "steps": steps})
+    assert len(out) == 0
+    assert len(step_stalls.find_stalls(steps, min_gap_s=0.2)) == 0
+
+
+def test_high_itl_without_prefill_is_not_starvation():
+    samples, steps = simulate_starvation(30, long_tokens=100, per_token_s=0.0, decode_step_s=0.3)
+    out = findings.find_all({"samples": samples})
+    assert list(out["kind"].unique()) == ["itl_high"]
+    assert out.iloc[0]["evidence"]["likely_cause"] == "memory_bound_decode"
+    assert "not decode starvation" in out.iloc[0]["explanation"]
+
+
+def test_prefill_rate_alone_counts_as_load_when_above_threshold(unchunked):
+    samples, _ = unchunked
+    th = load_thresholds(prefill_tokens_rate_high=100)
+    sig = signals.compute(samples, thresholds=th)
+    sig["long_prefill_rate"] = 0.0  # only the prompt-token rate is left
+    _, prefill = decode_starvation.flags(sig, th)
+    assert prefill.any() and not prefill.all()
+
+
+def test_kv_pressure_flags_the_full_cache_with_capacity_figures():
+    samples = simulate_kv_pressure()
+    out = findings.find_all({"samples": samples})
+    assert list(out["kind"]) == ["kv_pressure"]
+    f = out.iloc[0]
+    assert f["severity"] == "critical"  # 0.5 preemptions/s >= 0.1
+    assert T0_NS + 39 * NS <= f["start_ns"] <= T0_NS + 41 * NS
+    assert T0_NS + 89 * NS <= f["end_ns"] <= T0_NS + 100 * NS
+    assert f["evidence"]["kv_capacity_tokens"] == 16000 and f["evidence"]["kv_capacity_tokens_fp8"] == 32000
+    assert "16,000" in f["recommendation"] and "32,000" in f["recommendation"]
+    assert f["evidence"]["max_num_seqs"] == 20  # floor(24 x 0.8 / 0.95)
+
+
+def test_kv_high_without_waiting_or_preemption_is_not_pressure():
+    m = VllmMetrics()
+    frames = []
+    for i in range(30):
+        m.kv.set(0.97)
+        m.running.set(10)
+        frames.append(m.scrape(T0_NS + i * NS))
+    sig = signals.compute(pd.concat(frames, ignore_index=True))
+    assert len(kv_pressure.detect(sig)) == 0
+
+
+def test_scheduler_stall_is_the_livelock_case():
+    m = VllmMetrics()
+    frames = []
+    for i in range(40):
+        m.running.set(6)
+        m.waiting.set(3 if i >= 15 else 0)
+        if i < 15:
+            m.generation.inc(100)
+        frames.append(m.scrape(T0_NS + i * NS))
+    sig = signals.compute(pd.concat(frames, ignore_index=True))
+    out = scheduler_stall.detect(sig)
+    assert list(out["kind"]) == ["scheduler_stall"] and out.iloc[0]["severity"] == "critical"
+    assert out.iloc[0]["start_ns"] >= T0_NS + 15 * NS
+
+
+def _gpu_frame(dram, tensor, t0=T0_NS):
+    rows = []
+    for i, (d, t) in enumerate(zip(dram, tensor)):
+        for metric, v in (("dram_active", d), ("tensor_active", t)):
+            rows.append({"ts": t0 + i * NS, "hostname": "h<1>", "gpu": "0", "uuid": "GPU-1",
+                         "model": "NVIDIA H100 80GB HBM3", "metric": metric, "value": v})
+    return pd.DataFrame(rows)
+
+
+def test_memory_bound_decode_is_info_and_needs_both_ratios():
+    gpu = _gpu_frame([0.2] * 5 + [0.8] * 10 + [0.2] * 5, [0.5] * 5 + [0.1] * 10 + [0.5] * 5)
+    out = memory_bound.detect(gpu)
+    assert list(out["kind"]) == ["memory_bound_decode"] and out.iloc[0]["severity"] == "info"
+    assert (out.iloc[0]["start_ns"], out.iloc[0]["end_ns"]) == (T0_NS + 5 * NS, T0_NS + 14 * NS)
+    assert out.iloc[0]["evidence"]["dram_active_mean"] == pytest.approx(0.8)
+    assert "batch" in out.iloc[0]["explanation"]
+    busy_tensor = _gpu_frame([0.8] * 10, [0.6] * 10)
+    assert len(memory_bound.detect(busy_tensor)) == 0
+
+
+def test_step_stalls_ground_truth_and_precision_recall(unchunked):
+    samples, steps = unchunked
+    stalls = step_stalls.find_stalls(steps, min_gap_s=0.2)
+    assert list(stalls["cause"].unique()) == ["prefill"]
+    assert len(stalls) == 6  # long prompts at 5, 15, ..., 55 s
+    th = load_thresholds()
+    eval_ts, window = signals.choose_grid(samples, th)
+    sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
+    stalled, prefill = decode_starvation.flags(sig, th)
+    truth = step_stalls.window_truth(stalls, eval_ts, window, scrape_ts=samples["ts"].to_numpy())
+    p, r = step_stalls.precision_recall(stalled & prefill, truth)
+    assert p >= 0.9 and r >= 0.9
+
+
+def test_fail_on_severity_names_are_checked():
+    f = findings.to_frame([findings.Finding("kv_pressure", "warning", 0, 1),
+                           findings.Finding("memory_bound_decode", "info", 0, 1)])
+    assert list(findings.at_or_above(f, "warning")["kind"]) == ["kv_pressure"]
+    with pytest.raises(InputError, match="unknown severity 'fatal'"):
+        findings.at_or_above(f, "fatal")
+    with pytest.raises(InputError):
+        findings.Finding("x", "loud", 0, 1)
+
+
+def test_chunk_budget_rounds_down_and_clamps():
+    assert findings.chunk_budget(0.2, 0.03, 0.001) == 128
+    assert findings.chunk_budget(0.2, 0.25, 0.001) == 64  # decode alone is over the SLO: the floor
+    assert findings.chunk_budget(0.2, 0.0, float("nan")) == 512
+    assert np.isnan(step_stalls.precision_recall(np.zeros(3, bool), np.zeros(3, bool))[0])
