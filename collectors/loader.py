@@ -95,8 +95,9 @@ def _load_run_dir(path: Path, lo, hi, targets) -> Frames:
     return out
 
 
-def iter_jsonl(path: Path):
-    """(line number, ts ns, target, text) for each well-formed line; bad lines are logged and skipped."""
+def iter_jsonl(path: Path, on_skip=None):
+    """(line number, ts ns, target, text) for each well-formed line; bad lines are logged, skipped and
+    reported to `on_skip(line_number, reason)` when given."""
     try:
         fh = open(path, encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -113,6 +114,8 @@ def iter_jsonl(path: Path):
                     raise TypeError("text is not a string")
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("%s:%d: skipped, not a scrape record (%s)", path, n, exc)
+                if on_skip is not None:
+                    on_skip(n, str(exc))
                 continue
             yield n, ts, target, text
 

@@ -260,4 +260,6 @@ def _gpu_frame(target, mine, ts_all, id_all, val_all) -> pd.DataFrame:
 def scrapes(con: sqlite3.Connection, start: int | None = None, end: int | None = None) -> pd.DataFrame:
     """One row per stored scrape: target, ts (ns), duration_s, ok, error, n_samples."""
     lo, hi = _MIN if start is None else int(start), _MAX if end is None else int(end)
-    return pd.read_sql_query(SELECT_SCRAPES, con, params=(lo, hi))
+    df = pd.read_sql_query(SELECT_SCRAPES, con, params=(lo, hi))
+    df["ok"] = df["ok"].astype(bool)
+    return df

@@ -1,0 +1,54 @@
+"""Offline import: the scrapes a `stallscope repro` run wrote (scrapes.jsonl) → the embedded store.
+
+The idea: replay each recorded scrape through the same parse-and-append path as a live scrape, so a
+store built from a run directory is indistinguishable from one the collector filled. A record whose
+text does not parse is stored as a failed scrape (`up` 0, with the parser's message), a line that is
+not a record at all is skipped with a warning; nothing already stored is lost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stallscope.collectors import dcgm, vllm
+from stallscope.collectors.exposition import ParseCache
+from stallscope.collectors.loader import is_dcgm, iter_jsonl
+from stallscope.collectors.store import Store
+from stallscope.errors import CollectorError
+
+
+def jsonl_files(path: Path) -> list[tuple[str, Path]]:
+    """(target prefix, scrapes.jsonl) pairs for a jsonl file, an arm directory or a run directory."""
+    if not path.exists():
+        raise CollectorError(f"import source {path} does not exist")
+    if path.is_file():
+        return [("", path)]
+    if (path / "scrapes.jsonl").is_file():
+        return [("", path / "scrapes.jsonl")]
+    arms = sorted(p for p in path.iterdir() if (p / "scrapes.jsonl").is_file())
+    if not arms:
+        raise CollectorError(f"run directory {path} has no scrapes.jsonl (nor any <arm>/scrapes.jsonl)")
+    return [(f"{arm.name}/", arm / "scrapes.jsonl") for arm in arms]
+
+
+def import_run(path: Path, db: str | Path) -> tuple[int, int, int]:
+    """Import every record under `path` into store `db`; returns (scrapes, unparseable, skipped lines)."""
+    files = jsonl_files(Path(path))
+    n = failed = 0
+    skipped: list[int] = []
+    caches: dict[str, ParseCache] = {}
+    with Store(db) as store:
+        for prefix, f in files:
+            for _, ts, target, text in iter_jsonl(f, on_skip=lambda line, _why: skipped.append(line)):
+                name = prefix + target
+                cache = caches.setdefault(name, ParseCache())
+                try:
+                    frames = ({"gpu": dcgm.parse(text, ts, cache=cache)} if is_dcgm(text)
+                              else {"samples": vllm.parse(text, ts, cache=cache)})
+                except CollectorError as exc:
+                    store.append(name, ts, 0.0, error=str(exc), url=str(f))
+                    failed += 1
+                else:
+                    store.append(name, ts, 0.0, url=str(f), **frames)
+                n += 1
+    return n, failed, len(skipped)

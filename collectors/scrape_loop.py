@@ -1,0 +1,229 @@
+"""The scrape loop: one thread per target fetches and parses, one writer stores, nothing kills the loop.
+
+The idea: each target runs on its own schedule (slot k at start + k·interval; a slot missed by a slow
+scrape is skipped, never queued) in a daemon thread that turns one scrape into a `Result` — frames on
+success, an error string otherwise — and puts it on a queue. The caller's thread is the only writer:
+it takes results off the queue, stores each as one committed transaction (with `up` 1/0 as
+Prometheus records it) and keeps the per-target status. Connection errors, timeouts and HTTP 5xx
+are retried with exponential backoff inside the slot; HTTP 4xx, garbage and truncated bodies are
+stored at once as failed scrapes. Counter resets are stored as scraped (a drop), for `rate()` to
+handle downstream. A stop event (SIGINT/SIGTERM in the CLI) ends the loop after the queue is flushed.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+import requests
+
+from stallscope.collectors import dcgm, vllm
+from stallscope.collectors.exposition import ParseCache
+from stallscope.collectors.loader import is_dcgm
+from stallscope.collectors.store import Store
+from stallscope.errors import CollectorError
+
+log = logging.getLogger(__name__)
+MAX_BODY = 64 << 20  # bytes; a bigger /metrics body is refused, not read
+
+
+@dataclass
+class Target:
+    """One scrape target: an HTTP `/metrics` URL, or a `poll(ts_ns) -> (samples, gpu)` source (NVML)."""
+
+    name: str
+    url: str = ""
+    timeout_s: float = 5.0
+    retries: int = 2
+    backoff_s: float = 0.2
+    poll: Callable[[int], tuple[pd.DataFrame | None, pd.DataFrame | None]] | None = None
+
+
+@dataclass
+class Result:
+    target: str
+    ts: int  # ns, start of the scrape
+    duration_s: float
+    samples: pd.DataFrame | None = None
+    gpu: pd.DataFrame | None = None
+    error: str | None = None
+    attempts: int = 1
+
+
+@dataclass
+class TargetStatus:
+    scrapes: int = 0
+    errors: int = 0
+    samples: int = 0
+    last_ts: int | None = None
+    last_ok_ts: int | None = None
+    last_error: str | None = None
+
+
+@dataclass
+class LoopSummary:
+    status: dict[str, TargetStatus] = field(default_factory=dict)
+
+    @property
+    def scrapes(self) -> int:
+        return sum(s.scrapes for s in self.status.values())
+
+
+def fetch(target: Target, session: requests.Session, cache: ParseCache, stop: threading.Event) -> Result:
+    """Scrape and parse one target once, with retries; never raises for a target's misbehaviour."""
+    attempts, error = 0, None
+    while True:
+        attempts += 1
+        ts, t0 = time.time_ns(), time.perf_counter()
+        retryable = False
+        try:
+            if target.poll is not None:
+                samples, gpu = target.poll(ts)
+                return Result(target.name, ts, time.perf_counter() - t0, samples, gpu, attempts=attempts)
+            text = _get(target, session)
+            if is_dcgm(text):
+                return Result(target.name, ts, time.perf_counter() - t0, gpu=dcgm.parse(text, ts, cache=cache),
+                              attempts=attempts)
+            return Result(target.name, ts, time.perf_counter() - t0, samples=vllm.parse(text, ts, cache=cache),
+                          attempts=attempts)
+        except _Retryable as exc:
+            error, retryable = str(exc), True
+        except CollectorError as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a source's bug must not kill the loop
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("target %s: unexpected error: %s", target.name, error)
+        if not retryable or attempts > target.retries or stop.wait(target.backoff_s * 2 ** (attempts - 1)):
+            duration = time.perf_counter() - t0
+            suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
+            return Result(target.name, ts, duration, error=error + suffix, attempts=attempts)
+
+
+class _Retryable(CollectorError):
+    """A failure worth retrying: connection refused/reset, timeout, HTTP 5xx."""
+
+
+def _get(target: Target, session: requests.Session) -> str:
+    try:
+        r = session.get(target.url, timeout=target.timeout_s, stream=True,
+                        headers={"Accept": "text/plain;version=0.0.4"})
+        with r:
+            if r.status_code >= 500:
+                raise _Retryable(f"HTTP {r.status_code} from {target.url}")
+            if r.status_code != 200:
+                raise CollectorError(f"HTTP {r.status_code} from {target.url}")
+            body = bytearray()
+            deadline = time.monotonic() + target.timeout_s
+            for chunk in r.iter_content(65536):
+                body += chunk
+                if len(body) > MAX_BODY:
+                    raise CollectorError(f"body of {target.url} exceeds {MAX_BODY >> 20} MiB")
+                if time.monotonic() > deadline:
+                    raise _Retryable(f"scrape of {target.url} timed out after {target.timeout_s:g} s (slow body)")
+            return bytes(body).decode(r.encoding or "utf-8", errors="replace")
+    except requests.Timeout:
+        raise _Retryable(f"scrape of {target.url} timed out after {target.timeout_s:g} s") from None
+    except requests.exceptions.ChunkedEncodingError as exc:
+        raise CollectorError(f"truncated body from {target.url}: {_short(exc)}") from None
+    except requests.RequestException as exc:
+        raise _Retryable(f"scrape of {target.url} failed: {_short(exc)}") from None
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    for marker in ("Connection refused", "IncompleteRead", "Connection reset", "RemoteDisconnected",
+                   "Connection aborted", "Read timed out"):
+        if marker in text:
+            return marker
+    return text[:160]
+
+
+def _worker(target: Target, interval_s: float, results: queue.Queue, stop: threading.Event,
+            deadline: float | None) -> None:
+    session, cache = requests.Session(), ParseCache()
+    start = time.monotonic()
+    k = 0
+    while not stop.is_set():
+        slot = start + k * interval_s
+        if deadline is not None and slot >= deadline:
+            break
+        if stop.wait(max(0.0, slot - time.monotonic())):
+            break
+        results.put(fetch(target, session, cache, stop))
+        k = max(k + 1, int((time.monotonic() - start) // interval_s) + 1)  # skip missed slots
+    session.close()
+
+
+def run(targets: list[Target], store: Store, interval_s: float, duration_s: float | None = None,
+        stop: threading.Event | None = None, on_status: Callable[[LoopSummary], None] | None = None,
+        status_every_s: float = 0.5) -> LoopSummary:
+    """Scrape `targets` every `interval_s` into `store` until `stop` is set or `duration_s` passes."""
+    stop = stop or threading.Event()
+    results: queue.Queue = queue.Queue()
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    summary = LoopSummary({t.name: TargetStatus() for t in targets})
+    urls = {t.name: t.url or "nvml" for t in targets}
+    threads = [threading.Thread(target=_worker, args=(t, interval_s, results, stop, deadline),
+                                name=f"scrape-{t.name}", daemon=True) for t in targets]
+    for th in threads:
+        th.start()
+    last_status = 0.0
+    while not stop.is_set():
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        try:
+            _store(store, results.get(timeout=0.1), summary, urls)
+        except queue.Empty:
+            pass
+        if on_status and time.monotonic() - last_status >= status_every_s:
+            on_status(summary)
+            last_status = time.monotonic()
+    stopped_by_signal = stop.is_set()
+    stop.set()
+    # a normal end lets scrapes in flight land; a signal flushes what is queued and goes
+    for th in threads:
+        th.join(0.2 if stopped_by_signal else max(t.timeout_s for t in targets) + 1.0)
+    while True:
+        try:
+            _store(store, results.get_nowait(), summary, urls)
+        except queue.Empty:
+            break
+    if on_status:
+        on_status(summary)
+    return summary
+
+
+def _store(store: Store, res: Result, summary: LoopSummary, urls: dict[str, str]) -> None:
+    st = summary.status[res.target]
+    try:
+        n = store.append(res.target, res.ts, res.duration_s, samples=res.samples, gpu=res.gpu,
+                         error=res.error, url=urls.get(res.target, ""))
+    except CollectorError as exc:
+        log.error("%s", exc)
+        st.errors += 1
+        st.last_error = str(exc)
+        return
+    st.scrapes += 1
+    st.samples += n
+    st.last_ts = res.ts
+    if res.error is None:
+        st.last_ok_ts = res.ts
+    else:
+        st.errors += 1
+        st.last_error = res.error
+
+
+def status_line(summary: LoopSummary, now_ns: int | None = None) -> str:
+    """One line: per target, scrapes, age of the last good scrape, errors (and the last one)."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    parts = []
+    for name, st in summary.status.items():
+        age = "never" if st.last_ok_ts is None else f"{(now_ns - st.last_ok_ts) / 1e9:.1f}s ago"
+        err = f", {st.errors} errors (last: {st.last_error[:60]})" if st.errors else ", 0 errors"
+        parts.append(f"{name}: {st.scrapes} scrapes, last ok {age}{err}")
+    return " | ".join(parts)
