@@ -1,7 +1,7 @@
 """The token gate for non-loopback binds: every request must carry the token, or gets 401.
 
-A browser passes it once as `?token=T`, which sets an HttpOnly cookie; scripts send
-`Authorization: Bearer T`. Comparison is constant-time; the token never appears in a response.
+A browser passes it once as `?token=T` and is redirected to the same page without it, holding an
+HttpOnly cookie instead; scripts send `Authorization: Bearer T`. Comparison is constant-time.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import hmac
 import ipaddress
 import os
 
-from flask import Flask, Response, request
+from urllib.parse import urlencode
+
+from flask import Flask, Response, redirect, request
 
 from stallscope.errors import InputError
 
@@ -59,10 +61,9 @@ def protect(server: Flask, token: str) -> None:
         if given is None or not hmac.compare_digest(given.encode(), expected):
             return Response("401 Unauthorized: stallscope dashboard token required\n", status=401,
                             mimetype="text/plain", headers={"WWW-Authenticate": 'Bearer realm="stallscope"'})
-        return None
-
-    @server.after_request
-    def _remember(response):
-        if request.args.get("token"):
+        if request.args.get("token"):  # trade the URL token for a cookie, and drop it from the address bar
+            rest = urlencode([(k, v) for k, v in request.args.items(multi=True) if k != "token"])
+            response = redirect(request.path + (f"?{rest}" if rest else ""), code=302)
             response.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
-        return response
+            return response
+        return None

@@ -9,6 +9,7 @@ PromQL semantics: counter resets restart from zero; quantiles interpolate inside
 from __future__ import annotations
 
 import importlib
+import time
 from pathlib import Path
 
 import numpy as np
@@ -29,16 +30,49 @@ def _analyzer(name: str):
 
 
 # --- sources --------------------------------------------------------------------------------
-def load_source(**source) -> dict:
-    """`{"samples", "gpu"}` from a store (`db=`) or Prometheus (`prometheus=`, `selector=`, `since_s=`)."""
+def load_source(*, db=None, prometheus=None, selector: str = "", since_s: float = 3600) -> dict:
+    """`{"samples", "gpu"}` from a store (`db=`) or a Prometheus API (`prometheus=`, last `since_s` seconds)."""
     from stallscope.collectors import loader
-    return loader.load(**source)
+    if db is not None:
+        return merge_targets(loader.load(db))
+    now = time.time_ns()
+    return merge_targets(loader.load(prometheus, now - int(since_s * 1e9), now, selector=selector_dict(selector)))
+
+
+def selector_dict(text: str) -> dict:
+    """`model_name="m",pod="p"` as a dict; only equality matchers can be pushed to the loader."""
+    if not text:
+        return {}
+    from stallscope.analyzers.quantiles import parse_selector
+    out = {}
+    for name, op, value in parse_selector(text):
+        if op != "=":
+            raise InputError(f"--selector supports only `name=\"value\"` matchers, got {name}{op}{value!r}")
+        out[name] = value
+    return out
+
+
+def merge_targets(per_target: dict) -> dict:
+    """The loader's `{target: {"samples", "gpu"}}` as one samples and one gpu frame (each keeps `target`)."""
+    out = {}
+    for kind in ("samples", "gpu"):
+        parts = [f[kind] for f in per_target.values() if kind in f and len(f[kind])]
+        if parts:
+            out[kind] = pd.concat(parts, ignore_index=True)
+    return out
 
 
 def load_run(path: Path) -> dict:
-    """Frames of a repro run directory (or one arm of it): samples, gpu, steps, and each arm as a target."""
+    """A repro run directory (or one arm): the scrapes of every arm, and the step traces, `target` = arm."""
     from stallscope.collectors import loader
-    return loader.load(run=path)
+    frames = merge_targets(loader.load(path))
+    traces = [(path, "")] if (path / "steps.jsonl").is_file() else \
+        [(arm, arm.name) for arm in sorted(path.iterdir()) if (arm / "steps.jsonl").is_file()]
+    steps = [load_steps(p / "steps.jsonl").assign(target=name) for p, name in traces]
+    steps = [s for s in steps if len(s)]
+    if steps:
+        frames["steps"] = pd.concat(steps, ignore_index=True)
+    return frames
 
 
 def load_steps(path: Path) -> pd.DataFrame:

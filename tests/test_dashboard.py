@@ -1,0 +1,230 @@
+"""Dashboard callbacks as plain functions over small schema frames, the data layer, the token gate and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dashboard_frames as F
+from stallscope.cli import main
+from stallscope.dashboards import data, views
+from stallscope.dashboards.app import PAGES_FOLDER, create_app, page_module
+from stallscope.dashboards.data import DataSource, downsample
+
+PAGES = sorted(p.stem for p in PAGES_FOLDER.glob("*.py") if not p.name.startswith("_"))
+
+
+@pytest.fixture(scope="module")
+def app():
+    return create_app(DataSource.from_frames(F.all_frames(), name="synthetic"))
+
+
+@pytest.fixture
+def source(app):
+    return data.use(DataSource.from_frames(F.all_frames(), name="synthetic"))
+
+
+def _traces(fig, name_part=""):
+    return [t for t in fig.data if (t.name or "").startswith(name_part)]
+
+
+def test_every_page_has_a_callback_test():
+    tested = {name[len("test_"):-len("_callback")] for name in globals() if name.endswith("_callback")}
+    assert PAGES == ["gpu", "kv_cache", "latency", "overview", "trace", "whatif"]
+    assert set(PAGES) <= tested, f"pages without a callback test: {set(PAGES) - tested}"
+
+
+def test_overview_callback(source):
+    cards, timeline, health = page_module("overview").update(0)
+    assert len(cards) == 2
+    first = cards[0].children
+    assert first[0].children[0].children == "critical" and first[0].children[1].children == "decode_starvation"
+    assert "--enable-chunked-prefill --max-num-batched-tokens 512" in str(cards[0])
+    assert "itl_p99_s = 1" in first[3].children
+    assert sorted(t.name for t in timeline.data) == ["critical", "warning"]
+    assert timeline.data[0].hovertext[0] == "vllm"
+    assert "&lt;script&gt;" in timeline.data[1].hovertext[0]          # escaped for plotly
+    rows = health.children[1:]
+    assert [c.children for c in rows[0].children[:2]] == ["vllm", "up"]
+    assert rows[0].children[4].children == "4,440"
+
+
+def test_latency_callback(source):
+    itl, ttft = page_module("latency").update(0)
+    p99 = _traces(itl, "P99")[0]
+    p50 = _traces(itl, "P50")[0]
+    bounds = np.array(p99.customdata)
+    assert set(map(tuple, bounds)) <= {(0.025, 0.05), (0.75, 1.0)}
+    assert np.nanmax(np.array(p99.y, dtype=float)) <= 1.0 and np.nanmax(np.array(p99.y, dtype=float)) > 0.75
+    assert set(map(tuple, np.array(p50.customdata))) == {(0.025, 0.05)}
+    stalls = _traces(itl, "stall")[0]
+    stall_s = (pd.to_datetime(stalls.x).astype("int64") - F.T0_NS) // 10**9 % 120
+    assert len(stall_s) > 0 and (stall_s < 80).all()                 # inside the 60 s window after a spike
+    spikes = [s for s in itl.layout.shapes if s.type == "rect"]
+    assert len(spikes) == 5                                          # one per 120 s over 600 s
+    assert any(s.y0 == 0.2 for s in itl.layout.shapes if s.type == "line")
+    assert _traces(ttft, "P99") and any(s.y0 == 2.0 for s in ttft.layout.shapes if s.type == "line")
+
+
+def test_kv_cache_callback(source):
+    usage, running, waiting, preempt = page_module("kv_cache").update(0)
+    assert 0.9 <= max(usage.data[0].y) <= 0.94 and min(usage.data[0].y) >= 0.33
+    assert any(s.y0 == 0.8 for s in usage.layout.shapes)
+    assert set(running.data[0].y) == {15.0, 16.0} and max(waiting.data[0].y) == 3.0
+    assert max(preempt.data[0].y) == pytest.approx(0.2)             # one preemption in a 5 s interval
+    assert sum(np.array(preempt.data[0].y) > 0) == 4                 # spikes at 120..480 s (0 s has no previous sample)
+
+
+def test_gpu_callback(source):
+    tensor_dram, sm, power, roof = page_module("gpu").update(0)
+    assert sorted(t.name for t in tensor_dram.data) == ["node-1 gpu0 dram", "node-1 gpu0 tensor",
+                                                         "node-1 gpu1 dram", "node-1 gpu1 tensor"]
+    assert len(sm.data) == 2 and max(power.data[0].y) == 650.0 and min(power.data[0].y) == 380.0
+    assert roof.layout.title.text.startswith("Roofline")
+
+
+def test_trace_callback(source):
+    trace = page_module("trace")
+    fig, summary = trace.update(None, 0)
+    assert summary == "400 steps shown of this range, 8 stalls, 8 with prefill"
+    prefill = _traces(fig, "prefill")[0]
+    assert len(prefill.y) == 8 and set(prefill.y) == {600.0}
+    assert len(_traces(fig, "stall")[0].x) == 8
+    # Zoom: the first 1.5 s holds steps 0..49 (49 decode steps of 30 ms, then a 600 ms prefill)
+    lo = pd.Timestamp(F.T0_NS, unit="ns", tz="UTC")
+    relayout = {"xaxis.range[0]": str(lo.tz_localize(None)), "xaxis.range[1]": str((lo + pd.Timedelta("1.4s")).tz_localize(None))}
+    assert trace.zoom_range(relayout) == (F.T0_NS, F.T0_NS + 1_400_000_000)
+    fig, summary = trace.update(relayout, 0)
+    assert summary.startswith("47 steps") and "0 stalls" in summary
+    assert trace.zoom_range({"xaxis.autorange": True}) == (None, None)
+
+
+def test_whatif_callback(source):
+    whatif = page_module("whatif")
+    body = whatif.update(0)
+    if whatif.available():
+        assert body.id == "whatif-ready" and "400 recorded steps" in body.children
+    else:
+        assert body.id == "whatif-unavailable" and "not available" in body.children
+
+
+def test_downsample_keeps_spikes_and_bounds_points():
+    ts = np.arange(100_000, dtype=np.int64) * 1_000_000_000
+    frame = pd.DataFrame({"ts": ts, "series": "a", "value": np.zeros(100_000)})
+    frame.loc[54_321, "value"] = 7.0
+    out = downsample(frame, 1000)
+    assert len(out) == 1000 and out["value"].max() == 7.0 and out["ts"].is_monotonic_increasing
+    assert downsample(frame.head(10), 1000) is not None and len(downsample(frame.head(10), 1000)) == 10
+
+
+def test_24h_source_is_downsampled_per_page():
+    src = DataSource.from_frames(F.all_frames(duration_s=86_400, interval_s=5), max_points=500)
+    assert src.gauge("vllm:kv_cache_usage_perc").groupby("series").size().max() <= 500
+    q = src.quantiles("vllm:inter_token_latency_seconds")
+    assert q.groupby(["series", "q"]).size().max() <= 500
+    assert q[q["q"] == 0.99]["upper"].max() == 1.0                 # the stall buckets survive
+    assert src.gpu_metric("power_w").groupby("series").size().max() <= 500
+
+
+def test_live_source_reloads_when_the_probe_changes():
+    stamp = {"v": 0}
+    frames = F.all_frames(duration_s=60)
+
+    def load():
+        s = frames["samples"]
+        return {"samples": s[s["ts"] <= F.T0_NS + stamp["v"] * 10**9]}
+    src = DataSource(load, name="live", probe=lambda: stamp["v"], live=True)
+    stamp["v"] = 20
+    assert src.health()["samples"].iloc[0] == 5 * 37               # 5 scrapes of 37 rows
+    stamp["v"] = 40
+    assert src.health()["samples"].iloc[0] == 9 * 37 and src.version == 2
+
+
+def test_series_names_and_figures_escape_markup():
+    from stallscope.dashboards import figures_pages as figs
+    frame = pd.DataFrame({"ts": [F.T0_NS], "series": ['<img src=x onerror="alert(1)">'], "value": [1.0]})
+    fig = figs.lines(frame, "t <b>", "y")
+    assert fig.data[0].name == "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" and fig.layout.title.text == "t &lt;b&gt;"
+    assert data.series_name("vllm", {"model_name": "m", "le": "1", "engine": "0"}) == "vllm model_name=m engine=0"
+
+
+def test_step_trace_jsonl_is_read(tmp_path):
+    path = tmp_path / "steps.jsonl"
+    rows = [{"step": i, "start_ns": F.T0_NS + i * 10**7, "end_ns": F.T0_NS + (i + 1) * 10**7, "num_prefill_tokens": 0,
+             "num_decode_tokens": 4, "num_prefill_reqs": 0, "num_decode_reqs": 4, "num_running": 4, "num_waiting": 0,
+             "num_preempted": 0, "kv_blocks_used": 9, "kv_blocks_total": 64, "num_scheduled_tokens": {"a": 1}}
+            for i in range(3)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    steps = views.load_steps(path)
+    assert steps["num_decode_tokens"].tolist() == [4.0, 4.0, 4.0] and steps["start_ns"].dtype == np.int64
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"step": 1}\n')
+    with pytest.raises(Exception, match="missing field `start_ns`"):
+        views.load_steps(bad)
+
+
+# --- the token gate -------------------------------------------------------------------------------
+def test_requests_without_the_token_get_401():
+    app = create_app(DataSource.from_frames(F.all_frames(duration_s=60)), auth_token="s3cret-token")
+    client = app.server.test_client()
+    assert client.get("/").status_code == 401
+    assert client.get("/_dash-layout").status_code == 401
+    assert client.post("/_dash-update-component", json={}).status_code == 401
+    assert client.get("/", headers={"Authorization": "Bearer wrong-token"}).status_code == 401
+    assert client.get("/", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+    first = client.get("/latency?token=s3cret-token")
+    assert first.status_code == 302 and first.headers["Location"] == "/latency"
+    assert "HttpOnly" in first.headers["Set-Cookie"]
+    page = client.get("/latency")                                    # the cookie now carries it
+    assert page.status_code == 200 and b"s3cret-token" not in page.data
+    assert client.get("/_dash-layout").status_code == 200
+
+
+def test_real_server_answers_401_without_token():
+    import requests
+    from dashboard_browser import served
+
+    app = create_app(DataSource.from_frames(F.all_frames(duration_s=60)), auth_token="s3cret-token")
+    with served(app) as base:
+        assert requests.get(base + "/", timeout=10).status_code == 401
+        assert requests.get(base + "/", headers={"Authorization": "Bearer s3cret-token"}, timeout=10).status_code == 200
+
+
+def test_token_is_required_off_loopback(monkeypatch):
+    from stallscope.dashboards.auth import is_loopback, resolve_token
+    from stallscope.errors import InputError
+
+    monkeypatch.delenv("STALLSCOPE_AUTH_TOKEN", raising=False)
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and not is_loopback("0.0.0.0")
+    assert resolve_token("127.0.0.1", None) is None
+    with pytest.raises(InputError, match="--host 0.0.0.0 is not a loopback address"):
+        resolve_token("0.0.0.0", None)
+    monkeypatch.setenv("STALLSCOPE_AUTH_TOKEN", "from-the-env")
+    assert resolve_token("0.0.0.0", None) == "from-the-env"
+
+
+# --- the command's bad inputs: one line, exit 2 ------------------------------------------------------
+@pytest.mark.parametrize("argv, message", [
+    (["--db", "/no/such.db"], "store not found: /no/such.db"),
+    (["--run", "/no/such/run"], "run directory not found: /no/such/run"),
+    (["--prometheus", "ftp://x"], "--prometheus must be an http(s) URL, got 'ftp://x'"),
+    (["--run", ".", "--host", "10.1.2.3"], "--host 10.1.2.3 is not a loopback address"),
+    (["--run", ".", "--port", "70000"], "--port must be 0-65535, got 70000"),
+    (["--run", ".", "--trace", "/no/trace.jsonl"], "trace file not found: /no/trace.jsonl"),
+])
+def test_dashboard_command_bad_input(argv, message, capsys, monkeypatch):
+    monkeypatch.delenv("STALLSCOPE_AUTH_TOKEN", raising=False)
+    assert main(["dashboard", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stallscope: error:") and message in err and err.count("\n") == 1
+
+
+def test_dashboard_command_needs_a_source():
+    out = subprocess.run([sys.executable, "-m", "stallscope.cli", "dashboard"], capture_output=True, text=True)
+    assert out.returncode == 2 and "one of the arguments --db --run --prometheus is required" in out.stderr
