@@ -30,10 +30,11 @@ from stallscope.refserver.kv_cache_manager import KVCacheManager
 from stallscope.refserver.request import Request, SamplingParams
 from stallscope.refserver.scheduler import Scheduler
 
+DRAIN_LIMIT = 10  # simulate at most this many durations (+60 s) while draining in-flight requests
 PREDICTION_COLUMNS = [
     "max_num_batched_tokens", "enable_chunked_prefill", "ttft_long_p50_s", "ttft_long_p99_s",
     "ttft_short_p50_s", "ttft_short_p99_s", "itl_p50_s", "itl_p99_s", "output_tok_s",
-    "num_requests", "num_long", "num_steps", "num_preemptions",
+    "num_requests", "num_long", "num_unfinished", "num_steps", "num_preemptions",
 ]
 
 
@@ -64,12 +65,16 @@ class SimResult:
     num_steps: int
     num_preemptions: int
     horizon_s: float
+    steps: list = field(default_factory=list)   # StepStats-shaped dicts (docs/step-trace.md) if recorded
 
 
 def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens: int,
              enable_chunked_prefill: bool = True, shape: ServerShape = ServerShape(), seed: int = 0,
-             noise: bool = True, drain: bool = True) -> SimResult:
+             noise: bool = True, drain: bool = True, record_steps: bool = False) -> SimResult:
     """Run one budget. Returns every request with its token times (simulated seconds from 0).
+
+    With `record_steps`, `SimResult.steps` holds one step-trace record per simulated step, with
+    simulated times in ns from 0, so the simulation can be compared with (or fitted like) a real trace.
 
     Example:
         res = simulate(w, model, max_num_batched_tokens=512)
@@ -99,7 +104,7 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
     for s in range(workload.sessions):
         push(0.0, "session", *workload.draw(rng), session=s)
 
-    t, steps, preemptions = 0.0, 0, 0
+    t, steps, preemptions, trace = 0.0, 0, 0, []
     while True:
         while arrivals and arrivals[0][0] <= t:
             _, _, sr = heapq.heappop(arrivals)
@@ -112,9 +117,10 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
                 break
             t = arrivals[0][0]
             continue
-        if t >= workload.duration_s and not drain:
-            break
+        if t >= workload.duration_s and (not drain or t > DRAIN_LIMIT * workload.duration_s + 60.0):
+            break                        # bounded: an overloaded server would never drain
         out = sched.schedule()
+        num_running, num_waiting = len(sched.running), len(sched.waiting)
         preemptions += len(out.preempted_request_ids)
         if not out.scheduled_requests:   # nothing fits (a pool too small for any request): give up
             break
@@ -132,9 +138,17 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
             sr.token_times_s.append(t_end)
             if req.is_finished and sr.session is not None and t_end < workload.duration_s:
                 push(t_end, "session", *workload.draw(rng), session=sr.session)
+        if record_steps:
+            trace.append({
+                "step": steps, "start_ns": int(round(t * 1e9)), "end_ns": int(round(t_end * 1e9)),
+                "num_prefill_tokens": out.num_prefill_tokens, "num_decode_tokens": out.num_decode_tokens,
+                "num_prefill_reqs": out.num_prefill_reqs, "num_decode_reqs": out.num_decode_reqs,
+                "num_running": num_running, "num_waiting": num_waiting,
+                "num_preempted": len(out.preempted_request_ids), "kv_blocks_used": kv.num_used_blocks,
+                "kv_blocks_total": kv.num_total_blocks, "num_scheduled_tokens": dict(out.num_scheduled_tokens)})
         steps += 1
         t = t_end + cost.gap_s
-    return SimResult(list(sims.values()), steps, preemptions, t)
+    return SimResult(list(sims.values()), steps, preemptions, t, trace)
 
 
 def _pct(values, q) -> float:
@@ -155,6 +169,7 @@ def summarize(result: SimResult, workload: Workload, *, window_s: float | None =
         "itl_p50_s": _pct(itl, 50), "itl_p99_s": _pct(itl, 99),
         "output_tok_s": tokens / window_s,
         "num_requests": len(done), "num_long": len(long_),
+        "num_unfinished": sum(1 for r in result.requests if r.arrival_s < window_s and len(r.token_times_s) < r.max_tokens),
     }
 
 

@@ -1,0 +1,143 @@
+"""What-if simulator: it replays the reference scheduler exactly, its clock is the step-cost model,
+and its latencies match hand-computed values on small workloads."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost, read_step_trace
+from stallscope.analyzers.whatif import ServerShape, predict, recommend, simulate, summarize
+from stallscope.analyzers.workload import LengthDist, Workload
+from stallscope.errors import InputError
+from stallscope.refserver.config import EngineConfig
+from stallscope.refserver.engine import LLMEngine
+from stallscope.refserver.request import SamplingParams
+
+CONST = StepCostModel(intercept_s=0.010)                                   # every step 10 ms
+LINEAR = StepCostModel(intercept_s=0.010, coef_s={"prefill_tokens": 1e-4})  # + 0.1 ms per prompt token
+
+
+def fixed(prompt, output, **kw):
+    return Workload(LengthDist.fixed(prompt), LengthDist.fixed(output), **kw)
+
+
+def test_steady_sessions_constant_cost_exact():
+    w = fixed(16, 32, sessions=2, duration_s=1.0)
+    res = simulate(w, CONST, max_num_batched_tokens=512)
+    s = summarize(res, w)
+    # both prompts prefill in step 1 (first token at 10 ms), then one token per 10 ms step
+    assert s["ttft_short_p50_s"] == pytest.approx(0.010) and s["ttft_short_p99_s"] == pytest.approx(0.010)
+    assert s["itl_p50_s"] == pytest.approx(0.010) and s["itl_p99_s"] == pytest.approx(0.010)
+    assert s["output_tok_s"] == pytest.approx(200.0, rel=0.02)   # 2 tokens per 10 ms
+    assert s["num_long"] == 0 and s["num_unfinished"] == 0
+
+
+def test_unchunked_long_prompt_stalls_decodes_by_its_prefill_step():
+    w = fixed(16, 400, sessions=4, long_prompt_tokens=1000, long_output_tokens=2, long_every_s=1.0,
+              long_first_s=0.5, duration_s=1.2)
+    off = simulate(w, LINEAR, max_num_batched_tokens=2048, enable_chunked_prefill=False)
+    gaps = np.concatenate([np.diff(r.token_times_s) for r in off.requests if r.kind == "session"])
+    # the long prompt's whole prefill runs alone: 10 ms + 1000 x 0.1 ms; decodes wait that step
+    # plus their own decode step (10 ms)
+    assert gaps.max() == pytest.approx(0.010 + 0.100 + 0.010)
+    on = simulate(w, LINEAR, max_num_batched_tokens=256, enable_chunked_prefill=True)
+    gaps_on = np.concatenate([np.diff(r.token_times_s) for r in on.requests if r.kind == "session"])
+    # chunked: 4 decodes + a 252-token chunk per step: 10 + 25.2 ms
+    assert gaps_on.max() == pytest.approx(0.010 + 0.1e-3 * 252)
+
+
+def test_trade_off_shape_in_prediction():
+    w = fixed(32, 200, sessions=6, long_prompt_tokens=1800, long_output_tokens=4, long_every_s=0.4, duration_s=6.0)
+    cost = StepCostModel(intercept_s=0.004, coef_s={"prefill_tokens": 4e-5, "decode_reqs": 2e-4})
+    p = predict(w, cost, [128, 256, 512, 1024, 2048], include_unchunked=True, noise=False)
+    chunked = p[p["enable_chunked_prefill"]]
+    assert list(p["max_num_batched_tokens"]) == [128, 256, 512, 1024, 2048, 2048]
+    assert chunked["ttft_long_p50_s"].is_monotonic_decreasing          # smaller budget: long TTFT up
+    assert chunked["itl_p99_s"].is_monotonic_increasing                 # smaller budget: ITL P99 down
+    assert chunked["output_tok_s"].iloc[0] < chunked["output_tok_s"].iloc[-1]  # and slightly less throughput
+    off = p[~p["enable_chunked_prefill"]].iloc[0]
+    assert off["itl_p99_s"] > chunked["itl_p99_s"].max()
+
+
+def test_policy_is_the_engines_scheduler(tmp_path):
+    """Same requests, all at t=0: the simulated steps equal the real engine's step trace, step for step."""
+    w = fixed(20, 24, sessions=4, long_prompt_tokens=100, long_output_tokens=8, long_every_s=10.0,
+              long_first_s=0.0, duration_s=1e-6)
+    sim = simulate(w, CONST, max_num_batched_tokens=64, shape=ServerShape(max_num_seqs=8, block_size=16,
+                                                                            num_kv_blocks=10, max_model_len=2048),
+                   record_steps=True)
+    trace = tmp_path / "steps.jsonl"
+    cfg = EngineConfig(model="tiny", max_num_batched_tokens=64, max_num_seqs=8, block_size=16,
+                       kv_cache_mb=(10.5 * EngineConfig().bytes_per_block) / 2**20, step_trace=str(trace))
+    engine = LLMEngine(cfg)
+    assert engine.kv_cache_manager.num_total_blocks == 10
+    engine.add_request("sim-0", [7] * 100, SamplingParams(max_tokens=8, ignore_eos=True))
+    for i in range(1, 5):
+        engine.add_request(f"sim-{i}", [5] * 20, SamplingParams(max_tokens=24, ignore_eos=True))
+    while engine.has_unfinished_requests():
+        engine.step()
+    if hasattr(engine, "close"):
+        engine.close()
+    real = [json.loads(line) for line in trace.read_text().splitlines()]
+    keys = ("num_prefill_tokens", "num_decode_tokens", "num_running", "num_waiting", "num_preempted",
+            "num_scheduled_tokens")
+    assert [{k: s[k] for k in keys} for s in sim.steps] == [{k: s[k] for k in keys} for s in real]
+    assert sim.num_preemptions == 2  # 10 blocks are too few for all five: the preemption path ran too
+
+
+def test_fit_of_a_simulated_trace_recovers_the_model(tmp_path):
+    cost = StepCostModel(intercept_s=0.003, coef_s={"prefill_tokens": 3e-5, "decode_reqs": 5e-4,
+                                                    "kv_tokens_read": 2e-7}, gap_s=0.001)
+    w = Workload(LengthDist.from_buckets([50, 200, 1500], [40, 90, 100]), LengthDist.fixed(40), rate_hz=6.0,
+                 duration_s=20.0)
+    res = simulate(w, cost, max_num_batched_tokens=256, record_steps=True)
+    path = tmp_path / "sim.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in res.steps))
+    fit = fit_step_cost(read_step_trace(path))
+    assert fit.mape < 1e-3
+    for k, v in cost.coef_s.items():
+        assert fit.coef_s[k] == pytest.approx(v, rel=0.01), k
+    assert fit.gap_s == pytest.approx(0.001, abs=2e-6)
+
+
+def test_noise_replays_residuals_deterministically():
+    noisy = StepCostModel(intercept_s=0.010, residuals=(0.5, 1.5))
+    w = fixed(16, 50, sessions=1, duration_s=0.5)
+    a = summarize(simulate(w, noisy, max_num_batched_tokens=64, seed=3), w)
+    b = summarize(simulate(w, noisy, max_num_batched_tokens=64, seed=3), w)
+    np.testing.assert_equal(a, b)
+    itl = np.diff(simulate(w, noisy, max_num_batched_tokens=64, seed=3).requests[0].token_times_s)
+    assert set(np.round(itl, 6)) == {0.005, 0.015}
+
+
+def test_kv_pool_pressure_preempts_and_still_finishes():
+    w = fixed(100, 60, sessions=6, duration_s=2.0)
+    res = simulate(w, CONST, max_num_batched_tokens=512, shape=ServerShape(num_kv_blocks=30, block_size=16))
+    assert res.num_preemptions > 0
+    assert summarize(res, w)["num_unfinished"] == 0
+
+
+def test_recommend_largest_budget_meeting_slo_and_fallback():
+    p = pd.DataFrame({"max_num_batched_tokens": [256, 512, 1024, 2048, 2048],
+                      "enable_chunked_prefill": [True, True, True, True, False],
+                      "itl_p99_s": [0.05, 0.12, 0.19, 0.5, 0.01], "ttft_long_p99_s": [4, 3, 2, 1, 1]})
+    rec = recommend(p, 0.2)
+    assert rec["max_num_batched_tokens"] == 1024 and rec["meets_slo"]
+    assert rec["flags"] == "--enable-chunked-prefill --max-num-batched-tokens 1024"
+    strict = recommend(p, 0.01)
+    assert strict["max_num_batched_tokens"] == 256 and not strict["meets_slo"]
+    assert "no simulated budget meets" in strict["reason"]
+    with pytest.raises(InputError, match="ITL SLO must be > 0 s, got 0"):
+        recommend(p, 0)
+
+
+def test_bad_budgets():
+    w = fixed(16, 8, sessions=1, duration_s=0.1)
+    with pytest.raises(InputError, match=r"budgets must be positive integers, got \[0, 64\]"):
+        predict(w, CONST, [64, 0])
+    with pytest.raises(InputError, match="max_num_batched_tokens must be >= 1, got 0"):
+        simulate(w, CONST, max_num_batched_tokens=0)
