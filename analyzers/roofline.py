@@ -1,0 +1,329 @@
+"""Roofline: where a model's decode and prefill sit against a GPU's compute and bandwidth roofs.
+
+The idea: a step is bound by max(FLOPs / peak FLOP/s, bytes / HBM bandwidth). The ridge point
+peak / bandwidth (FLOP per byte) separates the two; H100 SXM: 989.4 TFLOPS dense BF16 / 3.35 TB/s
+= 295 FLOP/B (the often-quoted 1,979 TFLOPS is the 2:4-sparse figure).
+
+Decode at batch B with context L per request, per step (all GPUs of a TP group together):
+    FLOPs = 2 x matmul_params x B + 4 x layers x heads x head_dim x L x B      (attention QK and AV)
+    bytes = matmul_params x weight_bytes + B x L x kv_bytes_per_token
+    kv_bytes_per_token = 2 (K, V) x layers x kv_heads x head_dim x kv_dtype_bytes
+Intensity = FLOPs / bytes, about B FLOP/B for short contexts at 16-bit weights: decode is memory bound
+until B nears the ridge. The weight-read floor per decode step is weight bytes / TP / bandwidth. The KV
+capacity of a budget is (TP x memory x gpu_memory_utilization - weights) / kv_bytes_per_token
+(activations and CUDA graphs ignored, so it is an upper bound).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from stallscope.errors import InputError
+
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "auto": 2, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1,
+               "fp8_e5m2": 1, "float32": 4, "fp32": 4}
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str
+    bf16_dense_tflops: float
+    hbm_tb_s: float
+    memory_gb: float
+    fp8_dense_tflops: float | None = None
+    nvlink_gb_s: float | None = None
+    tdp_w: float | None = None
+    names: tuple = ()
+
+    def peak_flops(self, dtype: str = "bf16") -> float:
+        if DTYPE_BYTES.get(dtype) == 1:
+            if not self.fp8_dense_tflops:
+                raise InputError(f"GPU {self.name} has no FP8 tensor cores; use --dtype bf16")
+            return self.fp8_dense_tflops * 1e12
+        return self.bf16_dense_tflops * 1e12
+
+    @property
+    def bandwidth(self) -> float:
+        """HBM bandwidth, bytes/s."""
+        return self.hbm_tb_s * 1e12
+
+    def ridge(self, dtype: str = "bf16") -> float:
+        """FLOP per byte where compute and bandwidth roofs meet.
+
+        >>> round(gpu_spec("H100-SXM").ridge())
+        295
+        """
+        return self.peak_flops(dtype) / self.bandwidth
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+    vocab_size: int
+    head_dim: int | None = None
+    qkv_bias: bool = False
+    tie_word_embeddings: bool = False
+    weight_dtype: str = "bf16"
+    names: tuple = field(default=(), compare=False)
+
+    @property
+    def hd(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_heads
+
+    @property
+    def layer_params(self) -> int:
+        d, hd = self.hidden_size, self.hd
+        qkv = d * (self.num_heads + 2 * self.num_kv_heads) * hd + (
+            (self.num_heads + 2 * self.num_kv_heads) * hd if self.qkv_bias else 0)
+        return qkv + self.num_heads * hd * d + 3 * d * self.intermediate_size + 2 * d
+
+    @property
+    def num_params(self) -> int:
+        """All parameters (embeddings counted once when tied).
+
+        >>> round(model_spec("llama-3-8b").num_params / 1e9, 2)
+        8.03
+        """
+        emb = self.vocab_size * self.hidden_size
+        return self.num_layers * self.layer_params + emb * (1 if self.tie_word_embeddings else 2) + self.hidden_size
+
+    @property
+    def matmul_params(self) -> int:
+        """Parameters multiplied per token: every layer plus the LM head (the embedding is a lookup)."""
+        return self.num_layers * self.layer_params + self.vocab_size * self.hidden_size
+
+    def weight_bytes(self, dtype: str | None = None) -> float:
+        return self.matmul_params * DTYPE_BYTES[dtype or self.weight_dtype]
+
+    def kv_bytes_per_token(self, kv_dtype: str = "auto") -> int:
+        """K and V of one token in every layer.
+
+        >>> model_spec("llama-3-70b").kv_bytes_per_token("auto"), model_spec("llama-3-70b").kv_bytes_per_token("fp8")
+        (327680, 163840)
+        """
+        if kv_dtype not in DTYPE_BYTES:
+            raise InputError(f"unknown KV cache dtype {kv_dtype!r}; choose auto or fp8")
+        return 2 * self.num_layers * self.num_kv_heads * self.hd * DTYPE_BYTES[kv_dtype]
+
+
+@lru_cache(maxsize=1)
+def gpu_specs() -> dict[str, GpuSpec]:
+    raw = yaml.safe_load(resources.files("stallscope.analyzers").joinpath("gpu_specs.yaml").read_text())
+    return {k: GpuSpec(name=k, **{**v, "names": tuple(v.get("names", ()))}) for k, v in raw.items()}
+
+
+@lru_cache(maxsize=1)
+def model_specs() -> dict[str, ModelSpec]:
+    raw = yaml.safe_load(resources.files("stallscope.analyzers").joinpath("model_configs.yaml").read_text())
+    out = {k: ModelSpec(name=k, **{**v, "names": tuple(v.get("names", ()))}) for k, v in raw.items()}
+    try:  # the reference engine's presets: float32 weights, 16-bit KV for "auto"
+        from stallscope.refserver.config import PRESETS
+    except ImportError:
+        PRESETS = {}
+    for key, mc in PRESETS.items():
+        out[key] = ModelSpec(name=key, hidden_size=mc.hidden_size, num_layers=mc.num_layers, num_heads=mc.num_heads,
+                             num_kv_heads=mc.num_kv_heads, intermediate_size=mc.intermediate_size,
+                             vocab_size=mc.vocab_size, weight_dtype="float32", names=(f"refserver-{key}",))
+    return out
+
+
+def _norm(s: str) -> str:
+    return "".join(ch for ch in s.lower() if ch.isalnum())
+
+
+def _lookup(name: str, table: dict, what: str, flag: str):
+    key, tail = _norm(name), _norm(str(name).split("/")[-1])
+    for k, spec in table.items():
+        if key == _norm(k) or any(_norm(n) in (key, tail) or _norm(n.split("/")[-1]) in (key, tail)
+                                  for n in spec.names):
+            return spec
+    prefixed = [spec for k, spec in table.items() if _norm(k).startswith(key)]
+    if key and len(prefixed) == 1:
+        return prefixed[0]
+    raise InputError(f"unknown {what} {name!r} for {flag}; known: {', '.join(table)}")
+
+
+def gpu_spec(name: str) -> GpuSpec:
+    """A GPU by table key (`H100-SXM`) or NVML/DCGM product name (`NVIDIA H100 80GB HBM3`)."""
+    return _lookup(name, gpu_specs(), "GPU", "--gpu")
+
+
+def model_spec(name: str) -> ModelSpec:
+    """A model by table key (`llama-3-70b`), Hugging Face id or refserver preset (`tiny`, `small`)."""
+    return _lookup(name, model_specs(), "model", "--model")
+
+
+def decode_point(model: ModelSpec, batch: int, *, context_len: int = 1024, kv_dtype: str = "auto",
+                 weight_dtype: str | None = None) -> dict:
+    """FLOPs, bytes and arithmetic intensity of one decode step at `batch` requests of `context_len`."""
+    if batch < 1:
+        raise InputError(f"batch must be >= 1, got {batch}")
+    attn = 4 * model.num_layers * model.num_heads * model.hd * context_len
+    flops = 2 * model.matmul_params * batch + attn * batch
+    bytes_ = model.weight_bytes(weight_dtype) + batch * context_len * model.kv_bytes_per_token(kv_dtype)
+    return {"batch": batch, "flops": float(flops), "bytes": float(bytes_), "intensity": flops / bytes_}
+
+
+def kv_capacity_tokens(model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, gpu_memory_utilization: float = 0.9,
+                       kv_dtype: str = "auto", weight_dtype: str | None = None) -> int:
+    """Tokens of KV cache that fit beside the weights (an upper bound: activations are ignored)."""
+    budget = tp * gpu.memory_gb * 1e9 * gpu_memory_utilization - model.num_params * DTYPE_BYTES[
+        weight_dtype or model.weight_dtype]
+    return max(0, int(budget // model.kv_bytes_per_token(kv_dtype)))
+
+
+def weight_read_floor_s(model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, weight_dtype: str | None = None) -> float:
+    """Seconds one decode step needs at least just to stream the weights once (each GPU reads 1/TP)."""
+    return model.weight_bytes(weight_dtype) / tp / gpu.bandwidth
+
+
+def roofline_cost(model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, batch: int = 16, context_len: int = 1024,
+                  efficiency: float = 0.5, dtype: str = "bf16") -> dict:
+    """{decode_step_s, prefill_s_per_token, source} for the chunk-budget recommendation, from the roofs."""
+    p = decode_point(model, batch, context_len=context_len)
+    decode = max(p["flops"] / gpu.peak_flops(dtype), p["bytes"] / gpu.bandwidth) / tp / efficiency
+    per_token = 2 * model.matmul_params / gpu.peak_flops(dtype) / tp / efficiency
+    return {"decode_step_s": decode, "prefill_s_per_token": per_token,
+            "source": f"the roofline of {model.name} on {tp}x {gpu.name} at {efficiency:.0%} of peak"}
+
+
+def table(gpu: GpuSpec, model: ModelSpec, *, tp: int = 1, batches=(1, 8, 32, 256), context_len: int = 1024,
+          kv_dtype: str = "auto", dtype: str = "bf16", block_size: int = 16,
+          gpu_memory_utilization: float = 0.9) -> dict:
+    """Every roofline figure for one GPU, model and TP size, JSON-ready."""
+    if tp < 1:
+        raise InputError(f"--tp must be >= 1, got {tp}")
+    ridge = gpu.ridge(dtype)
+    points = []
+    for b in batches:
+        p = decode_point(model, b, context_len=context_len, kv_dtype=kv_dtype)
+        t_compute = p["flops"] / tp / gpu.peak_flops(dtype)
+        t_memory = p["bytes"] / tp / gpu.bandwidth
+        points.append({**p, "bound": "compute" if p["intensity"] >= ridge else "memory",
+                       "step_floor_s": max(t_compute, t_memory), "tokens_per_s_ceiling": b / max(t_compute, t_memory)})
+    kv = {}
+    for kd in ("auto", "fp8"):
+        per_tok = model.kv_bytes_per_token(kd)
+        kv[kd] = {"bytes_per_token": per_tok, "bytes_per_block": per_tok * block_size,
+                  "capacity_tokens": kv_capacity_tokens(model, gpu, tp=tp, kv_dtype=kd,
+                                                        gpu_memory_utilization=gpu_memory_utilization)}
+    return {
+        "gpu": gpu.name, "model": model.name, "tp": tp, "dtype": dtype, "context_len": context_len,
+        "kv_cache_dtype": kv_dtype, "block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization,
+        "peak_flops": gpu.peak_flops(dtype), "hbm_bytes_per_s": gpu.bandwidth, "ridge_flop_per_byte": ridge,
+        "num_params": model.num_params, "weight_bytes": model.weight_bytes(),
+        "weight_read_floor_s": weight_read_floor_s(model, gpu, tp=tp), "kv": kv, "decode": points,
+        "prefill_intensity_flop_per_byte": None if context_len <= 0 else
+        decode_point(model, 1, context_len=0)["flops"] * context_len / model.weight_bytes(),
+    }
+
+
+def measure_host(seconds: float = 1.0) -> dict:
+    """Measured peak FLOP/s and memory bandwidth of this host: torch on a GPU when present, else numpy."""
+    try:
+        import torch  # noqa: F401
+        if torch.cuda.is_available():  # pragma: no cover - needs a GPU
+            return _measure_torch(seconds)
+    except ImportError:
+        pass
+    n = 1024
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    b = a.copy()
+    a @ b  # warm up
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds / 2:
+        a @ b
+        reps += 1
+    flops = 2 * n**3 * reps / (time.perf_counter() - t0)
+    src = np.ones(16 * 2**20, dtype=np.float64)  # 128 MiB: larger than any cache
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds / 2:
+        np.copyto(dst, src)
+        reps += 1
+    bw = 2 * src.nbytes * reps / (time.perf_counter() - t0)  # read + write
+    return {"device": "cpu (numpy float32 matmul, 128 MiB copy)", "peak_flops": flops, "hbm_bytes_per_s": bw,
+            "ridge_flop_per_byte": flops / bw}
+
+
+def _measure_torch(seconds: float) -> dict:  # pragma: no cover - needs a GPU
+    import torch
+
+    dev = torch.device("cuda")
+    n = 8192
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds / 2:
+        a @ a
+        reps += 1
+    torch.cuda.synchronize()
+    flops = 2 * n**3 * reps / (time.perf_counter() - t0)
+    src = torch.empty(2**28, device=dev, dtype=torch.uint8).fill_(1)
+    dst = torch.empty_like(src)
+    torch.cuda.synchronize()
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds / 2:
+        dst.copy_(src)
+        reps += 1
+    torch.cuda.synchronize()
+    bw = 2 * src.numel() * reps / (time.perf_counter() - t0)
+    return {"device": f"{torch.cuda.get_device_name()} (torch bf16 matmul, 256 MiB copy)", "peak_flops": flops,
+            "hbm_bytes_per_s": bw, "ridge_flop_per_byte": flops / bw}
+
+
+def measured_points(gpu: pd.DataFrame) -> dict | None:
+    """Operating points from DCGM ratios: FLOP/s = tensor_active x peak, bytes/s = dram_active x bandwidth.
+
+    Returns {"gpu", "peak_flops", "peak_bw", "points": frame(series, intensity, flops)} for the first GPU
+    model found in the table, or None when the frame has no known GPU or no ratios.
+    """
+    if gpu is None or not len(gpu) or "model" not in gpu:
+        return None
+    for model_name in gpu["model"].dropna().unique():
+        try:
+            spec = gpu_spec(str(model_name))
+        except InputError:
+            continue
+        rows = gpu[(gpu["model"] == model_name) & gpu["metric"].isin(["tensor_active", "dram_active"])]
+        if not len(rows):
+            continue
+        wide = rows.pivot_table(index=["hostname", "gpu", "ts"], columns="metric", values="value", aggfunc="last")
+        if not {"tensor_active", "dram_active"} <= set(wide.columns):
+            continue
+        wide = wide.dropna()
+        wide = wide[wide["dram_active"] > 0]
+        flops = wide["tensor_active"].to_numpy() * spec.peak_flops()
+        bytes_s = wide["dram_active"].to_numpy() * spec.bandwidth
+        series = [f"{h}/gpu{g}" for h, g, _ in wide.index]
+        pts = pd.DataFrame({"series": series, "intensity": flops / bytes_s, "flops": flops})
+        return {"gpu": spec.name, "peak_flops": spec.peak_flops(), "peak_bw": spec.bandwidth,
+                "points": pts[pts["flops"] > 0].reset_index(drop=True)}
+    return None
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n}"  # pragma: no cover
+
+
+__all__ = ["GpuSpec", "ModelSpec", "gpu_spec", "model_spec", "gpu_specs", "model_specs", "decode_point",
+           "kv_capacity_tokens", "weight_read_floor_s", "roofline_cost", "table", "measure_host",
+           "measured_points", "fmt_bytes", "math"]
