@@ -230,6 +230,7 @@ def test_cli_check_reports_a_broken_rule_file(tmp_path, capsys):
     (["rules", "--for", "VLLMDecodeStarvation"], "stallscope: error: --for expects KEY=VALUE, got 'VLLMDecodeStarvation'"),
     (["rules", "--window-short", "soon"], "stallscope: error: bad duration 'soon'"),
     (["rules", "--label", "=x", "--format", "prometheusrule"], "stallscope: error: --label expects KEY=VALUE, got '=x'"),
+    (["rules", "--alert-label", "team-name=x"], "stallscope: error: --alert-label name 'team-name' is not a Prometheus label name"),
     (["rules", "--thresholds", "/nonexistent/th.yaml"], "stallscope: error: thresholds file not found"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(argv, message, capsys):

@@ -11,6 +11,7 @@ printed rules and the analyzers can share one user file:
 from __future__ import annotations
 
 import argparse
+import re
 
 from stallscope.errors import InputError
 
@@ -115,6 +116,9 @@ def run(args) -> int:
     from stallscope.rules import render
 
     labels = _pairs(args.alert_label, "--alert-label")
+    for key in labels:
+        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", key):
+            raise InputError(f"--alert-label name {key!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")
     docs = render.render_files(_thresholds(args), args.runbook_base_url or render.DEFAULT_RUNBOOK_BASE, labels)
     if args.group != "all":
         docs = {f: d for f, d in docs.items() if f.startswith(args.group + ".")}
