@@ -183,11 +183,11 @@ def run(targets: list[Target], store: Store, interval_s: float, duration_s: floa
         if on_status and time.monotonic() - last_status >= status_every_s:
             on_status(summary)
             last_status = time.monotonic()
-    stopped_by_signal = stop.is_set()
     stop.set()
-    # a normal end lets scrapes in flight land; a signal flushes what is queued and goes
+    # scrapes already in flight were answered (or will time out): let them land, then flush the queue
+    join_deadline = time.monotonic() + min(max(t.timeout_s for t in targets) + 0.5, 5.0)
     for th in threads:
-        th.join(0.2 if stopped_by_signal else max(t.timeout_s for t in targets) + 1.0)
+        th.join(max(0.0, join_deadline - time.monotonic()))
     while True:
         try:
             _store(store, results.get_nowait(), summary, urls)
