@@ -1,18 +1,26 @@
 """Step-cost model: how long one engine step takes, as a function of what the scheduler put in it.
 
-    step_time_s = intercept + a·prefill_tokens + b·decode_reqs + c·kv_tokens_read + d·prefill_attn_pairs
+    step_time_s = intercept + a·prefill_tokens + b·decode_reqs + c·kv_tokens_read
+                  + d·prefill_attn_pairs + e·decode_kv_padded
 
 1. Features come from the batch: `prefill_tokens` (prompt tokens computed, all chunks),
    `decode_reqs` (one token each), `kv_tokens_read` (Σ over scheduled requests of the context
-   their attention reads, `num_computed_tokens + num_scheduled`), and `prefill_attn_pairs`
+   their attention reads, `num_computed_tokens + num_scheduled`), `prefill_attn_pairs`
    (Σ over prefill chunks of `num_scheduled × (num_computed_tokens + num_scheduled)`: the
-   query-key products of chunked attention, which dominate long prompts on compute-bound hardware).
-2. Fitted by non-negative least squares on measured steps (`end_ns - start_ns`): the engine's step
+   query-key products of chunked attention, which dominate long prompts on compute-bound hardware),
+   and `decode_kv_padded` (decode requests × the longest decode context: what a decode kernel that
+   pads its batch to the longest block table reads, as the reference engine's does). The fit keeps
+   whichever terms the measurements support.
+2. Fitted by non-negative least squares on measured steps (`end_ns - start_ns`), weighted by
+   1/duration so the error minimised is relative: millisecond decode steps (which set ITL P50)
+   count as much as second-long prefill steps (which set ITL P99). Steps come from the engine's step
    trace (docs/step-trace.md) or an nsys steps frame. When a trace lacks per-request token counts
-   the KV terms are unknown and dropped. The fit reports MAPE and R² on its own steps, and keeps the
-   relative residuals so a simulator can replay the measured noise.
-3. `gap_s`, the median idle time between consecutive steps while work remained (engine-loop and
-   output overhead), is measured alongside: it separates one step from the next in simulated time.
+   the KV terms are unknown and dropped. The fit reports MAPE and R² on its own steps.
+3. The residuals (measured / predicted) are kept in up to five bins by predicted duration, so a
+   simulator can replay the measured noise *and* the fit's bias at each scale (`draw`): a noisy
+   5 ms decode step and a steady 2 s prefill step do not share one error distribution.
+4. The busy gaps (idle time between a step's end and the next step's start while work remained:
+   engine-loop and output overhead) are kept too; `gap_s` is their median.
 4. Without measured steps, `roofline_cost` derives the same shape from a GPU's peak FLOP/s and HBM
    bandwidth and a model's parameters: max(compute time, memory time) + a fixed launch overhead.
 """
@@ -28,7 +36,7 @@ import pandas as pd
 
 from stallscope.errors import InputError
 
-FEATURES = ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs")
+FEATURES = ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs", "decode_kv_padded")
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,8 @@ class StepCostModel:
     mape: float = float("nan")                  # mean |pred - measured| / measured, on the fit's steps
     r2: float = float("nan")
     residuals: tuple = ()                        # measured / predicted, per fitted step
+    residual_bins: tuple = ()                    # ((upper predicted s, (residuals...)), ...), ascending
+    gaps: tuple = ()                             # measured busy gaps, s
     roofline: dict = field(default_factory=dict)  # peak_flops, hbm_bytes_s, ... for kind="roofline"
 
     def predict(self, **features) -> np.ndarray | float:
@@ -58,6 +68,21 @@ class StepCostModel:
         for name, coef in self.coef_s.items():
             t = t + coef * np.asarray(features.get(name, 0.0), dtype=float)
         return t if np.ndim(t) else float(t)
+
+    def draw(self, predicted_s: float, rng: np.random.Generator) -> float:
+        """One step time: the prediction times a residual measured at a similar predicted duration."""
+        if self.residual_bins:
+            for upper, res in self.residual_bins:
+                if predicted_s <= upper:
+                    break
+            return predicted_s * res[rng.integers(len(res))]
+        if self.residuals:
+            return predicted_s * self.residuals[rng.integers(len(self.residuals))]
+        return predicted_s
+
+    def draw_gap(self, rng: np.random.Generator) -> float:
+        """One inter-step gap: a measured busy gap, or `gap_s` when none were kept."""
+        return self.gaps[rng.integers(len(self.gaps))] if self.gaps else self.gap_s
 
     def summary(self) -> dict:
         """JSON-ready description: coefficients, fit error, source."""
@@ -76,9 +101,9 @@ def batch_features(chunks) -> dict:
     `chunks` is an iterable of `(num_computed_tokens_before, num_scheduled, is_prefill)`.
 
     >>> batch_features([(0, 256, True), (40, 1, False), (10, 1, False)])
-    {'prefill_tokens': 256, 'decode_reqs': 2, 'kv_tokens_read': 308, 'prefill_attn_pairs': 65536}
+    {'prefill_tokens': 256, 'decode_reqs': 2, 'kv_tokens_read': 308, 'prefill_attn_pairs': 65536, 'decode_kv_padded': 82}
     """
-    prefill = decode = kv = pairs = 0
+    prefill = decode = kv = pairs = longest = 0
     for computed, n, is_prefill in chunks:
         kv += computed + n
         if is_prefill:
@@ -86,7 +111,9 @@ def batch_features(chunks) -> dict:
             pairs += n * (computed + n)
         else:
             decode += 1
-    return {"prefill_tokens": prefill, "decode_reqs": decode, "kv_tokens_read": kv, "prefill_attn_pairs": pairs}
+            longest = max(longest, computed + n)
+    return {"prefill_tokens": prefill, "decode_reqs": decode, "kv_tokens_read": kv, "prefill_attn_pairs": pairs,
+            "decode_kv_padded": decode * longest}
 
 
 def read_step_trace(path: str | Path) -> pd.DataFrame:
@@ -138,8 +165,7 @@ def step_features(steps: pd.DataFrame) -> pd.DataFrame:
         "prefill_tokens": steps["num_prefill_tokens"].to_numpy(dtype=float),
         "decode_reqs": steps["num_decode_tokens"].to_numpy(dtype=float),
     })
-    kv = np.full(len(steps), np.nan)
-    pairs = np.full(len(steps), np.nan)
+    kv, pairs, padded = (np.full(len(steps), np.nan) for _ in range(3))
     if "num_scheduled_tokens" in steps:
         computed: dict = {}
         decoding: set = set()
@@ -158,20 +184,26 @@ def step_features(steps: pd.DataFrame) -> pd.DataFrame:
                 if not is_prefill:
                     decoding.add(rid)
             f = batch_features(chunks)
-            kv[i], pairs[i] = f["kv_tokens_read"], f["prefill_attn_pairs"]
+            kv[i], pairs[i], padded[i] = f["kv_tokens_read"], f["prefill_attn_pairs"], f["decode_kv_padded"]
     out["kv_tokens_read"] = kv
     out["prefill_attn_pairs"] = pairs
+    out["decode_kv_padded"] = padded
     return out
 
 
-def busy_gap_s(steps: pd.DataFrame) -> float:
-    """Median gap between a step's end and the next step's start while requests remained (s)."""
+def busy_gaps_s(steps: pd.DataFrame) -> np.ndarray:
+    """Gaps between a step's end and the next step's start while requests remained (s)."""
     steps = steps.sort_values("start_ns", kind="stable")
     gaps = (steps["start_ns"].shift(-1) - steps["end_ns"]).to_numpy(dtype=float)[:-1] / 1e9
     if "num_running" in steps:
         busy = (steps["num_running"].fillna(0) + steps.get("num_waiting", 0).fillna(0)).to_numpy()[:-1] > 0
         gaps = gaps[busy]
-    gaps = gaps[np.isfinite(gaps) & (gaps >= 0)]
+    return gaps[np.isfinite(gaps) & (gaps >= 0)]
+
+
+def busy_gap_s(steps: pd.DataFrame) -> float:
+    """Median busy gap (s); 0 when the trace has none."""
+    gaps = busy_gaps_s(steps)
     return float(np.median(gaps)) if len(gaps) else 0.0
 
 
@@ -189,8 +221,9 @@ def fit_step_cost(steps: pd.DataFrame, *, source: str = "steps", min_steps: int 
     if len(feats) < min_steps:
         raise InputError(f"{source}: {len(feats)} usable steps, need at least {min_steps} to fit a step-cost model")
     y = feats["duration_s"].to_numpy()
+    gaps = busy_gaps_s(steps)
     x = feats[names].to_numpy(dtype=float)
-    intercept, coefs = _nnls_with_intercept(x, y)
+    intercept, coefs = _nnls_with_intercept(x / y[:, None], 1.0 / y, np.ones_like(y))
     pred = intercept + x @ coefs
     resid = y / np.maximum(pred, 1e-12)
     ss_res = float(np.sum((y - pred) ** 2))
@@ -198,38 +231,50 @@ def fit_step_cost(steps: pd.DataFrame, *, source: str = "steps", min_steps: int 
     return StepCostModel(
         intercept_s=float(intercept),
         coef_s={n: float(c) for n, c in zip(names, coefs) if c > 0},
-        gap_s=busy_gap_s(steps),
+        gap_s=float(np.median(gaps)) if len(gaps) else 0.0,
         kind="linear",
         source=source,
         n_steps=len(y),
         mape=float(np.mean(np.abs(pred - y) / y)),
         r2=1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"),
         residuals=tuple(float(r) for r in resid),
+        residual_bins=_bin_residuals(pred, resid),
+        gaps=tuple(float(g) for g in gaps),
     )
 
 
-def _nnls_with_intercept(x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
-    """Least squares with coefficients ≥ 0 (active set: drop the most negative, refit)."""
-    active = list(range(x.shape[1]))
+def _bin_residuals(pred: np.ndarray, resid: np.ndarray, *, bins: int = 5, min_per_bin: int = 20) -> tuple:
+    """Residuals grouped by quantile bins of the predicted duration; the last bin is open-ended."""
+    n = max(1, min(bins, len(pred) // min_per_bin))
+    order = np.argsort(pred, kind="stable")
+    out = []
+    for k, idx in enumerate(np.array_split(order, n)):
+        upper = float("inf") if k == n - 1 else float(pred[idx].max())
+        out.append((upper, tuple(float(r) for r in resid[idx])))
+    return tuple(out)
+
+
+def _nnls_with_intercept(x: np.ndarray, ones: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Least squares of y ~ intercept·ones + x·coefs with the intercept and every coefficient ≥ 0.
+
+    Active set: drop the most negative term and refit (a negative fixed cost or per-token cost is
+    unphysical). `ones` is the (weighted) intercept column, so a caller can fit relative error by
+    dividing every row by its target.
+    """
+    a = np.column_stack([ones, x])
     # Columns scaled to unit max so the solve is well conditioned (pairs run to ~1e7, reqs to ~1e2).
-    scale = np.maximum(np.abs(x).max(axis=0), 1e-30) if x.size else np.ones(0)
-    xs = x / scale
-    while True:
-        a = np.column_stack([np.ones(len(y)), xs[:, active]])
-        sol, *_ = np.linalg.lstsq(a, y, rcond=None)
-        coefs = sol[1:]
-        if len(coefs) == 0 or coefs.min() >= 0:
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-30)
+    a = a / scale
+    active = list(range(a.shape[1]))
+    sol = np.zeros(0)
+    while active:
+        sol, *_ = np.linalg.lstsq(a[:, active], y, rcond=None)
+        if sol.min() >= 0:
             break
-        active.pop(int(np.argmin(coefs)))
-    full = np.zeros(x.shape[1])
-    full[active] = coefs / scale[active]
-    intercept = sol[0]
-    if intercept < 0:  # a negative fixed cost is unphysical: refit through the origin
-        sol, *_ = np.linalg.lstsq(xs[:, active], y, rcond=None)
-        full[:] = 0.0
-        full[active] = np.maximum(sol, 0) / scale[active]
-        intercept = 0.0
-    return float(intercept), full
+        active.pop(int(np.argmin(sol)))
+    full = np.zeros(a.shape[1])
+    full[active] = sol / scale[active]
+    return float(full[0]), full[1:]
 
 
 def roofline_cost(*, peak_flops: float, hbm_bytes_s: float, n_params: float, weight_bytes: float,

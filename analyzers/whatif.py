@@ -4,8 +4,8 @@
    `schedule()` picks the step, `update_from_output()` applies it. Nothing here re-implements
    chunking, admission or preemption; only the model is replaced by a clock.
 2. Each step's duration comes from a `StepCostModel` evaluated on the step's batch features
-   (prefill tokens, decode requests, KV tokens read, prefill attention pairs), times a residual
-   drawn from the fit's measured residuals (seeded), plus the measured inter-step gap.
+   (prefill tokens, decode requests, KV tokens read, ...), times a residual drawn from the fit's
+   residuals measured at a similar predicted duration (seeded), plus a measured inter-step gap.
 3. Every request that catches up with its tokens gets one token at the step's end, as the engine
    does. Arrivals come from the `Workload`: Poisson and periodic long prompts are fixed in advance,
    closed-loop sessions send their next request when the previous one finishes.
@@ -86,7 +86,6 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
     kv = KVCacheManager(shape.num_kv_blocks, shape.block_size)
     sched = Scheduler(kv, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=shape.max_num_seqs,
                       enable_chunked_prefill=enable_chunked_prefill, max_model_len=shape.max_model_len)
-    residuals = np.asarray(cost.residuals if noise else (), dtype=float)
     arrivals: list = []                 # heap of (t, seq, SimRequest)
     seq = 0
     sims: dict[str, SimRequest] = {}
@@ -128,8 +127,8 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
                    not (out.num_scheduled_tokens[r.request_id] == 1 and r.num_computed_tokens >= r.num_prompt_tokens))
                   for r in out.scheduled_requests]
         dt = cost.predict(**batch_features(chunks))
-        if residuals.size:
-            dt *= residuals[rng.integers(residuals.size)]
+        if noise:
+            dt = cost.draw(dt, rng)
         sampled = {r.request_id: 1 for r in out.scheduled_requests
                    if r.num_computed_tokens + out.num_scheduled_tokens[r.request_id] >= r.num_tokens}
         t_end = t + dt
@@ -147,7 +146,7 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
                 "num_preempted": len(out.preempted_request_ids), "kv_blocks_used": kv.num_used_blocks,
                 "kv_blocks_total": kv.num_total_blocks, "num_scheduled_tokens": dict(out.num_scheduled_tokens)})
         steps += 1
-        t = t_end + cost.gap_s
+        t = t_end + (cost.draw_gap(rng) if noise else cost.gap_s)
     return SimResult(list(sims.values()), steps, preemptions, t, trace)
 
 
@@ -155,21 +154,24 @@ def _pct(values, q) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
-def summarize(result: SimResult, workload: Workload, *, window_s: float | None = None) -> dict:
-    """P50/P99 TTFT (long/short), ITL and output tokens/s over requests that arrived in the window."""
-    window_s = workload.duration_s if window_s is None else window_s
-    done = [r for r in result.requests if r.arrival_s < window_s and r.token_times_s]
+def summarize(result: SimResult, workload: Workload) -> dict:
+    """P50/P99 TTFT (long/short), pooled ITL and output tokens/s, over completed requests.
+
+    As the loadgen (and `vllm bench serve`) measure: requests sent before the workload's duration
+    that finished; throughput = their output tokens / the time of the last token.
+    """
+    sent = [r for r in result.requests if r.arrival_s < workload.duration_s]
+    done = [r for r in sent if len(r.token_times_s) >= r.max_tokens]
     long_ = [r.token_times_s[0] - r.arrival_s for r in done if workload.is_long(r.num_prompt_tokens)]
     short = [r.token_times_s[0] - r.arrival_s for r in done if not workload.is_long(r.num_prompt_tokens)]
     itl = np.concatenate([np.diff(r.token_times_s) for r in done if len(r.token_times_s) > 1] or [np.empty(0)])
-    tokens = sum(sum(1 for x in r.token_times_s if x <= window_s) for r in result.requests)
+    last = max((r.token_times_s[-1] for r in done), default=0.0)
     return {
         "ttft_long_p50_s": _pct(long_, 50), "ttft_long_p99_s": _pct(long_, 99),
         "ttft_short_p50_s": _pct(short, 50), "ttft_short_p99_s": _pct(short, 99),
         "itl_p50_s": _pct(itl, 50), "itl_p99_s": _pct(itl, 99),
-        "output_tok_s": tokens / window_s,
-        "num_requests": len(done), "num_long": len(long_),
-        "num_unfinished": sum(1 for r in result.requests if r.arrival_s < window_s and len(r.token_times_s) < r.max_tokens),
+        "output_tok_s": sum(len(r.token_times_s) for r in done) / last if last > 0 else 0.0,
+        "num_requests": len(done), "num_long": len(long_), "num_unfinished": len(sent) - len(done),
     }
 
 

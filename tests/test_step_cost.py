@@ -15,7 +15,7 @@ from stallscope.analyzers.step_cost import (
 from stallscope.errors import InputError
 
 TRUE = {"intercept": 0.004, "prefill_tokens": 2e-5, "decode_reqs": 3e-4, "kv_tokens_read": 1e-6,
-        "prefill_attn_pairs": 4e-9}
+        "prefill_attn_pairs": 4e-9, "decode_kv_padded": 0.0}
 
 
 def synthetic_trace(path, *, n_steps=300, budget=256, noise=0.0, seed=42):
@@ -74,6 +74,7 @@ def test_fit_recovers_known_coefficients(tmp_path):
     assert model.intercept_s == pytest.approx(TRUE["intercept"], rel=0.02)
     for name in ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs"):
         assert model.coef_s[name] == pytest.approx(TRUE[name], rel=0.05), name
+    assert model.coef_s.get("decode_kv_padded", 0.0) < 1e-9  # not in the truth: (nearly) dropped
     assert model.mape < 0.01 and model.r2 > 0.999
     assert model.gap_s == pytest.approx(0.0003, abs=1e-6)
 
@@ -116,12 +117,16 @@ def test_nsys_like_frame_without_request_detail_fits_token_terms():
 
 def test_coefficients_never_negative():
     # duration falls with decode count in this (unphysical) trace: NNLS drops the term instead
-    frame = pd.DataFrame({"step": range(20), "start_ns": np.arange(20) * 10**8,
-                          "num_prefill_tokens": np.linspace(0, 1900, 20), "num_decode_tokens": np.arange(20, 0, -1.0)})
-    frame["end_ns"] = frame["start_ns"] + (1e6 + 1e4 * frame["num_prefill_tokens"] - 5e4 * frame["num_decode_tokens"] + 2e6).astype("int64")
+    rng = np.random.default_rng(5)
+    pf = rng.integers(0, 2000, 40).astype(float)
+    dec = rng.integers(1, 20, 40).astype(float)
+    dur = 3e6 + 1e4 * pf - 5e4 * dec
+    frame = pd.DataFrame({"step": range(40), "start_ns": np.arange(40) * 10**9, "num_prefill_tokens": pf,
+                          "num_decode_tokens": dec})
+    frame["end_ns"] = frame["start_ns"] + dur.astype("int64")
     model = fit_step_cost(frame)
     assert all(c >= 0 for c in model.coef_s.values()) and model.intercept_s >= 0
-    assert "decode_reqs" not in model.coef_s
+    assert "decode_reqs" not in model.coef_s and model.coef_s["prefill_tokens"] > 0
 
 
 def test_busy_gap_ignores_idle_periods():

@@ -123,21 +123,32 @@ def resolve_workload(args) -> Workload:
 
 
 def workload_from_loadgen(data: dict, source: str) -> Workload:
-    """The loadgen's own scenario (sessions, lengths, long prompts, duration) from its result JSON."""
-    cfg = data.get("config", data)
+    """The loadgen's scenario (refserver/loadgen.py `LoadSpec` + its request records) as a Workload.
+
+    Sessions, prompt lengths, long-prompt cadence (first at `long_every_s`) and duration come from
+    `spec`; session output lengths are the records' exact `max_tokens` (the loadgen draws them from
+    [N/2, 3N/2]); a prompt is long exactly when the loadgen sent it as a long request.
+    """
+    spec = data.get("spec")
+    if not isinstance(spec, dict):
+        raise InputError(f"{source}: not a loadgen result (no `spec` object)")
     try:
-        sessions = int(cfg["sessions"])
-        duration = float(cfg["duration_s"] if "duration_s" in cfg else cfg["duration"])
-        prompt = int(cfg.get("prompt_tokens", cfg.get("short_prompt_tokens")))
-        output = int(cfg.get("output_tokens", cfg.get("max_tokens")))
-        long_tokens = int(cfg.get("long_prompt_tokens", 0))
-        long_every = float(cfg.get("long_every_s", cfg.get("long_every", 0)))
-        long_out = int(cfg.get("long_output_tokens", cfg.get("long_max_tokens", 1)))
+        sessions = int(spec["sessions"])
+        duration = float(spec["duration_s"])
+        prompt = int(spec["short_prompt_tokens"])
+        mean_out = int(spec["max_tokens"])
+        long_tokens = int(spec["long_prompt_tokens"])
+        long_every = float(spec["long_every_s"])
+        long_out = int(spec["long_max_tokens"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{source}: not a loadgen result (missing or bad field {exc})") from None
-    return Workload(LengthDist.fixed(prompt), LengthDist.fixed(output), sessions=sessions,
-                    long_prompt_tokens=long_tokens, long_output_tokens=long_out, long_every_s=long_every,
-                    duration_s=duration, source=source)
+        raise InputError(f"{source}: loadgen spec field {exc} missing or not a number") from None
+    outs = [r.get("max_tokens") for r in data.get("records", ()) if isinstance(r, dict) and r.get("kind") == "short"]
+    outs = [int(x) for x in outs if isinstance(x, (int, float)) and x >= 1]
+    output = (LengthDist.empirical(outs) if outs else
+              LengthDist((float(max(1, mean_out // 2) - 1),), (float(max(1, mean_out * 3 // 2)),), (1.0,)))
+    return Workload(LengthDist.fixed(prompt), output, sessions=sessions, long_prompt_tokens=long_tokens,
+                    long_output_tokens=long_out, long_every_s=long_every, duration_s=duration,
+                    long_threshold_tokens=long_tokens if long_tokens > prompt else 0, source=source)
 
 
 def _run_workload(run_dir: str) -> Workload:

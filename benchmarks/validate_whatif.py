@@ -1,0 +1,179 @@
+"""Validate `stallscope whatif` against the reference server: predicted vs measured, per budget.
+
+1. Runs the reference server (a subprocess, loopback) with chunked prefill OFF under the loadgen's
+   load (refserver/loadgen.py: steady sessions + one long prompt every T s) and records its step trace.
+2. Fits the step-cost model on that one run only and takes the workload from its loadgen result;
+   predicts TTFT P99 (long, short), ITL P99 and output tok/s for every budget and for chunking off.
+3. Runs the server again at each budget (chunked) under the same load and measures the same figures.
+4. Prints predicted vs measured and the relative error (limit 20 %, goal 10 %), checks the trade-off
+   shape in both, then closes the loop: recommends the largest budget meeting --itl-slo, runs the
+   server at that budget in a fresh run, and checks the measured ITL P99 against the SLO.
+Everything is bounded in time and loopback only. The CPU is shared and noisy: say so with the figures.
+
+    python benchmarks/validate_whatif.py --budgets 256,512,1024 --duration 30 --out runs/validate
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
+from stallscope.analyzers.whatif import ServerShape, predict, recommend
+from stallscope.commands.whatif_inputs import workload_from_loadgen
+from stallscope.refserver.config import EngineConfig
+from stallscope.refserver.loadgen import LoadSpec, run_load
+from stallscope.refserver.server_thread import free_port
+
+FIGURES = [("itl_p99_s", "ITL P99"), ("ttft_long_p99_s", "TTFT long P99"),
+           ("ttft_short_p99_s", "TTFT short P99"), ("itl_p50_s", "ITL P50"), ("output_tok_s", "output tok/s")]
+LIMIT, GOAL = 0.20, 0.10
+
+
+def run_arm(out: Path, name: str, args, *, budget: int, chunked: bool) -> dict:
+    """One server run under the load; returns the measured figures (loadgen's, client side)."""
+    arm = out / name
+    arm.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    cmd = [sys.executable, "-m", "stallscope.cli", "refserver", "--model", args.model, "--port", str(port),
+           "--max-num-batched-tokens", str(budget), "--step-trace", str(arm / "steps.jsonl"),
+           "--enable-chunked-prefill" if chunked else "--no-enable-chunked-prefill"]
+    (arm / "steps.jsonl").unlink(missing_ok=True)
+    # one BLAS thread: on a shared 2-core machine, OpenBLAS's spinning worker threads turn other
+    # processes' load into 10-30x step-time spikes; single-threaded steps are slower but steady
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(arm / "server.log", "w"), env=env)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if server.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"server for {name} did not start; see {arm / 'server.log'}")
+            time.sleep(0.2)
+        spec = LoadSpec(url=f"http://127.0.0.1:{port}", sessions=args.sessions, duration_s=args.duration,
+                        long_prompt_tokens=args.long_prompt_tokens, long_every_s=args.long_every,
+                        max_tokens=args.max_tokens, short_prompt_tokens=args.short_prompt_tokens,
+                        long_max_tokens=args.long_max_tokens, seed=args.seed, drain_s=args.duration)
+        result = asyncio.run(run_load(spec, progress=False))
+    finally:
+        server.terminate()
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    (arm / "loadgen.json").write_text(json.dumps(result))
+    a = result["all"]
+    return {"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked,
+            "itl_p50_s": a["itl_s"]["p50"], "itl_p99_s": a["itl_s"]["p99"],
+            "ttft_long_p99_s": result["long"]["ttft_s"]["p99"], "ttft_short_p99_s": result["short"]["ttft_s"]["p99"],
+            "output_tok_s": result["output_tok_s"], "completed": result["requests"]["completed"]}
+
+
+def rel_err(pred, meas):
+    return None if pred is None or not meas else (pred - meas) / meas
+
+
+def monotone(values, increasing: bool) -> bool:
+    pairs = list(zip(values, values[1:]))
+    return all((b >= a) if increasing else (b <= a) for a, b in pairs)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="tiny")
+    p.add_argument("--budgets", default="256,512,1024")
+    p.add_argument("--sessions", type=int, default=8)
+    p.add_argument("--duration", type=float, default=30.0)
+    p.add_argument("--long-prompt-tokens", type=int, default=1536)
+    p.add_argument("--long-every", type=float, default=4.0)
+    p.add_argument("--long-max-tokens", type=int, default=16)
+    p.add_argument("--short-prompt-tokens", type=int, default=32)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--itl-slo", type=float, default=0.2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sim-seeds", type=int, default=3, help="simulations averaged per budget")
+    p.add_argument("--out", default="runs/validate_whatif")
+    p.add_argument("--no-closed-loop", action="store_true")
+    args = p.parse_args(argv)
+    budgets = sorted(int(b) for b in args.budgets.split(","))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+
+    measured = {"off": run_arm(out, "off", args, budget=max(budgets), chunked=False)}
+    cost = fit_step_cost(read_step_trace(out / "off" / "steps.jsonl"), source="off arm")
+    workload = workload_from_loadgen(json.loads((out / "off" / "loadgen.json").read_text()), "off arm loadgen")
+    cfg = EngineConfig(model=args.model)
+    shape = ServerShape(max_num_seqs=cfg.max_num_seqs, block_size=cfg.block_size, num_kv_blocks=cfg.num_kv_blocks,
+                        max_model_len=cfg.resolved_max_model_len)
+    runs = [predict(workload, cost, budgets, include_unchunked=True, shape=shape, seed=s)
+            for s in range(args.sim_seeds)]
+    pred = sum(r.drop(columns=["enable_chunked_prefill"]) for r in runs) / len(runs)
+    pred["enable_chunked_prefill"] = runs[0]["enable_chunked_prefill"]
+    for b in budgets:
+        measured[str(b)] = run_arm(out, f"b{b}", args, budget=b, chunked=True)
+
+    rows = []
+    for _, r in pred.iterrows():
+        key = str(int(r["max_num_batched_tokens"])) if r["enable_chunked_prefill"] else "off"
+        m = measured[key]
+        rows.append({"arm": key, **{f"pred_{k}": float(r[k]) for k, _ in FIGURES},
+                     **{f"meas_{k}": m[k] for k, _ in FIGURES},
+                     **{f"err_{k}": rel_err(float(r[k]), m[k]) for k, _ in FIGURES}})
+    chunked_rows = [r for r in rows if r["arm"] != "off"]
+    shape_check = {}
+    for side in ("pred", "meas"):
+        shape_check[side] = {
+            "ttft_long_up_as_budget_shrinks": monotone([r[f"{side}_ttft_long_p99_s"] for r in chunked_rows], False),
+            "itl_p99_down_as_budget_shrinks": monotone([r[f"{side}_itl_p99_s"] for r in chunked_rows], True),
+            "ttft_short_p99_down_as_budget_shrinks": monotone([r[f"{side}_ttft_short_p99_s"] for r in chunked_rows], True),
+            "throughput_down_as_budget_shrinks": monotone([r[f"{side}_output_tok_s"] for r in chunked_rows], True),
+        }
+    rec = recommend(pred, args.itl_slo)
+    closed = None
+    if not args.no_closed_loop:
+        m = run_arm(out, f"closed_loop_b{rec['max_num_batched_tokens']}", args,
+                    budget=rec["max_num_batched_tokens"], chunked=True)
+        closed = {"budget": rec["max_num_batched_tokens"], "measured_itl_p99_s": m["itl_p99_s"],
+                  "itl_slo_s": args.itl_slo, "meets_slo": m["itl_p99_s"] <= args.itl_slo, "measured": m}
+    report = {"args": vars(args), "step_cost": cost.summary(), "workload": workload.summary(), "rows": rows,
+              "shape": shape_check, "recommendation": rec, "closed_loop": closed, "wall_s": time.time() - t0}
+    (out / "validation.json").write_text(json.dumps(report, indent=2))
+    print(f"step cost fitted on the off arm: {cost.n_steps} steps, MAPE {cost.mape:.1%}, R² {cost.r2:.3f}")
+    print(f"{'arm':>6} " + " ".join(f"{label:>34}" for _, label in FIGURES))
+    print(f"{'':>6} " + " ".join(f"{'pred':>10} {'meas':>10} {'err':>12}" for _ in FIGURES))
+    for r in rows:
+        cells = []
+        for k, _ in FIGURES:
+            e = r[f"err_{k}"]
+            ratio = "" if e is None else f"{e:+.0%}{'' if abs(e) <= LIMIT else ' !'}"
+            cells.append(f"{r[f'pred_{k}']:10.3f} {r[f'meas_{k}'] or float('nan'):10.3f} {ratio:>12}")
+        print(f"{r['arm']:>6} " + " ".join(cells))
+    for k in ("itl_p99_s", "ttft_long_p99_s"):
+        errs = [abs(r[f"err_{k}"]) for r in rows if r[f"err_{k}"] is not None]
+        within = sum(e <= LIMIT for e in errs)
+        print(f"{k}: {within}/{len(errs)} arms within {LIMIT:.0%} (goal {GOAL:.0%}); worst {max(errs):.0%}")
+    print("trade-off shape:", json.dumps(shape_check))
+    print(f"recommendation for ITL SLO {args.itl_slo} s: {rec['flags']} ({rec['reason']})")
+    if closed:
+        print(f"closed loop: measured ITL P99 at {closed['budget']} = {closed['measured_itl_p99_s']:.3f} s "
+              f"-> {'meets' if closed['meets_slo'] else 'MISSES'} the SLO {args.itl_slo} s")
+    print(f"wall time {report['wall_s']:.0f} s; report in {out / 'validation.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
