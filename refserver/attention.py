@@ -105,7 +105,7 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_positions: n
         span = int(pos.max()) + 1                       # keys past the tile's last position are all masked
         qt = q[t0:t1].reshape(t1 - t0, kvh, group, hd).transpose(1, 0, 2, 3).reshape(kvh, -1, hd)
         kt = k[:span].transpose(1, 2, 0)                # (kvh, hd, span)
-        scores = np.matmul(qt, kt) * (1.0 / np.sqrt(hd))   # (kvh, t*group, span)
+        scores = np.matmul(qt, kt) * hd ** -0.5   # (kvh, t*group, span)
         scores = scores.reshape(kvh, t1 - t0, group, span)
         scores += np.where(np.arange(span)[None, :] > pos[:, None], -np.inf, 0.0).astype(np.float32)[None, :, None, :]
         probs = _softmax_inplace(scores).reshape(kvh, -1, span)
@@ -135,7 +135,7 @@ def paged_decode_attention(q: np.ndarray, cache: PagedKVCache, layer: int, block
     span = k.shape[1] * k.shape[2]
     k = k.reshape(r, span, kvh, hd).transpose(0, 2, 3, 1)   # (R, kvh, hd, span)
     v = v.reshape(r, span, kvh, hd).transpose(0, 2, 1, 3)   # (R, kvh, span, hd)
-    scores = np.matmul(q.reshape(r, kvh, group, hd), k) * (1.0 / np.sqrt(hd))   # (R, kvh, group, span)
+    scores = np.matmul(q.reshape(r, kvh, group, hd), k) * hd ** -0.5   # (R, kvh, group, span)
     invisible = np.arange(span)[None, :] >= context_lens[:, None]                # (R, span)
     scores += np.where(invisible, -np.inf, 0.0).astype(np.float32)[:, None, None, :]
     probs = _softmax_inplace(scores)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from .attention import AttentionMetadata, PagedKVCache
 from .config import EngineConfig
@@ -10,6 +11,25 @@ from .kv_cache_manager import KVCacheManager
 from .model import Transformer
 from .sampling import Sampler
 from .scheduler import SchedulerOutput
+
+
+# BLAS threads per step: small batches run single-threaded (multi-threaded OpenBLAS on a few rows spins
+# and, on a busy 2-core machine, runs ~10x slower); one more thread per this many tokens, up to all cores.
+TOKENS_PER_BLAS_THREAD = 256
+
+
+class _BlasThreads:
+    def __init__(self):
+        self._libs = [lc for lc in ThreadpoolController().lib_controllers if lc.user_api == "blas"]
+        self.max_threads = max((lc.num_threads for lc in self._libs), default=1)
+        self._current = None
+
+    def set_for(self, num_tokens: int) -> None:
+        n = min(self.max_threads, max(1, num_tokens // TOKENS_PER_BLAS_THREAD))
+        if n != self._current:
+            for lc in self._libs:
+                lc.set_num_threads(n)
+            self._current = n
 
 
 class ModelRunner:
@@ -23,6 +43,7 @@ class ModelRunner:
         self.cache = PagedKVCache(mc.num_layers, kv_cache_manager.num_total_blocks, config.block_size,
                                   mc.num_kv_heads, mc.head_dim, config.kv_cache_dtype)
         self.sampler = Sampler(mc.vocab_size)
+        self.blas_threads = _BlasThreads()
 
     def prepare(self, out: SchedulerOutput) -> tuple[np.ndarray, np.ndarray, AttentionMetadata, list[int], list]:
         """Flatten the step: (input_ids (T,), positions (T,), metadata, logits rows, requests to sample)."""
@@ -67,6 +88,7 @@ class ModelRunner:
         if not out.scheduled_requests:
             return {}, {}
         input_ids, positions, meta, logits_rows, to_sample = self.prepare(out)
+        self.blas_threads.set_for(len(input_ids))
         logits = self.model.forward(input_ids, positions, meta, self.cache, logits_rows)
         if not to_sample:
             return {}, {}

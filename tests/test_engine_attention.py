@@ -1,0 +1,96 @@
+"""Paged attention (block tables, scattered blocks) equals dense causal attention, in float32."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stallscope.refserver.attention import (PagedKVCache, causal_attention, paged_decode_attention,
+                                             paged_prefill_attention)
+
+BS, KVH, HEADS, HD = 16, 2, 8, 32
+
+
+def dense_causal(q, k, v, q_positions):
+    """Reference: per-head float64 softmax(q k^T / sqrt(d)) v with key j visible iff j <= position."""
+    group = q.shape[1] // k.shape[1]
+    out = np.zeros((q.shape[0], q.shape[1], q.shape[2]))
+    for h in range(q.shape[1]):
+        kh, vh = k[:, h // group].astype(np.float64), v[:, h // group].astype(np.float64)
+        scores = q[:, h].astype(np.float64) @ kh.T / np.sqrt(q.shape[2])
+        scores[np.arange(k.shape[0])[None, :] > q_positions[:, None]] = -np.inf
+        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        out[:, h] = (p / p.sum(axis=1, keepdims=True)) @ vh
+    return out.reshape(q.shape[0], -1)
+
+
+def scatter(cache, table, k, v):
+    pos = np.arange(k.shape[0])
+    cache.write(0, k, v, table[pos // BS] * BS + pos % BS)
+
+
+@pytest.mark.parametrize("length,chunk_start", [(1, 0), (37, 0), (300, 0), (300, 211), (1100, 520)])
+def test_paged_prefill_equals_dense_causal(length, chunk_start):
+    rng = np.random.default_rng(length)
+    k, v = rng.standard_normal((2, length, KVH, HD), dtype=np.float32)
+    q = rng.standard_normal((length, HEADS, HD), dtype=np.float32) * 2
+    cache = PagedKVCache(1, 128, BS, KVH, HD, "float32")
+    table = rng.permutation(128)[: -(-length // BS)]          # blocks scattered over the pool
+    scatter(cache, table, k, v)
+    pos = np.arange(chunk_start, length)
+    got = paged_prefill_attention(q[chunk_start:], cache, 0, table, pos)
+    want = dense_causal(q[chunk_start:], k, v, pos)
+    assert np.abs(got - want).max() <= 1e-5
+
+
+def test_batched_paged_decode_equals_dense_for_ragged_lengths():
+    rng = np.random.default_rng(7)
+    cache = PagedKVCache(1, 256, BS, KVH, HD, "float32")
+    free = list(rng.permutation(256))
+    lengths = [1, 15, 16, 17, 250, 64]
+    tables, qs, wants = [], [], []
+    for n in lengths:
+        k, v = rng.standard_normal((2, n, KVH, HD), dtype=np.float32)
+        table = np.array([free.pop() for _ in range(-(-n // BS))])
+        scatter(cache, table, k, v)
+        q = rng.standard_normal((1, HEADS, HD), dtype=np.float32)
+        tables.append(table)
+        qs.append(q[0])
+        wants.append(dense_causal(q, k, v, np.array([n - 1]))[0])
+    padded = np.zeros((len(lengths), max(len(t) for t in tables)), dtype=np.int64)
+    for i, t in enumerate(tables):
+        padded[i, : len(t)] = t
+    got = paged_decode_attention(np.stack(qs), cache, 0, padded, np.array(lengths))
+    assert np.abs(got - np.stack(wants)).max() <= 1e-5
+
+
+def test_query_tiling_matches_untiled(monkeypatch):
+    rng = np.random.default_rng(3)
+    k, v = rng.standard_normal((2, 700, KVH, HD), dtype=np.float32)
+    q = rng.standard_normal((700, HEADS, HD), dtype=np.float32)
+    pos = np.arange(700)
+    whole = causal_attention(q, k, v, pos)
+    monkeypatch.setattr("stallscope.refserver.attention.QUERY_TILE", 64)
+    assert np.abs(causal_attention(q, k, v, pos) - whole).max() <= 1e-6
+
+
+@pytest.mark.parametrize("dtype,rel_tol", [("auto", 1e-3), ("fp16", 1e-3), ("fp8", 0.07)])
+def test_low_precision_storage_round_trips_within_dtype_error(dtype, rel_tol):
+    rng = np.random.default_rng(11)
+    cache = PagedKVCache(2, 8, BS, KVH, HD, dtype)
+    k = rng.standard_normal((40, KVH, HD), dtype=np.float32)
+    k[20:] *= 100.0                                   # block 1 holds much larger values than block 0
+    table = np.array([5, 2, 7])
+    for lo, hi in [(0, 9), (9, 20), (20, 40)]:        # incremental writes, as decoding does
+        pos = np.arange(lo, hi)
+        cache.write(1, k[lo:hi], -k[lo:hi], table[pos // BS] * BS + pos % BS)
+    got_k, got_v = cache.gather(1, table)
+    got_k = got_k.reshape(-1, KVH, HD)[:40]
+    got_v = got_v.reshape(-1, KVH, HD)[:40]
+    for b in range(3):                                # error relative to each block's own magnitude
+        sl = slice(b * BS, min(40, (b + 1) * BS))
+        scale = np.abs(k[sl]).max()
+        assert np.abs(got_k[sl] - k[sl]).max() <= rel_tol * scale
+        assert np.abs(got_v[sl] + k[sl]).max() <= rel_tol * scale
+    if dtype == "fp8":
+        assert cache.k_scale[1, 7] > 10 * cache.k_scale[1, 5]   # per-block scales differ

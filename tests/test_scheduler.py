@@ -1,0 +1,100 @@
+"""Scheduler policy on its own (no model): budgets, order, prefill-first, preemption by recompute."""
+
+from __future__ import annotations
+
+from stallscope.refserver.kv_cache_manager import KVCacheManager
+from stallscope.refserver.request import Request, RequestStatus, SamplingParams
+from stallscope.refserver.scheduler import Scheduler
+
+
+def make(num_blocks=64, block_size=4, budget=32, chunked=True, max_num_seqs=16, max_model_len=512):
+    kv = KVCacheManager(num_blocks, block_size)
+    return Scheduler(kv, max_num_batched_tokens=budget, max_num_seqs=max_num_seqs,
+                     enable_chunked_prefill=chunked, max_model_len=max_model_len)
+
+
+def req(rid, prompt_len, max_tokens=4):
+    return Request(rid, [1] * prompt_len, SamplingParams(max_tokens=max_tokens, ignore_eos=True), 0, eos_token_id=257)
+
+
+def step(s):
+    out = s.schedule()
+    done = {r.request_id: 7 for r in out.scheduled_requests
+            if r.num_computed_tokens + out.num_scheduled_tokens[r.request_id] == r.num_tokens}
+    s.update_from_output(out, done)
+    return out
+
+
+def test_a_long_prompt_is_chunked_to_the_budget():
+    s = make(budget=32)
+    s.add_request(req("a", 100))
+    plan = [step(s).num_scheduled_tokens for _ in range(5)]
+    assert plan == [{"a": 32}, {"a": 32}, {"a": 32}, {"a": 4}, {"a": 1}]
+
+
+def test_running_decodes_come_first_and_the_new_prompt_takes_what_is_left():
+    s = make(budget=32)
+    for rid in ("a", "b"):
+        s.add_request(req(rid, 3, max_tokens=10))
+    step(s)                                           # both prefilled (6 tokens)
+    s.add_request(req("c", 100))
+    out = step(s)
+    assert list(out.num_scheduled_tokens.items()) == [("a", 1), ("b", 1), ("c", 30)]
+    assert (out.num_decode_tokens, out.num_prefill_tokens, out.num_decode_reqs, out.num_prefill_reqs) == (2, 30, 2, 1)
+
+
+def test_prefill_first_runs_the_whole_prompt_alone_while_decodes_wait():
+    s = make(budget=16, chunked=False)
+    s.add_request(req("a", 3, max_tokens=10))
+    step(s)
+    s.add_request(req("b", 100))
+    out = step(s)
+    assert out.num_scheduled_tokens == {"b": 100}     # over the 16-token budget, in one step; "a" waits
+    assert out.num_decode_tokens == 0
+    assert step(s).num_scheduled_tokens == {"a": 1, "b": 1}
+
+
+def test_preemption_evicts_the_newest_running_request_and_recomputes_it():
+    s = make(num_blocks=6, block_size=4, budget=64)
+    a, b = req("a", 8, max_tokens=10), req("b", 8, max_tokens=10)
+    s.add_request(a)
+    s.add_request(b)
+    step(s)                                           # a, b hold 2 blocks each (8 tokens) + 1 output token
+    s.add_request(req("c", 4))
+    out = step(s)                                     # a, b need a 3rd block each: 6 blocks; c cannot be admitted
+    assert out.num_scheduled_tokens == {"a": 1, "b": 1} and [r.request_id for r in s.waiting] == ["c"]
+    for _ in range(3):                                # positions 9..11 fit the 3rd block
+        assert step(s).preempted_request_ids == []
+    out = step(s)
+    # a (older) needs its 4th block: b, the newest running request, is preempted by recompute
+    assert out.preempted_request_ids == ["b"]
+    assert out.num_scheduled_tokens == {"a": 1}       # no admission in a step that preempted
+    assert [r.request_id for r in s.waiting] == ["b", "c"] and b.status is RequestStatus.PREEMPTED
+    assert b.num_computed_tokens == 0 and b.num_preemptions == 1 and b.num_output_tokens == 5
+    assert s.kv.get_block_table("b") == [] and s.kv.num_used_blocks == 4
+
+
+def test_max_num_seqs_caps_running():
+    s = make(max_num_seqs=2)
+    for rid in "abc":
+        s.add_request(req(rid, 2))
+    out = step(s)
+    assert list(out.num_scheduled_tokens) == ["a", "b"] and len(s.running) == 2 and len(s.waiting) == 1
+
+
+def test_finish_frees_blocks_and_reports_length():
+    s = make()
+    r = req("a", 5, max_tokens=2)
+    s.add_request(r)
+    while s.has_unfinished_requests():
+        step(s)
+    assert r.status is RequestStatus.FINISHED_LENGTH_CAPPED and r.output_token_ids == [7, 7]
+    assert s.kv.num_free_blocks == s.kv.num_total_blocks
+
+
+def test_eos_and_stop_tokens_finish_with_stop():
+    s = make()
+    r = Request("a", [1, 2], SamplingParams(max_tokens=10), 0, eos_token_id=7)
+    s.add_request(r)
+    step(s)
+    assert r.status is RequestStatus.FINISHED_STOPPED and r.finish_reason == "stop"

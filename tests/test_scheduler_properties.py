@@ -1,0 +1,76 @@
+"""Hypothesis: scheduler invariants over random arrivals, lengths, budgets, pools and aborts (no model)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stallscope.refserver.kv_cache_manager import KVCacheManager
+from stallscope.refserver.request import Request, RequestStatus, SamplingParams
+from stallscope.refserver.scheduler import Scheduler
+
+MAX_MODEL_LEN = 256
+
+
+@st.composite
+def workloads(draw):
+    block_size = draw(st.sampled_from([1, 2, 4, 16]))
+    reqs = draw(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 120), st.integers(1, 20)),
+                         min_size=1, max_size=12))
+    need = max(-(-min(p + m, MAX_MODEL_LEN) // block_size) for _, p, m in reqs)
+    return dict(
+        block_size=block_size,
+        budget=draw(st.integers(block_size, 128)),
+        chunked=draw(st.booleans()),
+        max_num_seqs=draw(st.integers(1, 8)),
+        num_blocks=draw(st.integers(need, need + 24)),   # the engine rejects requests the pool cannot hold
+        reqs=reqs,
+        aborts=draw(st.dictionaries(st.integers(0, len(reqs) - 1), st.integers(0, 60), max_size=3)),
+    )
+
+
+def check_invariants(s: Scheduler, out, budget: int, chunked: bool) -> None:
+    kv = s.kv
+    limit = budget if chunked else max(budget, MAX_MODEL_LEN)
+    assert out.total_num_scheduled_tokens <= limit, "token budget exceeded"
+    assert all(n >= 1 for n in out.num_scheduled_tokens.values())
+    assert kv.num_free_blocks + kv.num_used_blocks == kv.num_total_blocks
+    held = [b for t in kv.block_tables.values() for b in t]
+    assert len(held) == len(set(held)) == kv.num_used_blocks == sum(kv.ref_cnt)
+    for r in s.running:
+        assert len(kv.get_block_table(r.request_id)) >= kv.blocks_for_tokens(r.num_computed_tokens)
+    assert all(kv.get_block_table(r.request_id) == [] for r in s.waiting)
+    assert len(s.running) <= s.max_num_seqs
+
+
+@settings(max_examples=150, deadline=None)
+@given(workloads())
+def test_scheduler_invariants_and_progress(w):
+    kv = KVCacheManager(w["num_blocks"], w["block_size"])
+    s = Scheduler(kv, max_num_batched_tokens=w["budget"], max_num_seqs=w["max_num_seqs"],
+                  enable_chunked_prefill=w["chunked"], max_model_len=MAX_MODEL_LEN)
+    reqs = [Request(f"r{i}", [3] * p, SamplingParams(max_tokens=m), 0, eos_token_id=257)
+            for i, (_, p, m) in enumerate(w["reqs"])]
+    last_arrival = max(a for a, _, _ in w["reqs"])
+    bound = last_arrival + 2 * sum(p + m for _, p, m in w["reqs"]) + 50
+    for step in range(bound):
+        for r, (arrival, _, _) in zip(reqs, w["reqs"]):
+            if arrival == step:
+                s.add_request(r)
+        for i, at in w["aborts"].items():
+            if at == step and reqs[i].status in (RequestStatus.WAITING, RequestStatus.RUNNING,
+                                                 RequestStatus.PREEMPTED) and w["reqs"][i][0] <= step:
+                s.finish_request(reqs[i], RequestStatus.FINISHED_ABORTED)
+        out = s.schedule()
+        check_invariants(s, out, w["budget"], w["chunked"])
+        caught_up = {r.request_id: 5 for r in out.scheduled_requests
+                     if r.num_computed_tokens + out.num_scheduled_tokens[r.request_id] == r.num_tokens}
+        s.update_from_output(out, caught_up)
+        if step >= last_arrival and not s.has_unfinished_requests():
+            break
+    assert not s.has_unfinished_requests(), f"requests still waiting after {bound} steps: {s.waiting}"
+    assert all(r.is_finished for r in reqs)
+    assert kv.num_free_blocks == kv.num_total_blocks and kv.block_tables == {}
+    for r, (_, p, m) in zip(reqs, w["reqs"]):
+        if r.status is RequestStatus.FINISHED_LENGTH_CAPPED:
+            assert r.num_output_tokens == min(m, MAX_MODEL_LEN - p)
