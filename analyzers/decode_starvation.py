@@ -11,7 +11,8 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
 3. Stall + prefill load = `decode_starvation`. Stall without prefill load is *not* starvation: it is
    reported as `itl_high`, explained as preemption (recompute gaps, when preemptions rose) or
    memory-bound decode at a large batch (otherwise).
-4. Consecutive flagged windows merge into one finding spanning [first window start, last window end].
+4. Flagged windows merge into one finding spanning [first window start, last window end] while they
+   overlap (recurring stalls less than a window apart are one episode).
    With a step trace, the exact offending steps (stallscope.analyzers.step_stalls) are attached.
 5. The recommendation sizes `--max-num-batched-tokens` so one step (decode + chunk) fits the SLO, from the
    step trace's fitted cost, else the metrics (prefill time per prompt token, ITL P50), else a roofline
@@ -102,8 +103,9 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         sig = sig.sort_values("ts").reset_index(drop=True)
         stalled, prefill = flags(sig, th)
         ts = sig["ts"].to_numpy(dtype=np.int64)
+        step = int(signals.attrs.get("step_ns", window)) or window
         for kind, mask in (("decode_starvation", stalled & prefill), ("itl_high", stalled & ~prefill)):
-            for i, j in episodes(mask):
+            for i, j in episodes(mask, merge_gap=window // step):  # windows that overlap belong together
                 part = sig.iloc[i:j + 1]
                 start, end = int(ts[i] - window), int(ts[j])
                 out.append(_finding(kind, target, part, start, end, slo, th, cost, stalls, window))

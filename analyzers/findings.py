@@ -153,19 +153,15 @@ def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, pea
     return "; ".join(parts) + ".", extra
 
 
-def find_all(frames: dict, *, thresholds: dict | None = None, roofline_cost: dict | None = None,
-             window_s: float | None = None, step_s: float | None = None) -> pd.DataFrame:
-    """Every detector over `{"samples", "gpu", "steps"}` frames (any may be absent): one findings frame.
-
-    >>> # find_all({"samples": samples, "steps": steps})[["kind", "severity"]]
-    """
+def diagnose(samples: pd.DataFrame | None = None, gpu: pd.DataFrame | None = None, steps: pd.DataFrame | None = None,
+             *, thresholds: dict | None = None, roofline_cost: dict | None = None, window_s: float | None = None,
+             step_s: float | None = None) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """(signals frame or None, findings frame) of one source's frames; every detector runs once."""
     from stallscope.analyzers import decode_starvation, kv_pressure, memory_bound, scheduler_stall, signals
     from stallscope.config import load_thresholds
 
     th = thresholds or load_thresholds()
-    samples, gpu, steps = frames.get("samples"), frames.get("gpu"), frames.get("steps")
-    parts = []
-    sig = None
+    parts, sig = [], None
     if samples is not None and len(samples):
         eval_ts, window = signals.choose_grid(samples, th, window_s=window_s, step_s=step_s)
         sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
@@ -176,6 +172,16 @@ def find_all(frames: dict, *, thresholds: dict | None = None, roofline_cost: dic
         parts.append(memory_bound.detect(gpu, signals=sig, thresholds=th))
     parts = [p for p in parts if len(p)]
     if not parts:
-        return to_frame([])
+        return sig, to_frame([])
     out = pd.concat(parts, ignore_index=True).sort_values(["start_ns", "kind"], kind="stable")
-    return validate(out.reset_index(drop=True), "findings")
+    return sig, validate(out.reset_index(drop=True), "findings")
+
+
+def find_all(frames: dict, *, thresholds: dict | None = None, roofline_cost: dict | None = None,
+             window_s: float | None = None, step_s: float | None = None) -> pd.DataFrame:
+    """Every detector over `{"samples", "gpu", "steps"}` frames (any may be absent): one findings frame.
+
+    >>> # find_all({"samples": samples, "steps": steps})[["kind", "severity"]]
+    """
+    return diagnose(frames.get("samples"), frames.get("gpu"), frames.get("steps"), thresholds=thresholds,
+                    roofline_cost=roofline_cost, window_s=window_s, step_s=step_s)[1]

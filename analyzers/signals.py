@@ -134,11 +134,12 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     return out
 
 
-def episodes(mask: np.ndarray, *, min_len: int = 1) -> list[tuple[int, int]]:
-    """Index ranges [i, j] of consecutive True values of `mask`, at least `min_len` long.
+def episodes(mask: np.ndarray, *, min_len: int = 1, merge_gap: int = 0) -> list[tuple[int, int]]:
+    """Index ranges [i, j] of consecutive True values of `mask`, at least `min_len` long; runs separated
+    by at most `merge_gap` False values are merged first.
 
-    >>> episodes(np.array([0, 1, 1, 0, 1], dtype=bool))
-    [(1, 2), (4, 4)]
+    >>> episodes(np.array([0, 1, 1, 0, 1], dtype=bool)), episodes(np.array([0, 1, 1, 0, 1], dtype=bool), merge_gap=1)
+    ([(1, 2), (4, 4)], [(1, 4)])
     """
     out, start = [], None
     for i, v in enumerate(np.asarray(mask, dtype=bool)):
@@ -149,4 +150,10 @@ def episodes(mask: np.ndarray, *, min_len: int = 1) -> list[tuple[int, int]]:
             start = None
     if start is not None:
         out.append((start, len(mask) - 1))
-    return [(a, b) for a, b in out if b - a + 1 >= min_len]
+    merged: list[tuple[int, int]] = []
+    for a, b in out:
+        if merged and a - merged[-1][1] - 1 <= merge_gap:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return [(a, b) for a, b in merged if b - a + 1 >= min_len]

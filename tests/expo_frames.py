@@ -73,8 +73,11 @@ class VllmMetrics:
         self.kv = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", lab,
                         registry=r).labels(**self.labels)
 
-    def scrape(self, ts: int) -> pd.DataFrame:
-        return parse(generate_latest(self.registry).decode(), ts)
+    def scrape(self, ts: int, texts: list | None = None) -> pd.DataFrame:
+        text = generate_latest(self.registry).decode()
+        if texts is not None:
+            texts.append((ts, text))
+        return parse(text, ts)
 
 
 def to_openmetrics(frame: pd.DataFrame) -> str:
@@ -120,7 +123,7 @@ def random_itl_run(seed: int, *, t0_ns: int, scrapes: int = 90, interval_s: floa
 def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s: float = 10.0,
                         long_tokens: int = 2048, chunk: int | None = None, decode_step_s: float = 0.03,
                         per_token_s: float = 0.001, scrape_s: float = 1.0, t0_ns: int = T0_NS,
-                        first_long_s: float = 5.0):
+                        first_long_s: float = 5.0, texts: list | None = None):
     """A deterministic engine in simulated time: `streams` decoding forever plus a long prompt every
     `long_every_s`, unchunked (`chunk=None`, the whole prompt in one step) or in chunks of `chunk` tokens.
     A step takes decode_step_s + prefill tokens x per_token_s. Returns (samples frame, steps frame) with
@@ -147,7 +150,7 @@ def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s
         while next_scrape <= t + dur and next_scrape < end_ns:
             m.waiting.set(len(queue))
             m.running.set(streams + (active is not None))
-            frames.append(m.scrape(next_scrape))
+            frames.append(m.scrape(next_scrape, texts))
             next_scrape += int(scrape_s * 1e9)
         t_end = t + dur
         for s in range(streams):
@@ -173,7 +176,7 @@ def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s
 
 
 def simulate_kv_pressure(seconds: float = 120.0, *, scrape_s: float = 1.0, t0_ns: int = T0_NS,
-                         pressure=(40.0, 90.0), blocks: int = 1000, block_size: int = 16):
+                         pressure=(40.0, 90.0), blocks: int = 1000, block_size: int = 16, texts: list | None = None):
     """Gauges and counters of a run whose KV cache fills between `pressure` seconds: usage 0.95, requests
     waiting, a preemption every 2 s; usage 0.5 and nothing waiting outside. Also scrapes cache_config_info."""
     m = VllmMetrics()
@@ -192,5 +195,22 @@ def simulate_kv_pressure(seconds: float = 120.0, *, scrape_s: float = 1.0, t0_ns
         m.generation.inc(int(24 * scrape_s / 0.03))
         for _ in range(int(scrape_s / 0.03)):
             m.itl.observe(0.03)
-        frames.append(m.scrape(t0_ns + int(now * 1e9)))
+        frames.append(m.scrape(t0_ns + int(now * 1e9), texts))
     return pd.concat(frames, ignore_index=True)
+
+
+def write_arm(arm_dir, texts: list, steps: pd.DataFrame | None = None, target: str = "vllm") -> None:
+    """A repro arm directory: scrapes.jsonl ({"ts": s, "target", "text"} per line) and steps.jsonl."""
+    import json
+    from pathlib import Path
+
+    arm = Path(arm_dir)
+    arm.mkdir(parents=True, exist_ok=True)
+    with open(arm / "scrapes.jsonl", "w") as fh:
+        for ts, text in texts:
+            fh.write(json.dumps({"ts": ts / 1e9, "target": target, "text": text}) + "\n")
+    if steps is not None:
+        with open(arm / "steps.jsonl", "w") as fh:
+            for row in steps.to_dict("records"):
+                fh.write(json.dumps({k: (int(v) if k in ("step", "start_ns", "end_ns") else v)
+                                     for k, v in row.items()}) + "\n")

@@ -36,6 +36,9 @@ def add_arguments(parser) -> None:
                              "is a stall (default 3)")
     parser.add_argument("--kernel-roles", metavar="YAML", help="extra kernel-role patterns, tried before the shipped ones")
     parser.add_argument("--top", type=int, default=15, help="rows of each table in text output (default 15)")
+    from stallscope.commands import analyze_metrics
+
+    analyze_metrics.add_arguments(parser)  # RUN_DIR, --db, --prometheus, --html, --fail-on, ...
 
 
 def _progress_for(path: str):
@@ -85,7 +88,13 @@ def _from_nsys(args) -> SourceResult:
 
 
 # (argument dest, reader). Each reader takes the parsed args and returns a SourceResult.
-SOURCES = [("nsys", _from_nsys)]
+def _from_metrics(args) -> SourceResult:
+    from stallscope.commands.analyze_metrics import from_metrics
+
+    return from_metrics(args)
+
+
+SOURCES = [("nsys", _from_nsys), ("metrics", _from_metrics)]
 
 
 def run(args) -> int:
@@ -93,7 +102,7 @@ def run(args) -> int:
 
     results = [reader(args) for dest, reader in SOURCES if getattr(args, dest, None)]
     if not results:
-        raise InputError("nothing to analyze: give --nsys FILE")
+        raise InputError("nothing to analyze: give a RUN_DIR, --db FILE, --prometheus URL or --nsys FILE")
     report: dict = {}
     for r in results:
         report.update(r.sections)
@@ -102,4 +111,6 @@ def run(args) -> int:
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
     else:
         sys.stdout.write("\n".join(r.text for r in results))
-    return 0  # seam: --fail-on maps report["findings"] severities to exit code 1
+    from stallscope.commands.analyze_metrics import finish
+
+    return finish(args, report)  # --html, and --fail-on: exit 1 when a finding is at or above it

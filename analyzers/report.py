@@ -1,0 +1,119 @@
+"""The standalone `analyze --html` report: one self-contained HTML file (plotly.js inlined, no network).
+
+The idea: the report is a rendering of the analysis result and nothing more. Sections: sources,
+whole-run quantiles (printed no finer than their bucket), findings (explanation, evidence,
+recommendation), then the evidence on one timeline: ITL/TTFT P50/P99 with prefill spikes and findings
+shaded; KV usage, waiting, running and preemptions; the roofline when GPU data exists. Every string
+from the input is HTML-escaped here or in `dashboards.figures`; plotly's JSON escapes `<`, `>` and `/`.
+Plotting lives in `stallscope.dashboards.figures`; this module only assembles.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+
+import pandas as pd
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1200px;color:#222}
+h1{font-size:1.5em} h2{margin-top:1.6em;border-bottom:1px solid #ddd}
+table.t{border-collapse:collapse;margin:8px 0} table.t td,table.t th{border:1px solid #ddd;padding:4px 8px;text-align:left}
+.finding{border-left:6px solid #999;padding:6px 12px;margin:10px 0;background:#fafafa}
+.critical{border-color:#c0392b} .warning{border-color:#e67e22} .info{border-color:#2980b9}
+code{background:#f2f2f2;padding:1px 3px} pre{white-space:pre-wrap;font-size:0.85em;background:#f7f7f7;padding:6px}
+"""
+
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _iso(ns) -> str:
+    try:
+        return dt.datetime.fromtimestamp(int(ns) / 1e9, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return str(ns)
+
+
+def _md_code(text: str) -> str:
+    """Escape, then turn `backticks` into <code> (the only markup recommendations use)."""
+    parts = _e(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _table(header, rows) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="t"><tr>{head}</tr>{body}</table>'
+
+
+def _findings_html(findings: list[dict]) -> str:
+    if not findings:
+        return "<p>No findings.</p>"
+    out = []
+    for f in findings:
+        sev = f.get("severity", "info")
+        sev_class = sev if sev in ("info", "warning", "critical") else "info"
+        evidence = json.dumps(f.get("evidence", {}), indent=1, default=str)
+        out.append(
+            f'<div class="finding {sev_class}"><b>{_e(f.get("kind", ""))}</b> ({_e(sev)})'
+            f' on <b>{_e(f.get("target", "") or "all")}</b>, {_e(_iso(f.get("start_ns")))} to {_e(_iso(f.get("end_ns")))}'
+            f'<p>{_md_code(f.get("explanation", ""))}</p>'
+            f'<p><b>Recommendation:</b> {_md_code(f.get("recommendation", ""))}</p>'
+            f'<details><summary>evidence</summary><pre>{_e(evidence)}</pre></details></div>')
+    return "\n".join(out)
+
+
+def render_html(result: dict) -> str:
+    """HTML text of the report. `result` keys: title, sources (dict), quantiles (dict), findings (list of
+    dicts as in the JSON output), signals (frame or None), findings_frame (frame), thresholds (dict),
+    roofline (dict for dashboards.figures.roofline_figure, or None)."""
+    from plotly.offline import get_plotlyjs
+
+    from stallscope.dashboards import figures
+
+    th = result.get("thresholds") or {}
+    parts = [f"<h1>{_e(result.get('title', 'stallscope analysis'))}</h1>",
+             f"<p>Generated {_e(dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC'))} by "
+             "<code>stallscope analyze</code>. Quantiles follow PromQL's histogram_quantile and are shown as "
+             "the bucket they fall in.</p>", "<h2>Sources</h2>"]
+    srcs = result.get("sources") or {}
+    parts.append(_table(["name", "source", "samples", "gpu rows", "steps", "from", "to"],
+                        [[k, v.get("source", ""), v.get("samples", 0), v.get("gpu", 0), v.get("steps", 0),
+                          v.get("start", ""), v.get("end", "")] for k, v in srcs.items()]))
+    parts.append("<h2>Whole-run quantiles</h2>")
+    q = result.get("quantiles") or {}
+    parts.append(_table(["target", "ITL P50", "ITL P99", "TTFT P50", "TTFT P99"],
+                        [[t, *(v.get(k, {}).get("text", "n/a") for k in ("itl_p50", "itl_p99", "ttft_p50",
+                                                                          "ttft_p99"))] for t, v in q.items()]))
+    findings = result.get("findings") or []
+    parts.append(f"<h2>Findings ({len(findings)})</h2>")
+    parts.append(_findings_html(findings))
+    figs = []
+    sig = result.get("signals")
+    ff = result.get("findings_frame")
+    if sig is not None and len(sig):
+        figs.append(figures.latency_figure(sig, ff, slo_s=th.get("itl_slo_s")))
+        figs.append(figures.kv_figure(sig, ff, kv_high=th.get("kv_usage_high")))
+    if result.get("roofline"):
+        figs.append(figures.roofline_figure(result["roofline"]))
+    if figs:
+        parts.append("<h2>Timeline</h2>")
+        parts += [f.to_html(full_html=False, include_plotlyjs=False) for f in figs]
+    body = "\n".join(parts)
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(result.get("title", "stallscope"))}'
+            f"</title><style>{_CSS}</style><script type=\"text/javascript\">{get_plotlyjs()}</script></head>"
+            f"<body>{body}</body></html>\n")
+
+
+def signals_for_report(signals: pd.DataFrame | None, max_points: int = 3000) -> pd.DataFrame | None:
+    """Thin the signals grid per target to at most `max_points` rows (keeps the file small)."""
+    if signals is None or not len(signals):
+        return signals
+    out = []
+    for _, part in signals.groupby("target", sort=True):
+        stride = max(1, len(part) // max_points)
+        out.append(part.iloc[::stride])
+    return pd.concat(out, ignore_index=True)

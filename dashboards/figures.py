@@ -1,0 +1,132 @@
+"""Plotly figure helpers shared by the `analyze --html` report and the dashboard: frames in, figures out.
+
+The idea: every figure takes the analyzers' tidy frames (the signals grid, the findings frame, a
+roofline dict) and nothing else, so the report and the Dash pages draw the same evidence the same way.
+Every string that comes from input (targets, labels, model names) passes through `esc` before it
+reaches plotly, which renders a subset of HTML in titles and labels.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+KIND_COLOURS = {"decode_starvation": "rgba(231,76,60,0.18)", "itl_high": "rgba(241,196,15,0.22)",
+                "kv_pressure": "rgba(142,68,173,0.18)", "scheduler_stall": "rgba(52,73,94,0.2)",
+                "memory_bound_decode": "rgba(52,152,219,0.15)"}
+_LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.12))
+
+
+def esc(text) -> str:
+    """HTML-escape a string from input before plotly sees it."""
+    return html.escape(str(text), quote=True)
+
+
+def _t(ns) -> pd.DatetimeIndex:
+    return pd.to_datetime(np.asarray(ns, dtype="int64"), unit="ns", utc=True)
+
+
+def _shade_findings(fig: go.Figure, findings: pd.DataFrame | None, kinds=None) -> None:
+    if findings is None or not len(findings):
+        return
+    seen = set()
+    for f in findings.itertuples():
+        if kinds and f.kind not in kinds:
+            continue
+        colour = KIND_COLOURS.get(f.kind, "rgba(127,127,127,0.15)")
+        fig.add_vrect(x0=_t([f.start_ns])[0], x1=_t([f.end_ns])[0], fillcolor=colour, line_width=0, layer="below")
+        if f.kind not in seen:  # one legend entry per kind
+            seen.add(f.kind)
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=esc(f"finding: {f.kind}"),
+                                     marker=dict(size=12, color=colour.rsplit(",", 1)[0] + ",0.6)", symbol="square")))
+
+
+def latency_figure(signals: pd.DataFrame, findings: pd.DataFrame | None = None, *, slo_s: float | None = None,
+                   title: str = "Latency: ITL and TTFT quantiles, prefill load") -> go.Figure:
+    """ITL P50/P99, TTFT P50/P99 and prompt tokens/s per target over time; findings shaded."""
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.45, 0.3, 0.25],
+                        subplot_titles=("inter-token latency (s)", "time to first token (s)",
+                                        "prefill load: prompt tokens/s (bars) and long prefills"))
+    for target, sig in signals.groupby("target", sort=True):
+        name = esc(target or "all")
+        x = _t(sig["ts"])
+        for col, dash in (("itl_p99", "solid"), ("itl_p50", "dot")):
+            fig.add_trace(go.Scatter(x=x, y=sig[col], mode="lines", line=dict(dash=dash),
+                                     name=f"{name} ITL {col[-3:].upper()}"), row=1, col=1)
+        for col, dash in (("ttft_p99", "solid"), ("ttft_p50", "dot")):
+            fig.add_trace(go.Scatter(x=x, y=sig[col], mode="lines", line=dict(dash=dash),
+                                     name=f"{name} TTFT {col[-3:].upper()}"), row=2, col=1)
+        fig.add_trace(go.Bar(x=x, y=sig["prompt_rate"], name=f"{name} prompt tokens/s", opacity=0.6), row=3, col=1)
+        spikes = sig[sig["long_prefill_rate"].fillna(0) > 0]
+        if len(spikes):
+            fig.add_trace(go.Scatter(x=_t(spikes["ts"]), y=spikes["prompt_rate"], mode="markers",
+                                     marker=dict(symbol="triangle-up", size=9, color="#c0392b"),
+                                     name=f"{name} long prefill completed"), row=3, col=1)
+    if slo_s:
+        fig.add_hline(y=slo_s, line=dict(color="#c0392b", dash="dash"), row=1, col=1,
+                      annotation_text=f"ITL SLO {slo_s * 1e3:.0f} ms")
+    _shade_findings(fig, findings, kinds={"decode_starvation", "itl_high"})
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_layout(title=esc(title), height=720, barmode="overlay", **_LAYOUT)
+    return fig
+
+
+def kv_figure(signals: pd.DataFrame, findings: pd.DataFrame | None = None, *, kv_high: float | None = None,
+              title: str = "KV cache: usage, queue and preemptions") -> go.Figure:
+    """KV usage (blocks), running/waiting requests and preemptions/s per target; KV findings shaded."""
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
+                        subplot_titles=("kv_cache_usage_perc (blocks, 0-1)", "requests running / waiting",
+                                        "preemptions per second"))
+    for target, sig in signals.groupby("target", sort=True):
+        name = esc(target or "all")
+        x = _t(sig["ts"])
+        fig.add_trace(go.Scatter(x=x, y=sig["kv_usage"], mode="lines", name=f"{name} KV usage"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=x, y=sig["running"], mode="lines", name=f"{name} running"), row=2, col=1)
+        fig.add_trace(go.Scatter(x=x, y=sig["waiting"], mode="lines", line=dict(dash="dot"),
+                                 name=f"{name} waiting"), row=2, col=1)
+        fig.add_trace(go.Scatter(x=x, y=sig["preempt_rate"], mode="lines", name=f"{name} preemptions/s"),
+                      row=3, col=1)
+    if kv_high is not None:
+        fig.add_hline(y=kv_high, line=dict(color="#8e44ad", dash="dash"), row=1, col=1,
+                      annotation_text=f"pressure at {kv_high:.0%}")
+    _shade_findings(fig, findings, kinds={"kv_pressure", "scheduler_stall"})
+    fig.update_layout(title=esc(title), height=640, **_LAYOUT)
+    return fig
+
+
+def roofline_figure(roof: dict, title: str | None = None) -> go.Figure:
+    """Log-log roofline: min(peak, bandwidth x intensity), the ridge, and operating points.
+
+    `roof` has `gpu`, `peak_flops`, `peak_bw` and `points` (frame: series, intensity, flops).
+    """
+    peak, bw = float(roof["peak_flops"]), float(roof["peak_bw"])
+    ridge = peak / bw
+    x = np.logspace(-1, max(4.0, np.log10(ridge) + 1), 200)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x, y=np.minimum(peak, bw * x), mode="lines", name=f"roof (ridge {ridge:.0f} FLOP/B)",
+                             line=dict(color="#2c3e50")))
+    pts = roof.get("points")
+    if pts is not None and len(pts):
+        for series, part in pts.groupby("series", sort=True):
+            fig.add_trace(go.Scatter(x=part["intensity"], y=part["flops"], mode="markers", name=esc(series),
+                                     marker=dict(size=7, opacity=0.6)))
+    fig.add_vline(x=ridge, line=dict(dash="dot", color="#7f8c8d"))
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
+    fig.update_yaxes(type="log", title="FLOP/s")
+    fig.update_layout(title=esc(title or f"Roofline: {roof.get('gpu', '')}"), height=480, **_LAYOUT)
+    return fig
+
+
+def findings_table(findings: pd.DataFrame) -> go.Figure:
+    """The findings as a plotly table (kind, severity, target, window)."""
+    f = findings if findings is not None else pd.DataFrame(columns=["kind", "severity", "target", "start_ns", "end_ns"])
+    cells = [[esc(v) for v in f["kind"]], [esc(v) for v in f["severity"]], [esc(v) for v in f["target"]],
+             [str(v) for v in _t(f["start_ns"]).strftime("%H:%M:%S")], [str(v) for v in _t(f["end_ns"]).strftime("%H:%M:%S")]]
+    fig = go.Figure(go.Table(header=dict(values=["kind", "severity", "target", "start (UTC)", "end (UTC)"]),
+                             cells=dict(values=cells)))
+    fig.update_layout(height=120 + 28 * len(f), margin=dict(l=10, r=10, t=10, b=10))
+    return fig

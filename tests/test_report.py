@@ -1,0 +1,49 @@
+"""The standalone HTML report: self-contained, shows the evidence, and escapes every input string."""
+
+import pandas as pd
+
+from expo_frames import simulate_starvation, write_arm
+from stallscope.analyzers import findings as F
+from stallscope.analyzers import report, signals
+from stallscope.cli import main
+from stallscope.dashboards import figures
+
+EVIL = '<script>alert("x")</script>'
+
+
+def test_report_escapes_labels_targets_and_findings(tmp_path):
+    texts = []
+    simulate_starvation(30, texts=texts)
+    write_arm(tmp_path / "run" / "off", texts, target=EVIL)
+    out = tmp_path / "r.html"
+    assert main(["analyze", str(tmp_path / "run"), "--html", str(out), "--format", "json"]) == 1
+    page = out.read_text()
+    assert EVIL not in page and "<script>alert" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page  # tables and findings, escaped
+    assert page.startswith("<!DOCTYPE html>") and "Plotly.newPlot" in page
+    assert "<script src=" not in page  # plotly.js is inlined: the file works offline
+    assert "decode_starvation" in page and "--max-num-batched-tokens" in page
+
+
+def test_figures_escape_target_names_in_traces():
+    samples, _ = simulate_starvation(20)
+    sig = signals.compute(samples).assign(target=EVIL)
+    fig = figures.latency_figure(sig, None, slo_s=0.2)
+    names = [t.name for t in fig.data if t.name]
+    assert names and all("<script>" not in n for n in names)
+    assert any("&lt;script&gt;" in n for n in names)
+
+
+def test_report_sections_with_and_without_signals():
+    f = F.to_frame([F.Finding("kv_pressure", "warning", 10**18, 10**18 + 10**9, "a<b>",
+                              {"kv_usage_max": 0.9}, "full `cache`", "use `--kv-cache-dtype fp8`")])
+    records = [F.Finding(**r).to_json() for r in f.to_dict("records")]
+    page = report.render_html({"title": "t<1>", "findings": records, "quantiles": {}, "sources": {},
+                               "signals": None, "findings_frame": f})
+    assert "<title>t&lt;1&gt;</title>" in page
+    assert "<code>--kv-cache-dtype fp8</code>" in page and "a&lt;b&gt;" in page
+    assert "Timeline" not in page  # no signals, no roofline: no figures
+    roof = {"gpu": "H100-SXM", "peak_flops": 989.4e12, "peak_bw": 3.35e12,
+            "points": pd.DataFrame({"series": ["h/gpu0"], "intensity": [12.0], "flops": [4e13]})}
+    page = report.render_html({"title": "t", "findings": [], "sources": {}, "quantiles": {}, "roofline": roof})
+    assert "Timeline" in page and "ridge 295 FLOP\\u002fB" in page
