@@ -63,7 +63,7 @@ FIELDS.update({field: (name, 1.0) for field, name in CANONICAL_RATIO_RENAMES.ite
 _BLANK_RANGES = ((float(0x7FFFFFFFFFFFFFF0), math.inf), (float(0x7FFFFFF0), float(0x7FFFFFFF)),
                  (float(2 ** 47), float(2 ** 47) + 16))
 
-_LABELS = {
+LABELS = {
     "hostname": ("Hostname", "hostname"),
     "uuid": ("UUID", "uuid", "gpu_uuid"),
     "model": ("modelName", "model_name"),
@@ -73,7 +73,7 @@ _LABELS = {
 }
 
 
-def _pick(labels: dict, names: tuple[str, ...]) -> str | None:
+def pick_label(labels: dict, names: tuple[str, ...]) -> str | None:
     for n in names:
         if n in labels:
             return labels[n]
@@ -89,16 +89,16 @@ def _map_families(families: list) -> list:
                 raw = raw[:-6]  # the parser appends `_total` to counters; DCGM field names have none
             name, factor = FIELDS.get(raw, (raw, 1.0))
             lab = s.labels
-            if "gpu" not in lab or _blank(s.value, fam.type == "counter"):
+            if "gpu" not in lab or is_blank(s.value, fam.type == "counter"):
                 out.append(None)  # not a per-GPU entity (NVSwitch, CPU), or DCGM "blank"
                 continue
-            row = {k: _pick(lab, v) for k, v in _LABELS.items()}
+            row = {k: pick_label(lab, v) for k, v in LABELS.items()}
             gi = lab.get("GPU_I_ID")
             out.append((name, factor, lab["gpu"], row, gi))
     return out
 
 
-def _blank(value: float, counter: bool) -> bool:
+def is_blank(value: float, counter: bool) -> bool:
     v = float(value)
     if v != v:
         return True

@@ -1,7 +1,208 @@
-"""Fleet source: Prometheus HTTP API `query_range` → the same frames as the store (placeholder)."""
+"""Fleet source: a Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir) → the same frames as the store.
 
+The idea: three `query_range` selectors fetch the raw series over the window at resolution `step` —
+`{__name__=~"vllm:.+"}`, `{__name__=~"DCGM_FI_.+"}` and the scrape meta series `up` /
+`scrape_duration_seconds` — each narrowed by the caller's label selector (instance, model_name, pod,
+…; `model_name` is not applied to DCGM or `up`, which do not carry it). Every returned series then goes
+through the same vocabulary as a scraped text: vLLM's alias table (with the blocks unit of 0.8.x read
+from `/api/v1/metadata`), `_created` series dropped, `le` split off; DCGM fields mapped to canonical
+names and base units. Targets are keyed by the `job` label; `instance` stays in the labels. Long
+windows are split so no query asks for more than 10,000 points per series (Prometheus allows 11,000).
+
+    >>> frames = load("http://127.0.0.1:9090", start_ns, end_ns, selector={"model_name": "tiny"}, step="5s")
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import numpy as np
+import pandas as pd
+import requests
+
+from stallscope import schema
+from stallscope.collectors import dcgm, vllm
 from stallscope.errors import CollectorError
 
+MAX_POINTS = 10_000
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")  # validates selector keys, not exposition
+_NOT_ON_DCGM = {"model_name", "engine"}
 
-def load(url, start, end, *, selector, step=None, targets=None):
-    raise CollectorError("the Prometheus source is not yet implemented")
+
+def matchers(selector: dict[str, str], drop: set[str] = frozenset()) -> str:
+    """PromQL label matchers for an exact-match selector: {"pod": "a"} → `,pod="a"`."""
+    out = []
+    for key, value in selector.items():
+        if not _LABEL_NAME.match(str(key)) or key == "__name__":
+            raise CollectorError(f"selector label {key!r} is not a valid Prometheus label name")
+        if key in drop:
+            continue
+        escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        out.append(f',{key}="{escaped}"')
+    return "".join(out)
+
+
+def _step_seconds(step) -> float:
+    from stallscope.config import parse_duration
+    from stallscope.errors import ConfigError
+
+    try:
+        value = parse_duration(step if step is not None else "5s")
+    except ConfigError as exc:
+        raise CollectorError(f"step: {exc}") from None
+    if value <= 0:
+        raise CollectorError(f"step must be positive, got {step!r}")
+    return value
+
+
+class Client:
+    """query_range / metadata against one API base URL (e.g. http://prom:9090 or a Mimir /prometheus)."""
+
+    def __init__(self, url: str, timeout: float = 30.0, headers: dict[str, str] | None = None):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.headers.update(headers or {})
+
+    def _get(self, path: str, params: dict) -> dict:
+        try:
+            r = self.session.get(f"{self.url}/api/v1/{path}", params=params, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise CollectorError(f"Prometheus API {self.url} unreachable: {type(exc).__name__}") from None
+        try:
+            body = r.json()
+        except ValueError:
+            raise CollectorError(f"Prometheus API {self.url}/api/v1/{path} answered HTTP {r.status_code} "
+                                 "with a body that is not JSON") from None
+        if r.status_code != 200 or body.get("status") != "success":
+            raise CollectorError(f"Prometheus API {self.url} rejected {path}: "
+                                 f"{body.get('errorType', r.status_code)}: {body.get('error', '')}")
+        return body["data"]
+
+    def query_range(self, expr: str, start_s: float, end_s: float, step_s: float) -> list[dict]:
+        """Series of a range query, with windows split to stay under MAX_POINTS per series."""
+        merged: dict[tuple, dict] = {}
+        t = start_s
+        while t <= end_s:
+            stop = min(end_s, t + step_s * (MAX_POINTS - 1))
+            for series in self._get("query_range", {"query": expr, "start": f"{t:.3f}", "end": f"{stop:.3f}",
+                                                    "step": f"{step_s:g}"})["result"]:
+                key = tuple(sorted(series["metric"].items()))
+                merged.setdefault(key, {"metric": series["metric"], "values": []})["values"] += series["values"]
+            t = stop + step_s
+        return list(merged.values())
+
+    def help_text(self, metric: str) -> str:
+        try:
+            entries = self._get("metadata", {"metric": metric}).get(metric, [])
+        except CollectorError:
+            return ""  # metadata is optional (older Thanos/Mimir); the unit flag is then unknown
+        return " ".join(e.get("help", "") for e in entries)
+
+
+def load(url: str, start_ns: int | None, end_ns: int | None, *, selector: dict[str, str], step=None,
+         targets: list[str] | None = None, timeout: float = 30.0, headers: dict[str, str] | None = None):
+    """{job: {"samples": df, "gpu": df}} for start..end (ns; default the last hour) at resolution `step`."""
+    end_s = time.time() if end_ns is None else end_ns / 1e9
+    start_s = end_s - 3600 if start_ns is None else start_ns / 1e9
+    if start_s > end_s:
+        raise CollectorError(f"start {start_ns} is after end {end_ns}")
+    step_s = _step_seconds(step)
+    client = Client(url, timeout, headers)
+    sel, sel_gpu = matchers(selector), matchers(selector, _NOT_ON_DCGM)
+    if targets:
+        jobs = "|".join(re.escape(t) for t in targets)
+        sel, sel_gpu = sel + f',job=~"{jobs}"', sel_gpu + f',job=~"{jobs}"'
+    vllm_series = client.query_range(f'{{__name__=~"vllm:.+"{sel}}}', start_s, end_s, step_s)
+    meta = client.query_range(f'{{__name__=~"up|scrape_duration_seconds"{sel_gpu}}}', start_s, end_s, step_s)
+    gpu_series = client.query_range(f'{{__name__=~"DCGM_FI_.+"{sel_gpu}}}', start_s, end_s, step_s)
+    blocks = {old for old, (_, may) in vllm.ALIASES.items() if may and any(
+        s["metric"]["__name__"].startswith(old) for s in vllm_series) and "blocks" in client.help_text(old + "_total")}
+    samples = _samples_rows(vllm_series + meta, blocks)
+    gpu = _gpu_rows(gpu_series)
+    jobs = sorted(set(samples) | set(gpu))
+    return {job: {"samples": _samples_frame(samples.get(job, []), job), "gpu": _gpu_frame(gpu.get(job, []), job)}
+            for job in jobs}
+
+
+def _canonical(name: str) -> tuple[str, str | None]:
+    for old, (new, _) in vllm.ALIASES.items():
+        if name == old or name.startswith(old + "_"):
+            return new + name[len(old):], old
+    return name, None
+
+
+def _samples_rows(series: list[dict], blocks: set[str]) -> dict[str, list]:
+    # alias resolution is per scrape target, as in vllm.parse: (job, instance, name)
+    present = {(s["metric"].get("job"), s["metric"].get("instance"), s["metric"]["__name__"]) for s in series}
+    out: dict[str, list] = {}
+    for s in series:
+        m = dict(s["metric"])
+        name = m.pop("__name__")
+        job = m.pop("job", "prometheus")
+        if name.endswith("_created"):
+            continue
+        metric, old = _canonical(name)
+        if old is not None and (s["metric"].get("job"), m.get("instance"), metric) in present:
+            continue  # both spellings scraped: the new name wins, as in vllm.parse
+        if old in blocks:
+            m["unit"] = "blocks"
+        le = float(m.pop("le")) if "le" in m else math.nan
+        for t, v in s["values"]:
+            out.setdefault(job, []).append((int(round(float(t) * 1e9)), metric, name, m, le, float(v)))
+    return out
+
+
+def _samples_frame(rows: list, job: str) -> pd.DataFrame:
+    if not rows:
+        df = schema.empty("samples")
+        df["target"] = pd.Series(dtype=object)
+        return df
+    ts, metric, source, labels, le, value = zip(*rows)
+    lab = np.empty(len(rows), dtype=object)
+    lab[:] = labels
+    df = pd.DataFrame({"ts": np.array(ts, dtype=np.int64), "metric": np.array(metric, dtype=object),
+                       "source_metric": np.array(source, dtype=object), "labels": lab,
+                       "le": np.array(le, dtype=np.float64), "value": np.array(value, dtype=np.float64),
+                       "target": np.full(len(rows), job, dtype=object)})
+    return schema.validate(df.sort_values("ts", kind="stable", ignore_index=True), "samples")
+
+
+def _gpu_rows(series: list[dict]) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for s in series:
+        m = s["metric"]
+        name, factor = dcgm.FIELDS.get(m["__name__"], (m["__name__"], 1.0))
+        if "gpu" not in m:
+            continue
+        lab = {k: (dcgm.pick_label(m, v) or "") for k, v in dcgm.LABELS.items()}
+        lab["gpu_instance"] = m.get("GPU_I_ID", "")
+        for t, v in s["values"]:
+            value = float(v)
+            if dcgm.is_blank(value, False):
+                continue
+            out.setdefault(m.get("job", "prometheus"), []).append(
+                (int(round(float(t) * 1e9)), m["gpu"], name, lab, value * factor))
+    return out
+
+
+def _gpu_frame(rows: list, job: str) -> pd.DataFrame:
+    if not rows:
+        df = schema.empty("gpu")
+        df["target"] = pd.Series(dtype=object)
+        return df
+    cols = {"ts": np.array([r[0] for r in rows], dtype=np.int64)}
+    for c in ("hostname", "uuid", "model"):
+        cols[c] = pd.Series([r[3][c] for r in rows], dtype=object)
+    cols["gpu"] = pd.Series([r[1] for r in rows], dtype=object)
+    cols["metric"] = pd.Series([r[2] for r in rows], dtype=object)
+    cols["value"] = np.array([r[4] for r in rows], dtype=np.float64)
+    for c in ("pod", "namespace", "container", "gpu_instance"):
+        if any(r[3][c] for r in rows):
+            cols[c] = pd.Series([r[3][c] for r in rows], dtype=object)
+    cols["target"] = pd.Series([job] * len(rows), dtype=object)
+    df = pd.DataFrame(cols)[[c for c in ("ts", "hostname", "gpu", "uuid", "model", "metric", "value", "pod",
+                                         "namespace", "container", "gpu_instance", "target") if c in cols]]
+    return schema.validate(df.sort_values("ts", kind="stable", ignore_index=True), "gpu")

@@ -203,7 +203,7 @@ def _store(store: Store, res: Result, summary: LoopSummary, urls: dict[str, str]
     try:
         n = store.append(res.target, res.ts, res.duration_s, samples=res.samples, gpu=res.gpu,
                          error=res.error, url=urls.get(res.target, ""))
-    except CollectorError as exc:
+    except Exception as exc:  # noqa: BLE001 - a full disk or a locked file must not end the loop
         log.error("%s", exc)
         st.errors += 1
         st.last_error = str(exc)

@@ -67,7 +67,7 @@ def _connect(path: str | Path, readonly: bool) -> sqlite3.Connection:
         if readonly:
             con = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True, timeout=10)
         else:
-            con = sqlite3.connect(str(path), timeout=10)
+            con = sqlite3.connect(str(path), timeout=10, check_same_thread=False)  # one writer thread at a time
         con.execute("PRAGMA busy_timeout=10000")
         return con
     except sqlite3.Error as exc:

@@ -1,0 +1,110 @@
+"""Fleet source against a real Prometheus: same series as the store path, selectors, aliases, DCGM."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from conftest import FIXTURES, require_shared
+from misbehaving_server import MetricsServer
+from promserver import PrometheusServer
+from stallscope.collectors import loader, prometheus_api, scrape_loop, store
+from stallscope.errors import CollectorError
+
+V = FIXTURES / "vllm_metrics"
+POD = "vllm-agg-0-vllmdecodeworker-s65j5"
+
+
+def key(row) -> tuple:
+    labels = {k: v for k, v in row.labels.items() if k != "instance"}
+    return row.metric, tuple(sorted(labels.items())), row["le"] if row["le"] == row["le"] else None
+
+
+def series_values(df) -> dict[tuple, list[float]]:
+    out: dict[tuple, list[float]] = {}
+    for _, row in df.sort_values("ts", kind="stable").iterrows():
+        out.setdefault(key(row), []).append(row.value)
+    return out
+
+
+def test_store_and_prometheus_give_the_same_series_for_static_targets(tmp_path):
+    texts = {"old": (V / "v0_8_5_v1.txt").read_text(), "new": (V / "v0_10_2.txt").read_text(),
+             "dcgm": require_shared("dcgm_samples", "h100_sxm_8gpu_k8s_pod_uid_sampled_aicr_2026-03.txt").read_text()}
+    servers = {name: MetricsServer(lambda n, t=text: ("ok", t)) for name, text in texts.items()}
+    for s in servers.values():
+        s.__enter__()
+    try:
+        with PrometheusServer(tmp_path, scrape={n: s.addr for n, s in servers.items()}, interval="1s") as prom:
+            stop = threading.Event()
+            db = tmp_path / "s.db"
+            with store.Store(db) as st:
+                t0 = time.time_ns()
+                loop = threading.Thread(target=scrape_loop.run, args=(
+                    [scrape_loop.Target(n, s.url) for n, s in servers.items()], st, 1.0), kwargs={"stop": stop})
+                loop.start()
+                for job in servers:
+                    prom.wait_for_scrape(job)
+                prom.wait_for(lambda: len(prom.query_range("up", t0 / 1e9, time.time(), 1)) == 3 and
+                              min(len(r["values"]) for r in prom.query_range("up", t0 / 1e9, time.time(), 1)) >= 3,
+                              what="3 points per job")
+                stop.set()
+                loop.join(10)
+            t1 = time.time_ns()
+            via_prom = loader.load(prom.url, start=t0, end=t1, step="1s")
+            via_store = loader.load(db, start=t0, end=t1)
+            assert sorted(via_prom) == sorted(via_store) == ["dcgm", "new", "old"]
+            for job in ("old", "new"):
+                p, s = series_values(via_prom[job]["samples"]), series_values(via_store[job]["samples"])
+                assert set(p) == set(s), (job, set(p) ^ set(s))
+                for k in p:
+                    if k[0] != "scrape_duration_seconds":
+                        assert set(p[k]) == set(s[k]), (job, k)
+            old = via_prom["old"]["samples"]
+            q = old[old.metric == "vllm:prefix_cache_queries_total"].iloc[0]
+            assert q.labels["unit"] == "blocks" and q.value == 1920  # HELP read through /api/v1/metadata
+            assert q.labels["instance"] == servers["old"].addr and q.source_metric == "vllm:gpu_prefix_cache_queries_total"
+            new = via_prom["new"]["samples"]
+            assert not new.metric.str.endswith("_created").any()
+            assert set(new[new.metric == "vllm:kv_cache_usage_perc"].source_metric) == {"vllm:kv_cache_usage_perc"}
+            gp, gs = via_prom["dcgm"]["gpu"], via_store["dcgm"]["gpu"]
+            assert sorted(gp.gpu.unique()) == [str(i) for i in range(8)]
+            cols = ["gpu", "uuid", "model", "hostname", "metric", "value", "pod", "namespace", "container"]
+            assert set(map(tuple, gp[cols].values)) == set(map(tuple, gs[cols].values))
+            # selectors: pod narrows DCGM to one GPU and drops vLLM (no pod label); model_name skips DCGM
+            by_pod = loader.load(prom.url, start=t0, end=t1, step="1s", selector={"pod": POD})
+            assert list(by_pod) == ["dcgm"] and set(by_pod["dcgm"]["gpu"].gpu) == {"0"}
+            assert set(by_pod["dcgm"]["gpu"].metric) == {"gpu_temp_c", "power_w", "gpu_util", "mem_copy_util"}
+            by_model = loader.load(prom.url, start=t0, end=t1, step="1s",
+                                   selector={"model_name": "meta-llama/Llama-3.1-8B-Instruct",
+                                             "instance": servers["new"].addr})
+            assert sorted(by_model) == ["new"]
+            by_job = loader.load(prom.url, start=t0, end=t1, step="1s", targets=["old"])
+            assert list(by_job) == ["old"]
+            with pytest.raises(CollectorError, match="not a valid Prometheus label name"):
+                loader.load(prom.url, start=t0, end=t1, selector={"bad-label": "x"})
+            with pytest.raises(CollectorError, match="rejected query_range"):
+                prometheus_api.Client(prom.url).query_range("rate(", t0 / 1e9, t1 / 1e9, 1)
+    finally:
+        for s in servers.values():
+            s.__exit__(None, None, None)
+
+
+def test_unreachable_prometheus_is_one_collector_error():
+    with pytest.raises(CollectorError, match="unreachable"):
+        loader.load("http://127.0.0.1:9/", start=0, end=10**9)
+
+
+def test_long_windows_are_split_under_the_point_limit():
+    calls = []
+
+    class Fake(prometheus_api.Client):
+        def _get(self, path, params):
+            calls.append((float(params["start"]), float(params["end"])))
+            return {"result": [{"metric": {"__name__": "up", "job": "j"},
+                                "values": [[float(params["start"]), "1"]]}]}
+
+    out = Fake("http://x").query_range("up", 0, 25_000, 1)
+    assert len(calls) == 3 and all((e - s) / 1 + 1 <= 10_000 for s, e in calls)
+    assert calls[0][0] == 0 and calls[-1][1] == 25_000 and len(out[0]["values"]) == 3
