@@ -91,7 +91,8 @@ def classify(kernels: pd.DataFrame, table: dict | None = None) -> pd.DataFrame:
     `attention_core` (the per-layer attention call itself: not a combine or KV-cache-write kernel)."""
     table = table or default_table()
     out = kernels.copy()
-    names = pd.Categorical(out["name"].astype(object)) if len(out) else pd.Categorical([])
+    col = out["name"]
+    names = col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col.astype(object))
     cats = list(names.categories)
     roles = np.array([role_of(n, table) for n in cats] + ["other"], dtype=object)
     codes = names.codes  # -1 for missing names -> "other"

@@ -31,7 +31,10 @@ def summarize(kernels: pd.DataFrame, *, by: str = "name") -> pd.DataFrame:
     if kernels.empty:
         return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "float64") for c in COLUMNS})
     dur = (kernels["end_ns"] - kernels["start_ns"]).astype("int64")
-    groups = dur.groupby(kernels[by].astype(object).to_numpy(), sort=False)
+    key = kernels[by]
+    key = key if isinstance(key.dtype, pd.CategoricalDtype) else key.astype(object)
+    groups = dur.groupby(key.to_numpy() if not isinstance(key.dtype, pd.CategoricalDtype) else key, sort=False,
+                         observed=True)
     out = pd.DataFrame({
         "total_ns": groups.sum(),
         "instances": groups.size(),
@@ -41,6 +44,7 @@ def summarize(kernels: pd.DataFrame, *, by: str = "name") -> pd.DataFrame:
         "max_ns": groups.max(),
         "stddev_ns": groups.std(ddof=1).fillna(0.0),
     })
+    out.index = out.index.astype(object)
     out.index.name = "name"
     out = out.reset_index()
     out["time_pct"] = round1(out["total_ns"] * 100.0 / out["total_ns"].sum())

@@ -64,7 +64,11 @@ def _stall_intervals(steps: pd.DataFrame, med: np.ndarray, k: float) -> list[tup
 
 
 def _top_kernels(kernels: pd.DataFrame, s: int, e: int) -> list[dict]:
-    inside = kernels[(kernels["start_ns"] < e) & (kernels["end_ns"] > s)]
+    """Kernels (sorted by start) overlapping [s, e), ranked by their time inside it."""
+    longest = int(kernels["dur_ns"].max()) if len(kernels) else 0
+    lo, hi = np.searchsorted(kernels["start_ns"].to_numpy(), [s - longest, e])
+    inside = kernels.iloc[lo:hi]
+    inside = inside[(inside["start_ns"] < e) & (inside["end_ns"] > s)]
     if inside.empty:
         return []
     clipped = np.minimum(inside["end_ns"], e) - np.maximum(inside["start_ns"], s)
@@ -87,6 +91,8 @@ def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: flo
     if steps.empty or int((steps["is_decode"] & ~steps["has_prefill"]).sum()) < min_decode_steps:
         return _empty_findings()
     med = rolling_decode_median(steps, window=window)
+    if not kernels["start_ns"].is_monotonic_increasing:
+        kernels = kernels.sort_values("start_ns", kind="stable")
     rows = []
     for s, e in _stall_intervals(steps, med, k):
         inside = steps[(steps["start_ns"] < e) & (steps["end_ns"] > s)]

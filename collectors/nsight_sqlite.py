@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from itertools import chain
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -40,20 +41,21 @@ SQL_META = "SELECT name, value FROM {table}"
 SQL_CAPTURE_GRAPH_MODE = "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%CUDA_GRAPH_TRACE_OPTIONS:MODE'"
 SQL_STRINGS = "SELECT id, value FROM StringIds"
 SQL_KERNELS = """
-SELECT start, end, deviceId, contextId, streamId,
-       coalesce(correlationId, -1), coalesce(globalPid, 0),
-       demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, blockZ,
-       coalesce(graphNodeId, -1)
+SELECT start, end, deviceId, contextId, streamId, coalesce(globalPid, 0), demangledName, gridX,
+       coalesce(graphNodeId, -1), -1
 FROM CUPTI_ACTIVITY_KIND_KERNEL
 """
-KERNEL_COLUMNS = ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "correlation_id",
-                  "global_pid", "name_id", "short_id", "grid_x", "grid_y", "grid_z",
-                  "block_x", "block_y", "block_z", "graph_node_id"]
-SQL_LAUNCHES = """
-SELECT correlationId, globalTid & ?, start, globalTid
-FROM CUPTI_ACTIVITY_KIND_RUNTIME
-WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL
+# the launching call: same correlationId in the same process (globalTid & 0xFFFFFFFFFF000000 == globalPid)
+SQL_KERNELS_WITH_LAUNCH = """
+SELECT k.start, k.end, k.deviceId, k.contextId, k.streamId, coalesce(k.globalPid, 0), k.demangledName, k.gridX,
+       coalesce(k.graphNodeId, -1), coalesce(r.start, -1)
+FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
+LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r
+       ON r.correlationId = k.correlationId AND (r.globalTid & ?) = k.globalPid
 """
+KERNEL_COLUMNS = ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "global_pid", "name_id", "grid_x",
+                  "graph_node_id", "launch_ns"]
+SQL_SHORT_NAMES = "SELECT DISTINCT demangledName, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL"
 SQL_RUNTIME_NAMES = """
 SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN StringIds AS s ON s.id = r.nameId
 GROUP BY s.value
@@ -144,32 +146,36 @@ def _connect(path: str) -> sqlite3.Connection:
     return conn
 
 
-def _rows(conn, sql, params=(), *, table="", total=0, progress: Progress | None = None) -> list:
+def _rows(conn, sql, params=()) -> list:
+    return conn.execute(sql, params).fetchall()
+
+
+def _int_matrix(conn, sql, params, ncols, *, table="", total=0, progress: Progress | None = None) -> np.ndarray:
+    """Fetch integer rows chunk by chunk straight into an (n, ncols) int64 array (no list of tuples kept)."""
     cur = conn.execute(sql, params)
-    out, done = [], 0
+    parts, done = [], 0
     while True:
         chunk = cur.fetchmany(CHUNK_ROWS)
         if not chunk:
-            return out
-        out.extend(chunk)
+            break
+        parts.append(np.fromiter(chain.from_iterable(chunk), dtype=np.int64, count=len(chunk) * ncols))
         done += len(chunk)
         if progress:
             progress(table, done, total)
+    return np.concatenate(parts).reshape(-1, ncols) if parts else np.zeros((0, ncols), dtype=np.int64)
 
 
-def _int_columns(rows: list, names: list[str]) -> pd.DataFrame:
-    if not rows:
-        return pd.DataFrame({n: pd.Series(dtype="int64") for n in names})
-    arr = np.array(rows, dtype=np.int64)  # (rows, columns)
+def _int_columns(rows, names: list[str]) -> pd.DataFrame:
+    arr = rows if isinstance(rows, np.ndarray) else np.array(rows, dtype=np.int64).reshape(-1, len(names))
     return pd.DataFrame({n: arr[:, i] for i, n in enumerate(names)})
 
 
 def _names(ids: np.ndarray, strings: dict) -> pd.Categorical:
+    """Categorical of the strings behind integer ids: one lookup per distinct id."""
     uniq, inverse = np.unique(ids, return_inverse=True)
-    labels = [strings.get(int(i), f"<unknown string id {int(i)}>") for i in uniq]
-    if len(set(labels)) == len(labels):
-        return pd.Categorical.from_codes(inverse, categories=labels)
-    return pd.Categorical(np.asarray(labels, dtype=object)[inverse])
+    labels = np.array([strings.get(int(i), f"<unknown string id {int(i)}>") for i in uniq] or [""], dtype=object)
+    cats, label_code = np.unique(labels, return_inverse=True)
+    return pd.Categorical.from_codes(label_code[inverse] if len(uniq) else inverse, categories=cats)
 
 
 def strip_api_version(name: str) -> str:
@@ -181,22 +187,17 @@ def strip_api_version(name: str) -> str:
 def read_kernels(conn, strings: dict, *, with_launches: bool, progress: Progress | None = None,
                  total: int = 0) -> pd.DataFrame:
     """Kernels with resolved names (`name` = demangled, `short_name`) and, when asked, the launch call start."""
-    df = _int_columns(_rows(conn, SQL_KERNELS, table=KERNEL, total=total, progress=progress), KERNEL_COLUMNS)
+    sql, params = (SQL_KERNELS_WITH_LAUNCH, (_signed(PID_MASK),)) if with_launches else (SQL_KERNELS, ())
+    df = _int_columns(_int_matrix(conn, sql, params, len(KERNEL_COLUMNS), table=KERNEL, total=total,
+                                  progress=progress), KERNEL_COLUMNS)
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
     df["pid"] = _pid(df["global_pid"])
-    df["name"] = _names(df.pop("name_id").to_numpy(), strings)
-    df["short_name"] = _names(df.pop("short_id").to_numpy(), strings)
+    ids = df.pop("name_id").to_numpy()
+    df["name"] = _names(ids, strings)
+    short_of = dict(conn.execute(SQL_SHORT_NAMES).fetchall())  # demangled id -> short id (one per name)
+    df["short_name"] = _names(ids, {i: strings.get(short_of.get(i), "") for i in short_of})
     df["graph_node_id"] = df["graph_node_id"].where(df["graph_node_id"] >= 0).astype("float64")
-    df["launch_ns"] = np.nan
-    df["launch_tid"] = np.nan
-    if with_launches and len(df):
-        launches = _int_columns(_rows(conn, SQL_LAUNCHES, (_signed(PID_MASK),)),
-                                ["correlation_id", "global_pid", "launch_ns", "launch_tid"])
-        launches = launches.drop_duplicates(["global_pid", "correlation_id"])
-        merged = df[["global_pid", "correlation_id"]].merge(launches, how="left",
-                                                             on=["global_pid", "correlation_id"])
-        df["launch_ns"] = merged["launch_ns"].to_numpy(dtype="float64")
-        df["launch_tid"] = merged["launch_tid"].to_numpy(dtype="float64")
+    df["launch_ns"] = df["launch_ns"].where(df["launch_ns"] >= 0).astype("float64")
     return validate(df.sort_values("start_ns", kind="stable").reset_index(drop=True), "kernels")
 
 
@@ -324,11 +325,11 @@ def _read(conn, path, *, with_launches, progress) -> NsysTrace:
 
 
 def read_kernels_empty() -> pd.DataFrame:
-    df = _int_columns([], KERNEL_COLUMNS).drop(columns=["name_id", "short_id"])
+    df = _int_columns(np.zeros((0, len(KERNEL_COLUMNS)), dtype=np.int64), KERNEL_COLUMNS).drop(columns=["name_id"])
     df = df.assign(dur_ns=pd.Series(dtype="int64"), pid=pd.Series(dtype="int64"),
-                   name=pd.Series(dtype=object), short_name=pd.Series(dtype=object),
-                   launch_ns=pd.Series(dtype="float64"), launch_tid=pd.Series(dtype="float64"))
+                   name=pd.Series(dtype=object), short_name=pd.Series(dtype=object))
     df["graph_node_id"] = df["graph_node_id"].astype("float64")
+    df["launch_ns"] = df["launch_ns"].astype("float64")
     return validate(df, "kernels")
 
 
