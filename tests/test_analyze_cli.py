@@ -1,0 +1,111 @@
+"""`stallscope analyze` on run directories, stores and a real Prometheus: output shape, exit codes, bad input."""
+
+import json
+import time
+
+import pytest
+
+from expo_frames import simulate_kv_pressure, simulate_starvation, to_openmetrics, write_arm
+from stallscope.cli import main
+
+NS = 10**9
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run")
+    for arm, chunk in (("off", None), ("on", 128)):
+        texts = []
+        _, steps = simulate_starvation(40, chunk=chunk, texts=texts)
+        write_arm(root / "starvation" / arm, texts, steps)
+    texts = []
+    simulate_kv_pressure(120, texts=texts)
+    write_arm(root / "kv" / "auto", texts)
+    return root
+
+
+def _json(capsys, argv):
+    code = main(argv + ["--format", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_off_arm_is_flagged_and_on_arm_is_not(run_dir, capsys):
+    code, out = _json(capsys, ["analyze", str(run_dir / "starvation")])
+    assert code == 1  # a critical finding, default --fail-on critical
+    assert set(out) >= {"findings", "quantiles", "sources"}
+    assert set(out["sources"]) == {"off/vllm", "on/vllm"} and out["sources"]["off/vllm"]["steps"] > 1000
+    kinds = {(f["target"], f["kind"]) for f in out["findings"]}
+    assert kinds == {("off/vllm", "decode_starvation")}
+    f = out["findings"][0]
+    assert set(f) >= {"kind", "severity", "start", "end", "target", "evidence", "explanation", "recommendation"}
+    assert f["start"].endswith("Z") and f["evidence"]["offending_steps"][0]["num_prefill_tokens"] == 2048
+    assert "--max-num-batched-tokens 128" in f["recommendation"]
+    q = out["quantiles"]["on/vllm"]["itl_p99"]
+    assert q["bucket_s"] == [0.15, 0.2] and q["text"] == "150 ms-200 ms"
+    code, out = _json(capsys, ["analyze", str(run_dir / "starvation" / "on")])
+    assert code == 0 and out["findings"] == []
+
+
+def test_kv_pressure_arm_and_fail_on(run_dir, capsys):
+    code, out = _json(capsys, ["analyze", str(run_dir / "kv" / "auto")])
+    assert code == 1 and [f["kind"] for f in out["findings"]] == ["kv_pressure"]
+    assert out["findings"][0]["evidence"]["kv_capacity_tokens_fp8"] == 32000
+    samples_only = ["analyze", str(run_dir / "starvation" / "off"), "--itl-slo", "10"]
+    assert main(samples_only + ["--format", "json"]) == 0  # nothing stalls 10 s
+    capsys.readouterr()
+
+
+def test_text_output_and_several_sources_on_one_timeline(run_dir, tmp_path, capsys):
+    db = tmp_path / "s.db"
+    assert main(["collect", "--db", str(db), "--import", str(run_dir / "kv" / "auto"), "--quiet"]) == 0
+    capsys.readouterr()
+    code = main(["analyze", str(run_dir / "starvation" / "off"), "--db", str(db), "--fail-on", "info"])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "off/vllm" in text and "s.db/" in text
+    assert "decode_starvation" in text and "kv_pressure" in text
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["/nonexistent/run"], "does not exist"),
+    (["--db", "/nonexistent.db"], "does not exist"),
+    (["--prometheus", "localhost:9090"], "not an http"),
+    (["RUN", "--since", "2025-11-29T10:00:00", "--until", "2025-11-29T09:00:00"], "before --since"),
+    (["RUN", "--window", "0s"], "--window must be positive"),
+    (["RUN", "--itl-slo", "-1"], "--itl-slo must be positive"),
+    (["RUN", "--html", "/nonexistent/dir/r.html"], "cannot write --html"),
+    (["RUN", "--gpu", "Z80"], "unknown GPU 'Z80'"),
+    (["--prometheus", "http://127.0.0.1:9", "--selector", 'pod=~"a.*"'], "only equality matchers"),
+])
+def test_bad_input_is_one_line_and_exit_2(run_dir, capsys, argv, message):
+    argv = [str(run_dir / "starvation" / "on") if a == "RUN" else a for a in argv]
+    assert main(["analyze", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stallscope: error:") and message in err and err.count("\n") == 1
+
+
+def test_unknown_threshold_key_is_named(run_dir, tmp_path, capsys):
+    bad = tmp_path / "t.yaml"
+    bad.write_text("itl_slo_seconds: 0.1\n")
+    assert main(["analyze", str(run_dir / "starvation" / "on"), "--thresholds", str(bad)]) == 2
+    assert "unknown threshold 'itl_slo_seconds'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_prometheus_source_gives_the_same_diagnosis(tmp_path, capsys):
+    from promserver import PrometheusServer, backfill_openmetrics
+
+    t0 = (int(time.time()) // 3600 - 2) * 3600 * NS
+    samples, _ = simulate_starvation(40, t0_ns=t0)
+    storage = tmp_path / "tsdb"
+    backfill_openmetrics(to_openmetrics(samples), storage, tmp_path)
+    with PrometheusServer(tmp_path, storage=storage) as prom:
+        code, out = _json(capsys, ["analyze", "--prometheus", prom.url, "--since", str(t0),
+                                   "--until", str(t0 + 40 * NS), "--resolution", "1s",
+                                   "--selector", 'model_name="m"'])
+    assert code == 1
+    assert {f["kind"] for f in out["findings"]} == {"decode_starvation"}
+    # long prompts at 5, 15, 25, 35 s: every stall is inside a flagged window
+    starts = [f["start"] for f in out["findings"]]
+    assert len(starts) in (1, 2, 3, 4) and sum(f["evidence"].get("long_prefills", 0) > 0 for f in out["findings"])
+    assert out["sources"] and all(v["kind"] == "prometheus" for v in out["sources"].values())
