@@ -157,3 +157,13 @@ def test_truncated_scrape_keeps_what_was_complete():
 def test_empty_text_is_an_empty_valid_frame():
     df = vllm.parse("", ts=0)
     assert len(df) == 0 and list(df.columns) == ["ts", "metric", "source_metric", "labels", "le", "value"]
+
+
+def test_reference_server_output_parses_with_the_v1_vocabulary():
+    df = load("refserver_tiny.txt")
+    assert one(df, "vllm:prompt_tokens_total").value == 104
+    assert one(df, "vllm:generation_tokens_total").value == 44
+    assert one(df, "vllm:request_success_total", finished_reason="length").value == 4
+    assert one(df, "vllm:inter_token_latency_seconds_count").value == 40
+    assert one(df, "vllm:kv_cache_usage_perc").labels == {"engine": "0", "model_name": "tiny"}
+    assert (df.metric == df.source_metric).all()  # the reference server already speaks 0.33's names
