@@ -19,6 +19,7 @@ The idea: evaluate exactly what Prometheus 2.x evaluates for a range query, but 
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
 import warnings
@@ -157,19 +158,66 @@ def series_instant(ts: np.ndarray, values: np.ndarray, eval_ts: np.ndarray,
     return out
 
 
-def _group_key(df: pd.DataFrame, by) -> pd.Series:
-    """A hashable per-row group key: the target and the `by` labels (all labels when by is None)."""
-    targets = df["target"] if "target" in df.columns else pd.Series("", index=df.index)
+def _keys(target, labels: dict, by):
+    """(series key, group key) of one label set: the target plus all labels / the `by` labels."""
+    skey = (target, tuple(sorted(labels.items())))
     if by is None:
-        return pd.Series([(t, tuple(sorted(lab.items()))) for t, lab in zip(targets, df["labels"])], index=df.index)
+        return skey, skey
     names = [b for b in by if b != "target"]
-    keep_target = "target" in by
-    return pd.Series([((t if keep_target else ""), tuple((n, lab.get(n, "")) for n in names))
-                      for t, lab in zip(targets, df["labels"])], index=df.index)
+    return skey, ((target if "target" in by else ""), tuple((n, labels.get(n, "")) for n in names))
 
 
-def _series_key(df: pd.DataFrame) -> pd.Series:
-    return _group_key(df, None)
+def _object_ids(arr: np.ndarray) -> np.ndarray:
+    """id() of every element of an object array, read from the array's pointer buffer (no Python loop)."""
+    buf = np.ascontiguousarray(arr, dtype=object)  # keeps the objects alive while we read the pointers
+    if not len(buf):
+        return np.zeros(0, dtype=np.intp)
+    ptrs = (ctypes.c_ssize_t * len(buf)).from_address(buf.ctypes.data)
+    return np.ctypeslib.as_array(ptrs).copy()
+
+
+def iter_series(df: pd.DataFrame, by, *, split_le: bool = False):
+    """(group key, le, ts, values) per series of `df`, each sorted by ts; vectorised over rows.
+
+    Label dicts are keyed once per distinct dict object (the collectors share one dict per series),
+    then by content, so rows are never visited one by one in Python.
+    """
+    n = len(df)
+    if n == 0:
+        return
+    labels = df["labels"].to_numpy()
+    targets = df["target"].to_numpy() if "target" in df.columns else np.full(n, "", dtype=object)
+    obj_codes, _ = pd.factorize(_object_ids(labels))
+    t_codes, _ = pd.factorize(targets, use_na_sentinel=False)
+    combo, uniq = pd.factorize(t_codes.astype(np.int64) * (int(obj_codes.max()) + 1) + obj_codes)
+    rep = np.empty(len(uniq), dtype=np.int64)
+    rep[combo] = np.arange(n)
+    series_of: dict = {}
+    series_code = np.empty(len(uniq), dtype=np.int64)
+    group_of: list = []
+    for c, r in enumerate(rep):
+        t = targets[r]
+        skey, gkey = _keys("" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t), labels[r], by)
+        if skey not in series_of:
+            series_of[skey] = len(series_of)
+            group_of.append(gkey)
+        series_code[c] = series_of[skey]
+    codes = series_code[combo]
+    if split_le:
+        le_codes, le_uniq = pd.factorize(df["le"].to_numpy(dtype=float), use_na_sentinel=False)
+        codes = codes * (len(le_uniq) + 1) + le_codes
+    ts = df["ts"].to_numpy(dtype=np.int64)
+    values = df["value"].to_numpy(dtype=float)
+    order = np.lexsort((ts, codes))
+    codes_sorted = codes[order]
+    bounds = np.flatnonzero(np.diff(codes_sorted)) + 1
+    for chunk in np.split(order, bounds):
+        code = int(codes[chunk[0]])
+        if split_le:
+            scode, lcode = divmod(code, len(le_uniq) + 1)
+            yield group_of[scode], float(le_uniq[lcode]), ts[chunk], values[chunk]
+        else:
+            yield group_of[code], float("nan"), ts[chunk], values[chunk]
 
 
 def _label_dict(key) -> dict:
@@ -197,11 +245,9 @@ def rate_range(samples: pd.DataFrame, metric: str, eval_ts: np.ndarray, window_n
     df = select(samples, metric, selector)
     rows = []
     if len(df):
-        df = df.assign(_s=_series_key(df), _g=_group_key(df, by)).sort_values("ts", kind="stable")
         sums: dict = {}
-        for (skey, gkey), part in df.groupby(["_s", "_g"], sort=False):
-            r = series_rate(part["ts"].to_numpy(), part["value"].to_numpy(), eval_ts, window_ns,
-                            is_rate=is_rate, left_open=left_open)
+        for gkey, _, ts, values in iter_series(df, by):
+            r = series_rate(ts, values, eval_ts, window_ns, is_rate=is_rate, left_open=left_open)
             acc = sums.setdefault(gkey, np.full(len(eval_ts), np.nan))
             both = ~np.isnan(r)
             acc[both] = np.where(np.isnan(acc[both]), 0.0, acc[both]) + r[both]
@@ -217,11 +263,9 @@ def instant_range(samples: pd.DataFrame, metric: str, eval_ts: np.ndarray, *, by
     df = select(samples, metric, selector)
     rows = []
     if len(df):
-        df = df.assign(_s=_series_key(df), _g=_group_key(df, by)).sort_values("ts", kind="stable")
         per_group: dict = {}
-        for (skey, gkey), part in df.groupby(["_s", "_g"], sort=False):
-            per_group.setdefault(gkey, []).append(
-                series_instant(part["ts"].to_numpy(), part["value"].to_numpy(), eval_ts, lookback_ns))
+        for gkey, _, ts, values in iter_series(df, by):
+            per_group.setdefault(gkey, []).append(series_instant(ts, values, eval_ts, lookback_ns))
         fn = {"sum": np.nansum, "max": np.nanmax, "min": np.nanmin}[agg]
         for gkey, arrs in per_group.items():
             stack = np.vstack(arrs)
@@ -301,10 +345,9 @@ def bucket_rates(samples: pd.DataFrame, family: str, eval_ts: np.ndarray, window
     out: dict = {}
     if not len(df):
         return out
-    df = df.assign(_s=_series_key(df), _g=_group_key(df, by)).sort_values("ts", kind="stable")
     per_group: dict = {}
-    for (skey, gkey, le), part in df.groupby(["_s", "_g", "le"], sort=False):
-        r = series_rate(part["ts"].to_numpy(), part["value"].to_numpy(), eval_ts, window_ns, left_open=left_open)
+    for gkey, le, ts, values in iter_series(df, by, split_le=True):
+        r = series_rate(ts, values, eval_ts, window_ns, left_open=left_open)
         buckets = per_group.setdefault(gkey, {})
         acc = buckets.setdefault(float(le), np.full(len(eval_ts), np.nan))
         ok = ~np.isnan(r)

@@ -75,13 +75,19 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     slo = float(th["itl_slo_s"])
     n = len(eval_ts)
     cols: dict[str, dict[str, np.ndarray]] = {}
+    parts = dict(tuple(samples.groupby("metric", sort=False, observed=True)))
+    none = samples.iloc[:0]
+
+    def rows(*metrics):  # the rows of these metrics only: every query below scans a small frame
+        found = [parts[m] for m in metrics if m in parts]
+        return pd.concat(found) if len(found) > 1 else (found[0] if found else none)
 
     def put(name, group, values):
         cols.setdefault(name, {})[group] = values
 
-    itl_family = next((f for f in ITL if (samples["metric"] == f + "_bucket").any()), ITL[0])
-    itl = Q.bucket_rates(samples, itl_family, eval_ts, window_ns)
-    itl_sum = _by_group(Q.rate_range(samples, itl_family + "_sum", eval_ts, window_ns), "value")
+    itl_family = next((f for f in ITL if f + "_bucket" in parts), ITL[0])
+    itl = Q.bucket_rates(rows(itl_family + "_bucket"), itl_family, eval_ts, window_ns)
+    itl_sum = _by_group(Q.rate_range(rows(itl_family + "_sum"), itl_family + "_sum", eval_ts, window_ns), "value")
     for g, (labels, les, counts) in itl.items():
         for qq, tag in ((q, "itl_p99"), (0.5, "itl_p50")):
             r = Q.quantile_rows(qq, labels, les, counts, eval_ts)
@@ -98,7 +104,7 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
             share = (per_bucket[:, above] * lower[above]).sum(axis=1) / itl_sum.get(g, np.full(n, np.nan))
         put("itl_stall_share", g, np.clip(share, 0.0, 1.0))
     for family, tag in ((TTFT, "ttft"),):
-        for g, (labels, les, counts) in Q.bucket_rates(samples, family, eval_ts, window_ns).items():
+        for g, (labels, les, counts) in Q.bucket_rates(rows(family + "_bucket"), family, eval_ts, window_ns).items():
             r99 = Q.quantile_rows(q, labels, les, counts, eval_ts)
             put(tag + "_p99", g, r99["value"])
             put(tag + "_p99_lo", g, r99["bucket_lo"])
@@ -107,15 +113,15 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     for metric, tag in (("vllm:prompt_tokens_total", "prompt_rate"), ("vllm:generation_tokens_total", "gen_rate"),
                         ("vllm:num_preemptions_total", "preempt_rate"),
                         ("vllm:request_prefill_time_seconds_sum", "prefill_time_rate")):
-        for g, v in _by_group(Q.rate_range(samples, metric, eval_ts, window_ns), "value").items():
+        for g, v in _by_group(Q.rate_range(rows(metric), metric, eval_ts, window_ns), "value").items():
             put(tag, g, v)
     for metric, tag, agg in (("vllm:num_requests_running", "running", "sum"),
                              ("vllm:num_requests_waiting", "waiting", "sum"),
                              ("vllm:kv_cache_usage_perc", "kv_usage", "max")):
-        for g, v in _by_group(Q.instant_range(samples, metric, eval_ts, agg=agg), "value").items():
+        for g, v in _by_group(Q.instant_range(rows(metric), metric, eval_ts, agg=agg), "value").items():
             put(tag, g, v)
     running_peak = {g: np.nanmax(v) if np.isfinite(v).any() else 0.0 for g, v in cols.get("running", {}).items()}
-    for g, (labels, les, counts) in Q.bucket_rates(samples, ITERATION, eval_ts, window_ns).items():
+    for g, (labels, les, counts) in Q.bucket_rates(rows(ITERATION + "_bucket"), ITERATION, eval_ts, window_ns).items():
         cut = max(512.0, 2.0 * running_peak.get(g, 0.0))
         at = les[les >= cut]
         idx = int(np.searchsorted(les, at[0])) if len(at) else len(les) - 1

@@ -142,10 +142,12 @@ def whole_run_quantiles(samples, thresholds: dict) -> dict:
         return out
     t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
     window = t1 - t0 + scrape_interval_ns(samples)
-    itl = next((f for f in ITL if (samples["metric"] == f + "_bucket").any()), ITL[0])
+    buckets = samples[samples["metric"].str.endswith("_bucket")]
+    itl = next((f for f in ITL if (buckets["metric"] == f + "_bucket").any()), ITL[0])
     for family, tag in ((itl, "itl"), (TTFT, "ttft")):
+        rows = buckets[buckets["metric"] == family + "_bucket"]
         for q in (0.5, 0.99):
-            r = Q.quantile_range(samples, family, q, np.array([t1]), window, by=())
+            r = Q.quantile_range(rows, family, q, np.array([t1]), window, by=())
             key = f"{tag}_p{int(q * 100)}"
             if len(r) and np.isfinite(r["value"].iloc[0]):
                 v, lo, hi = (float(r[c].iloc[0]) for c in ("value", "bucket_lo", "bucket_hi"))
