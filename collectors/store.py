@@ -117,8 +117,12 @@ class Store:
         out, cache = [], self.series
         for k in keys:
             sid = cache.get((tid, frame, k))
-            if sid is None:
-                sid = self.con.execute(INSERT_SERIES, (tid, frame, _key_to_json(frame, k))).lastrowid
+            if sid is None:  # labels may come in any order: the canonical key has them sorted
+                canon = (k[0], k[1], tuple(sorted(k[2])), k[3]) if frame == "samples" else k
+                sid = cache.get((tid, frame, canon))
+                if sid is None:
+                    sid = self.con.execute(INSERT_SERIES, (tid, frame, _key_to_json(frame, canon))).lastrowid
+                    cache[(tid, frame, canon)] = sid
                 cache[(tid, frame, k)] = sid
             out.append(sid)
         return out
@@ -137,7 +141,7 @@ class Store:
         ids += self._series_ids(tid, "samples", meta_keys)
         vals.append(np.array([1.0 if ok else 0.0, float(duration_s)]))
         if samples is not None and len(samples):
-            keys = [(m, s, tuple(sorted(lab.items())), None if le != le else le) for m, s, lab, le in zip(
+            keys = [(m, s, tuple(lab.items()), None if le != le else le) for m, s, lab, le in zip(
                 samples["metric"].tolist(), samples["source_metric"].tolist(), samples["labels"].tolist(),
                 samples["le"].tolist())]
             ids += self._series_ids(tid, "samples", keys)
@@ -198,15 +202,12 @@ def read(con: sqlite3.Connection, start: int | None = None, end: int | None = No
     for tid, name in sorted(names.items(), key=lambda kv: kv[1]):
         if targets is not None and name not in targets:
             continue
-        ts_parts, id_parts, val_parts = [], [], []
-        for ts, ids_blob, vals_blob in con.execute(SELECT_CHUNKS, (tid, lo, hi)):
-            ids = np.frombuffer(ids_blob, dtype="<i4")
-            ts_parts.append(np.full(len(ids), ts, dtype=np.int64))
-            id_parts.append(ids)
-            val_parts.append(np.frombuffer(vals_blob, dtype="<f8"))
-        ts_all = np.concatenate(ts_parts) if ts_parts else np.empty(0, np.int64)
-        id_all = np.concatenate(id_parts) if id_parts else np.empty(0, np.int32)
-        val_all = np.concatenate(val_parts) if val_parts else np.empty(0, np.float64)
+        chunks = con.execute(SELECT_CHUNKS, (tid, lo, hi)).fetchall()
+        ts_all = np.repeat(np.array([c[0] for c in chunks], dtype=np.int64),
+                           [len(c[1]) // 4 for c in chunks]) if chunks else np.empty(0, np.int64)
+        id_all = np.frombuffer(b"".join(c[1] for c in chunks), dtype="<i4")
+        val_all = np.frombuffer(b"".join(c[2] for c in chunks), dtype="<f8")
+        del chunks
         mine = [(sid, frame, json.loads(key)) for sid, t, frame, key in series_rows if t == tid]
         out[name] = {"samples": _samples_frame(name, mine, ts_all, id_all, val_all),
                      "gpu": _gpu_frame(name, mine, ts_all, id_all, val_all)}
@@ -231,16 +232,26 @@ def _objects(values: list) -> np.ndarray:
     return arr
 
 
+def _categorical(per_series: list[str], idx: np.ndarray) -> pd.Categorical:
+    """A string column as a Categorical: one code per row, no per-row Python object (fast, small)."""
+    cats, inverse = np.unique(np.array(per_series, dtype=object), return_inverse=True)
+    codes = inverse.astype(np.int32)[idx] if len(per_series) else np.empty(0, np.int32)
+    return pd.Categorical.from_codes(codes, categories=list(cats))
+
+
+def _constant(value: str, n: int) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[value])
+
+
 def _samples_frame(target, mine, ts_all, id_all, val_all) -> pd.DataFrame:
     idx, mask, keys = _lookup(mine, "samples", id_all)
-    metric = _objects([k[0] for k in keys])
-    source = _objects([k[1] for k in keys])
     labels = _objects([k[2] for k in keys])  # one dict per series, shared by its rows: do not mutate
     le = np.array([math.nan if k[3] is None else float(k[3]) for k in keys], dtype=np.float64)
     df = pd.DataFrame({
-        "ts": ts_all[mask], "metric": metric[idx], "source_metric": source[idx], "labels": labels[idx],
+        "ts": ts_all[mask], "metric": _categorical([k[0] for k in keys], idx),
+        "source_metric": _categorical([k[1] for k in keys], idx), "labels": labels[idx],
         "le": le[idx] if len(keys) else np.empty(0), "value": val_all[mask],
-        "target": np.full(len(idx), target, dtype=object)})
+        "target": _constant(target, len(idx))}, copy=False)
     return schema.validate(df, "samples")
 
 
@@ -248,13 +259,13 @@ def _gpu_frame(target, mine, ts_all, id_all, val_all) -> pd.DataFrame:
     idx, mask, keys = _lookup(mine, "gpu", id_all)
     cols = {"ts": ts_all[mask]}
     for c in ("hostname", "gpu", "uuid", "model", "metric"):
-        cols[c] = _objects([k.get(c, "") for k in keys])[idx]
+        cols[c] = _categorical([k.get(c, "") for k in keys], idx)
     cols["value"] = val_all[mask]
     for c in ("pod", "namespace", "container", "gpu_instance"):
         if any(k.get(c) for k in keys):
-            cols[c] = _objects([k.get(c, "") for k in keys])[idx]
-    cols["target"] = np.full(len(idx), target, dtype=object)
-    return schema.validate(pd.DataFrame(cols), "gpu")
+            cols[c] = _categorical([k.get(c, "") for k in keys], idx)
+    cols["target"] = _constant(target, len(idx))
+    return schema.validate(pd.DataFrame(cols, copy=False), "gpu")
 
 
 def scrapes(con: sqlite3.Connection, start: int | None = None, end: int | None = None) -> pd.DataFrame:
