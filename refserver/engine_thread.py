@@ -105,6 +105,7 @@ class EngineThread:
                 continue
             self.steps += 1
             self.metrics.record_step(outputs, stats)
+            self._publish()  # post-step gauges before any client can see this step's outputs
             batches = defaultdict(list)
             for out in outputs:
                 sink = self._sinks.pop(out.request_id, None) if out.finished else self._sinks.get(out.request_id)
@@ -112,7 +113,6 @@ class EngineThread:
                     batches[sink[0]].append((sink[1], out))
             for loop, items in batches.items():
                 self._post(loop, items)
-            self._publish()
 
     def _apply_commands(self, block: bool) -> bool:
         """Apply queued commands; with `block`, wait briefly for the first. False once told to stop."""

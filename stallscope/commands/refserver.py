@@ -41,6 +41,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="waiting-queue bound; beyond it requests get 503 + Retry-After (default 1024)")
 
 
+def _check_bindable(host: str, port: int) -> None:
+    import socket
+
+    from stallscope.errors import InputError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise InputError(f"--host {host!r} cannot be resolved: {exc}") from exc
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
 def run(args) -> int:
     import uvicorn
 
@@ -51,6 +69,7 @@ def run(args) -> int:
         raise InputError(f"--port must be in 1..65535, got {args.port}")
     if args.max_waiting < 1:
         raise InputError(f"--max-waiting must be at least 1, got {args.max_waiting}")
+    _check_bindable(args.host, args.port)
     app, runner = build_app(engine_config(args), served_model_name=args.served_model_name,
                             api_key=args.api_key, max_waiting=args.max_waiting)
     kv = runner.engine.kv_cache_manager
@@ -58,8 +77,5 @@ def run(args) -> int:
           f"({kv.num_total_blocks} KV blocks of {args.block_size} tokens, "
           f"chunked prefill {'on' if args.enable_chunked_prefill else 'off'}, "
           f"max_num_batched_tokens {args.max_num_batched_tokens})", flush=True)
-    try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
-    except OSError as exc:
-        raise InputError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

@@ -1,0 +1,223 @@
+"""Two-arm reproduction: the same seeded load against two configurations of the reference server.
+
+Each arm starts `stallscope refserver` as a subprocess (its own process, so the load generator and the
+server do not share a GIL; BLAS limited to one thread so the 2-core budget is split predictably),
+scrapes `/metrics` every second into `<arm>/scrapes.jsonl`, has the server write its step trace to
+`<arm>/steps.jsonl`, runs the load generator into `<arm>/loadgen.json`, then stops the server. The
+arms' headline figures land in `summary.json` (layout: docs/run-directory.md).
+
+Scenarios: `starvation` runs chunked prefill off, then on with a token budget; `kv-pressure` runs a
+KV pool small enough to preempt with `--kv-cache-dtype auto`, then `fp8` (half the bytes per token,
+so twice the blocks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import requests
+
+from stallscope.errors import InputError, ToolkitError
+from stallscope.refserver.loadgen import LoadSpec, run_load
+from stallscope.refserver.server_thread import free_port
+
+SCENARIOS = {"starvation": ("off", "on"), "kv-pressure": ("auto", "fp8")}
+DEFAULT_BUDGET = 96           # tokens per step for the chunked arms: a 1,536-token prompt in ~20 chunks
+TARGET_DECODE_STEPS = 55      # decode steps between long prompts in the `off` arm (calibrated period)
+KV_PRESSURE_POOL_MB = 2.5     # tiny: 160 blocks with auto, 320 with fp8, vs ~300 blocks of peak demand
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    server_args: tuple[str, ...]
+
+
+def arms_for(scenario: str, model: str, budget: int, kv_cache_mb: float | None = None) -> list[Arm]:
+    """The two server configurations of a scenario, in run order."""
+    if scenario not in SCENARIOS:
+        raise InputError(f"unknown --scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+    if budget < 16:
+        raise InputError(f"--budget must be at least the block size (16), got {budget}")
+    common = ("--model", model, "--max-num-seqs", "256")
+    if scenario == "starvation":
+        return [Arm("off", common + ("--no-enable-chunked-prefill",)),
+                Arm("on", common + ("--enable-chunked-prefill", "--max-num-batched-tokens", str(budget)))]
+    pool = str(kv_cache_mb if kv_cache_mb is not None else KV_PRESSURE_POOL_MB)
+    chunked = common + ("--enable-chunked-prefill", "--max-num-batched-tokens", str(budget), "--kv-cache-mb", pool)
+    return [Arm("auto", chunked + ("--kv-cache-dtype", "auto")), Arm("fp8", chunked + ("--kv-cache-dtype", "fp8"))]
+
+
+def default_load(scenario: str, quick: bool, seed: int = 0) -> LoadSpec:
+    """The load both arms get: 16 steady sessions plus a 1,536-token prompt every 6 s (quick: 40 s).
+
+    For `starvation` the period is recalibrated by `calibrate_long_every` unless the user sets it.
+    """
+    spec = LoadSpec(url="http://127.0.0.1:8000", sessions=16, duration_s=40.0 if quick else 120.0,
+                    long_prompt_tokens=1536, long_every_s=6.0, seed=seed, max_tokens=256, short_prompt_tokens=32,
+                    long_max_tokens=1, drain_s=30.0 if quick else 60.0)
+    if scenario == "kv-pressure":
+        spec = replace(spec, long_every_s=4.0, max_tokens=128, long_max_tokens=16)
+    return spec
+
+
+def calibrate_long_every(arm: Arm, out_dir: Path, load: LoadSpec) -> dict:
+    """Measure this machine, now: one long prefill (P, s) and the steady ITL (d, s) on the first arm's
+    server; the period is then P + TARGET_DECODE_STEPS x d, so long-prompt stalls are ~1.4% of the `off`
+    arm's ITL samples (visible at P99) while chunked prefill stays a minority of `on` steps (P50)."""
+    probe = replace(load, duration_s=7.0, long_every_s=3.0, max_tokens=64, drain_s=20.0)
+    cal_dir = out_dir / "calibration"
+    cal_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = _start_server(arm, cal_dir, port)
+    try:
+        result = asyncio.run(run_load(replace(probe, url=f"http://127.0.0.1:{port}"), progress=False))
+    finally:
+        _stop_server(proc)
+    steps = read_steps(cal_dir / "steps.jsonl")
+    prefill_s = max(((s["end_ns"] - s["start_ns"]) * 1e-9 for s in steps
+                     if s["num_prefill_tokens"] >= load.long_prompt_tokens), default=None)
+    itl_s = result["short"]["itl_s"]["p50"]
+    if prefill_s is None or itl_s is None:
+        raise ToolkitError(f"calibration on arm {arm.name} saw no long prefill or no ITL; see {cal_dir}/server.log")
+    long_every = min(30.0, max(2.0, prefill_s + TARGET_DECODE_STEPS * itl_s))
+    calibration = {"long_prefill_s": prefill_s, "itl_p50_s": itl_s, "target_decode_steps": TARGET_DECODE_STEPS,
+                   "long_every_s": round(long_every, 2)}
+    (cal_dir / "calibration.json").write_text(json.dumps(calibration, indent=1))
+    return calibration
+
+
+class _Scraper(threading.Thread):
+    """GET /metrics every `interval_s` into a JSON-lines file: {"ts": unix s, "target": "vllm", "text": ...}."""
+
+    def __init__(self, url: str, path: Path, interval_s: float = 1.0):
+        super().__init__(name="repro-scraper", daemon=True)
+        self.url, self.path, self.interval_s = url + "/metrics", path, interval_s
+        self.stopped = threading.Event()
+        self.count = 0
+
+    def scrape_once(self, fh) -> None:
+        try:
+            text = requests.get(self.url, timeout=5).text
+        except requests.RequestException:
+            return
+        fh.write(json.dumps({"ts": time.time(), "target": "vllm", "text": text}) + "\n")
+        fh.flush()
+        self.count += 1
+
+    def run(self) -> None:
+        with open(self.path, "a") as fh:
+            next_at = time.time()
+            while not self.stopped.is_set():
+                self.scrape_once(fh)
+                next_at += self.interval_s
+                self.stopped.wait(max(0.0, next_at - time.time()))
+            self.scrape_once(fh)  # the final state, after the load
+
+
+def _start_server(arm: Arm, arm_dir: Path, port: int, timeout_s: float = 120.0) -> subprocess.Popen:
+    env = dict(os.environ)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")
+    cmd = [sys.executable, "-m", "stallscope.cli", "refserver", *arm.server_args, "--port", str(port),
+           "--step-trace", str(arm_dir / "steps.jsonl")]
+    (arm_dir / "server.json").write_text(json.dumps({"argv": cmd[1:], "port": port}, indent=1))
+    log = open(arm_dir / "server.log", "wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + timeout_s
+    url = f"http://127.0.0.1:{port}/health"
+    while True:
+        if proc.poll() is not None:
+            raise ToolkitError(f"arm {arm.name}: the server exited with {proc.returncode}: "
+                               + (arm_dir / "server.log").read_text(errors="replace")[-400:])
+        try:
+            if requests.get(url, timeout=2).status_code == 200:
+                return proc
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            _stop_server(proc)
+            raise ToolkitError(f"arm {arm.name}: the server did not answer {url} within {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
+def _stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # uvicorn shuts down gracefully; the engine closes its step trace
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def read_steps(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def arm_summary(loadgen: dict, steps: list[dict]) -> dict:
+    """The per-arm figures of summary.json, from the load generator's result and the step trace."""
+    return {
+        "itl_p50_s": loadgen["all"]["itl_s"]["p50"],
+        "itl_p99_s": loadgen["all"]["itl_s"]["p99"],
+        "output_tok_s": loadgen["output_tok_s"],
+        "ttft_long_p99_s": loadgen["long"]["ttft_s"]["p99"],
+        "ttft_short_p99_s": loadgen["short"]["ttft_s"]["p99"],
+        "preemptions": int(sum(s["num_preempted"] for s in steps)),
+        "waiting_peak": int(max((s["num_waiting"] for s in steps), default=0)),
+    }
+
+
+def run_arm(arm: Arm, out_dir: Path, load: LoadSpec, progress: bool = True) -> dict:
+    arm_dir = out_dir / arm.name
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("scrapes.jsonl", "steps.jsonl"):
+        (arm_dir / name).unlink(missing_ok=True)
+    port = free_port()
+    proc = _start_server(arm, arm_dir, port)
+    scraper = _Scraper(f"http://127.0.0.1:{port}", arm_dir / "scrapes.jsonl")
+    try:
+        scraper.start()
+        result = asyncio.run(run_load(replace(load, url=f"http://127.0.0.1:{port}"), progress=progress))
+    finally:
+        scraper.stopped.set()
+        scraper.join(10)
+        _stop_server(proc)
+    (arm_dir / "loadgen.json").write_text(json.dumps(result))
+    return arm_summary(result, read_steps(arm_dir / "steps.jsonl"))
+
+
+def run_repro(scenario: str, out_dir: Path, *, quick: bool = False, model: str = "tiny",
+              budget: int = DEFAULT_BUDGET, load: LoadSpec | None = None, kv_cache_mb: float | None = None,
+              progress: bool = True, on_arm=None, calibrate: bool = False) -> dict:
+    """Run both arms of `scenario` and write `summary.json`; returns the summary.
+
+    Example:
+        summary = run_repro("starvation", Path("runs/r1"), quick=True)
+        summary["arms"]["on"]["itl_p99_s"]
+    """
+    arms = arms_for(scenario, model, budget, kv_cache_mb)
+    load = load or default_load(scenario, quick)
+    load.validate()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if calibrate:
+        load = replace(load, long_every_s=calibrate_long_every(arms[0], out_dir, load)["long_every_s"])
+    summary = {"scenario": scenario, "arms": {}, "arm_order": [a.name for a in arms]}
+    for arm in arms:
+        if on_arm:
+            on_arm(arm)
+        summary["arms"][arm.name] = run_arm(arm, out_dir, load, progress)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
