@@ -54,14 +54,19 @@ def downsample(frame: pd.DataFrame, max_points: int, *, ts="ts", by="series", ag
 
     `max` keeps spikes visible (a stall must not average away). `ts` becomes the bin's first time.
     """
-    if frame.empty or frame.groupby(by).size().max() <= max_points:
+    if frame.empty:
         return frame
-    lo, hi = int(frame[ts].min()), int(frame[ts].max())
+    codes, uniques = pd.factorize(frame[by])
+    if np.bincount(codes).max() <= max_points:
+        return frame
+    t = frame[ts].to_numpy(dtype=np.int64)
+    lo, hi = int(t.min()), int(t.max())
     width = max(1, -(-(hi - lo + 1) // max_points))
-    binned = frame.assign(_bin=(frame[ts] - lo) // width)
+    key = codes.astype(np.int64) * (max_points + 1) + (t - lo) // width   # integer keys: one cheap groupby
     value_cols = [c for c in frame.columns if c not in (ts, by)]
-    out = binned.groupby([by, "_bin"], sort=True).agg({ts: "min", **{c: agg for c in value_cols if c != "_bin"}})
-    return out.reset_index(level=0).reset_index(drop=True)[frame.columns]
+    out = frame[[ts, *value_cols]].groupby(key, sort=True).agg({ts: "min", **{c: agg for c in value_cols}})
+    out[by] = np.asarray(uniques, dtype=object)[out.index.to_numpy() // (max_points + 1)]
+    return out.reset_index(drop=True)[frame.columns]
 
 
 class DataSource:
@@ -74,7 +79,7 @@ class DataSource:
     """
 
     def __init__(self, load: Callable[[], dict], *, name: str, probe: Callable[[], object] | None = None,
-                 live: bool = False, max_points: int = 1000, thresholds: dict | None = None):
+                 live: bool = False, max_points: int = 600, thresholds: dict | None = None):
         self._load, self._probe, self.name, self.live = load, probe, name, live
         self.max_points = max_points
         self.thresholds = thresholds or load_thresholds()
@@ -136,6 +141,8 @@ class DataSource:
                 loaded = self._load() or {}
                 self._frames = {k: _checked(loaded.get(k), k) for k in FRAME_KINDS}
                 self._stamp, self._memo = stamp, {}
+                for kind in ("samples", "gpu"):   # part of loading: row positions of each metric
+                    self._memo[(kind, "index")] = self._frames[kind].groupby("metric", sort=False).indices
                 self.version += 1
                 self.loaded_at_ns = time.time_ns()
             return self._frames
@@ -151,10 +158,17 @@ class DataSource:
         """Rows of one samples metric with a `series` column, sorted by time."""
         def compute():
             s = self.frames()["samples"]
-            rows = s[s["metric"] == metric]
-            target = rows["target"] if "target" in rows else pd.Series("", index=rows.index)
-            names = [series_name(t, lab) for t, lab in zip(target, rows["labels"])]
-            return rows.assign(series=names).sort_values("ts", kind="stable")
+            index = self._memo[("samples", "index")]
+            rows = s.iloc[index.get(metric, np.array([], dtype=np.int64))]
+            target = rows["target"].fillna("").to_numpy(dtype=object) if "target" in rows else np.full(len(rows), "", object)
+            labels = rows["labels"].to_numpy(dtype=object)
+            # Name each distinct (label dict object, target) once: parsers share one dict per series.
+            obj_codes = np.unique(np.fromiter(map(id, labels), np.int64, len(labels)), return_inverse=True)[1]
+            t_codes, t_uniques = pd.factorize(target)
+            pair = obj_codes.astype(np.int64) * max(len(t_uniques), 1) + t_codes
+            _, uniq_pos, codes = np.unique(pair, return_index=True, return_inverse=True)
+            names = np.array([series_name(target[i], labels[i]) for i in uniq_pos] or [""], dtype=object)
+            return rows.assign(series=names[codes]).sort_values("ts", kind="stable")
         return self.memo(("rows", metric), compute)
 
     def span_ns(self) -> tuple[int, int] | None:
@@ -187,9 +201,13 @@ class DataSource:
         """`ts, series, value` of one canonical GPU metric, a series per GPU, downsampled."""
         def compute():
             g = self.frames()["gpu"]
-            rows = g[g["metric"] == metric]
-            names = rows["hostname"].astype(str) + " gpu" + rows["gpu"].astype(str)
-            out = pd.DataFrame({"ts": rows["ts"].to_numpy(), "series": names.to_numpy(), "value": rows["value"].to_numpy()})
+            index = self._memo[("gpu", "index")]
+            rows = g.iloc[index.get(metric, np.array([], dtype=np.int64))]
+            host_codes, hosts = pd.factorize(rows["hostname"].astype(object))
+            gpu_codes, gpus = pd.factorize(rows["gpu"].astype(object))
+            pair = host_codes.astype(np.int64) * max(len(gpus), 1) + gpu_codes
+            names = np.array([f"{h} gpu{g}" for h in hosts for g in gpus] or [""], dtype=object)[pair]
+            out = pd.DataFrame({"ts": rows["ts"].to_numpy(), "series": names, "value": rows["value"].to_numpy()})
             return downsample(out.sort_values("ts", kind="stable"), self.max_points, agg="mean")
         return self.memo(("gpu", metric), compute)
 
@@ -201,7 +219,7 @@ class DataSource:
     def health(self) -> pd.DataFrame:
         """Per scrape target: `target, up, last_scrape_ns, samples`."""
         from stallscope.dashboards import views
-        return self.memo(("health",), lambda: views.health(self.frames()["samples"]))
+        return self.memo(("health",), lambda: views.health(self.frames()["samples"], self.metric_rows("up")))
 
     def steps(self, start_ns: int | None = None, end_ns: int | None = None, max_bars: int = 1500) -> pd.DataFrame:
         """Steps in a time range with `phase` and `stall`; above `max_bars`, the longest step per time bin."""

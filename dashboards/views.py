@@ -125,6 +125,11 @@ def quantiles(bucket_rows: pd.DataFrame, qs, *, max_points: int, window_s: float
     step = max(interval, -(-(int(ts[-1]) - int(ts[0])) // max_points))
     window_ns = max(int((window_s or 60.0) * 1e9), 2 * step, 2 * interval)
     eval_ts = np.arange(int(ts[0]) + step, int(ts[-1]) + 1, step, dtype=np.int64)
+    bin_ns = step // 2
+    if bin_ns > interval:  # keep the last sample of each counter per half step: increases are unchanged
+        b = (bucket_rows["ts"].to_numpy() - int(ts[0])) // bin_ns
+        last = bucket_rows.assign(_b=b).groupby(["series", "le", "_b"], sort=False)["ts"].idxmax()
+        bucket_rows = bucket_rows.loc[np.sort(last.to_numpy())]
     mod = _analyzer("quantiles")
     if mod is not None and hasattr(mod, "quantile_range"):
         family = str(bucket_rows["metric"].iloc[0])[: -len("_bucket")]
@@ -179,17 +184,21 @@ def _bucket_quantile(q: float, les: np.ndarray, cum: np.ndarray):
     return value, np.where(n > 0, lower, np.nan), np.where(n > 0, upper, np.nan)
 
 
-def spans_above(frame: pd.DataFrame, threshold: float) -> list[tuple[int, int]]:
-    """Merged `(start_ns, end_ns)` spans where any series of a `ts, series, value` frame exceeds `threshold`."""
+def spans_above(frame: pd.DataFrame, threshold: float, max_spans: int = 300) -> list[tuple[int, int]]:
+    """Merged `(start_ns, end_ns)` spans where any series of a `ts, series, value` frame exceeds `threshold`.
+
+    Spans closer than 1/`max_spans` of the whole range merge: narrower gaps would not show anyway.
+    """
     hot = frame[frame["value"] > threshold].sort_values("ts")
     if hot.empty:
         return []
     ts = np.unique(hot["ts"].to_numpy())
     all_ts = np.unique(frame["ts"].to_numpy())
     gap = int(np.median(np.diff(all_ts))) if len(all_ts) > 1 else 1
+    merge = max(1.5 * gap, (int(all_ts[-1]) - int(all_ts[0])) / max_spans)
     spans, start, prev = [], ts[0], ts[0]
     for t in ts[1:]:
-        if t - prev > 1.5 * gap:
+        if t - prev > merge:
             spans.append((int(start - gap), int(prev)))
             start = t
         prev = t
@@ -209,18 +218,19 @@ def findings(frames: dict, thresholds: dict) -> pd.DataFrame:
     return schema.empty("findings")
 
 
-def health(samples: pd.DataFrame) -> pd.DataFrame:
-    """`target, up, last_scrape_ns, samples` per target; `up` is NaN when the source records none."""
+def health(samples: pd.DataFrame, up: pd.DataFrame) -> pd.DataFrame:
+    """`target, up, last_scrape_ns, samples` per target; `up` (the last `up` sample) is NaN when none was recorded."""
     cols = ["target", "up", "last_scrape_ns", "samples"]
     if samples.empty:
         return pd.DataFrame(columns=cols)
-    target = samples["target"] if "target" in samples else pd.Series("", index=samples.index)
-    rows = []
-    for name, g in samples.groupby(target.fillna(""), sort=True):
-        up = g[g["metric"] == "up"]
-        last = up.loc[up["ts"].idxmax(), "value"] if len(up) else np.nan
-        rows.append((name or "(unnamed)", float(last), int(g["ts"].max()), len(g)))
-    return pd.DataFrame(rows, columns=cols)
+    target = samples["target"].fillna("") if "target" in samples else pd.Series("", index=samples.index)
+    per = samples["ts"].groupby(target.to_numpy(dtype=object), sort=True).agg(["max", "size"])
+    last_up = {}
+    if len(up):
+        up_target = up["target"].fillna("") if "target" in up else pd.Series("", index=up.index)
+        last_up = up["value"].groupby(up_target.to_numpy(dtype=object)).last().to_dict()  # rows are time-sorted
+    return pd.DataFrame([(name or "(unnamed)", float(last_up.get(name, np.nan)), int(r["max"]), int(r["size"]))
+                         for name, r in per.iterrows()], columns=cols)
 
 
 # --- steps ----------------------------------------------------------------------------------
@@ -253,7 +263,7 @@ def longest_per_bin(steps: pd.DataFrame, max_bars: int) -> pd.DataFrame:
 
 
 # --- roofline -------------------------------------------------------------------------------
-def roofline(gpu: pd.DataFrame) -> dict | None:
+def roofline(gpu: pd.DataFrame, max_points: int = 2000) -> dict | None:
     """Roof and measured points for the GPU model in `gpu`, from `stallscope.analyzers.roofline`.
 
     Returns `{"gpu", "peak_flops", "peak_bw", "points": frame(series, intensity, flops)}` or None.
@@ -261,4 +271,19 @@ def roofline(gpu: pd.DataFrame) -> dict | None:
     mod = _analyzer("roofline")
     if mod is None or gpu.empty or not hasattr(mod, "measured_points"):
         return None
-    return mod.measured_points(gpu)
+    gpu = gpu[gpu["metric"].isin(["tensor_active", "dram_active"])]
+    if gpu.empty:
+        return None
+    lo, hi = int(gpu["ts"].min()), int(gpu["ts"].max())
+    width = max(1, -(-(hi - lo + 1) // max_points))          # one sample per GPU, metric and time bin
+    last = gpu.assign(_b=(gpu["ts"] - lo) // width).groupby(["hostname", "gpu", "metric", "_b"], sort=False)["ts"].idxmax()
+    roof = mod.measured_points(gpu.loc[np.sort(last.to_numpy())])
+    if roof is None:
+        return None
+    pts = roof["points"]                                    # one per GPU and sample: thin to distinct points
+    key = pd.DataFrame({"s": pts["series"], "x": np.round(np.log10(pts["intensity"]), 2),
+                        "y": np.round(np.log10(pts["flops"]), 2)})
+    pts = pts[~key.duplicated()]
+    if len(pts) > max_points:
+        pts = pts.iloc[np.linspace(0, len(pts) - 1, max_points).astype(int)]
+    return {**roof, "points": pts.reset_index(drop=True)}
