@@ -42,10 +42,11 @@ def _step_ranges(nvtx: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if nvtx.empty:
         return nvtx, ""
     names = nvtx["name"].astype(str)
-    parsed = names.str.extract(VLLM_STEP)
+    maybe = names.str.contains("execute_", regex=False)  # cheap filter before the regex (aten ranges: millions)
+    parsed = names[maybe].str.extract(VLLM_STEP)
     hit = parsed[0].notna()
     if hit.any():
-        r = nvtx[hit].copy()
+        r = nvtx[maybe][hit.to_numpy()].copy()
         p = parsed[hit].astype("float64")
         r["num_prefill_reqs"], r["num_prefill_tokens"] = p[0].to_numpy(), p[1].to_numpy()
         r["num_decode_reqs"], r["num_decode_tokens"] = p[2].to_numpy(), p[3].to_numpy()

@@ -40,26 +40,22 @@ SQL_COLUMNS = "SELECT name FROM pragma_table_info(?)"
 SQL_META = "SELECT name, value FROM {table}"
 SQL_CAPTURE_GRAPH_MODE = "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%CUDA_GRAPH_TRACE_OPTIONS:MODE'"
 SQL_STRINGS = "SELECT id, value FROM StringIds"
+KERNEL_IDS = "deviceId, contextId, streamId, demangledName, gridX"
 SQL_KERNELS = """
-SELECT start, end, deviceId, contextId, streamId, coalesce(globalPid, 0), demangledName, gridX,
-       coalesce(graphNodeId, -1), -1
-FROM CUPTI_ACTIVITY_KIND_KERNEL
+SELECT k.start, k.end, {ids}, coalesce(k.globalPid, 0), coalesce(k.graphNodeId, -1), -1
+FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
 """
+# (RUNTIME has none of the id columns, so they need no table prefix.)
 # the launching call: same correlationId in the same process (globalTid & 0xFFFFFFFFFF000000 == globalPid)
 SQL_KERNELS_WITH_LAUNCH = """
-SELECT k.start, k.end, k.deviceId, k.contextId, k.streamId, coalesce(k.globalPid, 0), k.demangledName, k.gridX,
-       coalesce(k.graphNodeId, -1), coalesce(r.start, -1)
+SELECT k.start, k.end, {ids}, coalesce(k.globalPid, 0), coalesce(k.graphNodeId, -1), coalesce(r.start, -1)
 FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
 LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r
        ON r.correlationId = k.correlationId AND (r.globalTid & ?) = k.globalPid
 """
-KERNEL_COLUMNS = ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "global_pid", "name_id", "grid_x",
-                  "graph_node_id", "launch_ns"]
+ID_COLUMNS = ["device_id", "context_id", "stream_id", "name_id", "grid_x"]
 SQL_SHORT_NAMES = "SELECT DISTINCT demangledName, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL"
-SQL_RUNTIME_NAMES = """
-SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN StringIds AS s ON s.id = r.nameId
-GROUP BY s.value
-"""
+SQL_RUNTIME_NAMES = "SELECT nameId, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY nameId"
 SQL_MEMOPS = """
 SELECT start, end, deviceId, contextId, streamId, coalesce(globalPid, 0), bytes
 FROM {table}
@@ -170,9 +166,8 @@ def _int_columns(rows, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame({n: arr[:, i] for i, n in enumerate(names)})
 
 
-def _names(ids: np.ndarray, strings: dict) -> pd.Categorical:
-    """Categorical of the strings behind integer ids: one lookup per distinct id."""
-    uniq, inverse = np.unique(ids, return_inverse=True)
+def _names(uniq: np.ndarray, inverse: np.ndarray, strings: dict) -> pd.Categorical:
+    """Categorical of the strings behind integer ids (`np.unique` output): one lookup per distinct id."""
     labels = np.array([strings.get(int(i), f"<unknown string id {int(i)}>") for i in uniq] or [""], dtype=object)
     cats, label_code = np.unique(labels, return_inverse=True)
     return pd.Categorical.from_codes(label_code[inverse] if len(uniq) else inverse, categories=cats)
@@ -184,21 +179,32 @@ def strip_api_version(name: str) -> str:
     return head if sep and tail.isdigit() else name
 
 
+def _columns(arr: np.ndarray) -> dict:
+    """Columns of the kernel query as named int64 arrays."""
+    names = ["start_ns", "end_ns", *ID_COLUMNS, "global_pid", "graph_node_id", "launch_ns"]
+    return {n: arr[:, i] for i, n in enumerate(names)}
+
+
 def read_kernels(conn, strings: dict, *, with_launches: bool, progress: Progress | None = None,
                  total: int = 0) -> pd.DataFrame:
     """Kernels with resolved names (`name` = demangled, `short_name`) and, when asked, the launch call start."""
     sql, params = (SQL_KERNELS_WITH_LAUNCH, (_signed(PID_MASK),)) if with_launches else (SQL_KERNELS, ())
-    df = _int_columns(_int_matrix(conn, sql, params, len(KERNEL_COLUMNS), table=KERNEL, total=total,
-                                  progress=progress), KERNEL_COLUMNS)
+    arr = _int_matrix(conn, sql.format(ids=KERNEL_IDS), params, 5 + len(ID_COLUMNS), table=KERNEL, total=total, progress=progress)
+    cols = _columns(arr)
+    order = None if np.all(cols["start_ns"][1:] >= cols["start_ns"][:-1]) else np.argsort(cols["start_ns"], kind="stable")
+    if order is not None:
+        cols = {k: v[order] for k, v in cols.items()}
+    name_ids = cols.pop("name_id")
+    uniq, inverse = np.unique(name_ids, return_inverse=True)
+    short_of = dict(conn.execute(SQL_SHORT_NAMES).fetchall())  # demangled id -> short id (one per name)
+    df = pd.DataFrame(cols)
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
     df["pid"] = _pid(df["global_pid"])
-    ids = df.pop("name_id").to_numpy()
-    df["name"] = _names(ids, strings)
-    short_of = dict(conn.execute(SQL_SHORT_NAMES).fetchall())  # demangled id -> short id (one per name)
-    df["short_name"] = _names(ids, {i: strings.get(short_of.get(i), "") for i in short_of})
+    df["name"] = _names(uniq, inverse, strings)
+    df["short_name"] = _names(uniq, inverse, {i: strings.get(short_of.get(i), "") for i in short_of})
     df["graph_node_id"] = df["graph_node_id"].where(df["graph_node_id"] >= 0).astype("float64")
     df["launch_ns"] = df["launch_ns"].where(df["launch_ns"] >= 0).astype("float64")
-    return validate(df.sort_values("start_ns", kind="stable").reset_index(drop=True), "kernels")
+    return validate(df, "kernels")
 
 
 def _pid(global_id: pd.Series) -> np.ndarray:
@@ -309,8 +315,8 @@ def _read(conn, path, *, with_launches, progress) -> NsysTrace:
         columns=["ts", "device_id", "metric", "value"])
     runtime_names: dict[str, int] = {}
     if RUNTIME in tables:
-        for name, calls in conn.execute(SQL_RUNTIME_NAMES):
-            key = strip_api_version(name)
+        for name_id, calls in conn.execute(SQL_RUNTIME_NAMES):
+            key = strip_api_version(str(strings.get(name_id, f"<unknown string id {name_id}>")))
             runtime_names[key] = runtime_names.get(key, 0) + calls
     session = None
     if "TARGET_INFO_SESSION_START_TIME" in tables:
@@ -325,11 +331,11 @@ def _read(conn, path, *, with_launches, progress) -> NsysTrace:
 
 
 def read_kernels_empty() -> pd.DataFrame:
-    df = _int_columns(np.zeros((0, len(KERNEL_COLUMNS)), dtype=np.int64), KERNEL_COLUMNS).drop(columns=["name_id"])
-    df = df.assign(dur_ns=pd.Series(dtype="int64"), pid=pd.Series(dtype="int64"),
-                   name=pd.Series(dtype=object), short_name=pd.Series(dtype=object))
-    df["graph_node_id"] = df["graph_node_id"].astype("float64")
-    df["launch_ns"] = df["launch_ns"].astype("float64")
+    z = np.zeros(0, dtype=np.int64)
+    df = pd.DataFrame({c: z for c in ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "grid_x",
+                                      "global_pid", "dur_ns", "pid"]})
+    df = df.assign(name=pd.Series(dtype=object), short_name=pd.Series(dtype=object),
+                   graph_node_id=pd.Series(dtype="float64"), launch_ns=pd.Series(dtype="float64"))
     return validate(df, "kernels")
 
 
