@@ -104,17 +104,20 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         stalled, prefill = flags(sig, th)
         ts = sig["ts"].to_numpy(dtype=np.int64)
         step = int(signals.attrs.get("step_ns", window)) or window
+        cols = {c: sig[c].to_numpy() for c in sig.columns if c != "target"}
         for kind, mask in (("decode_starvation", stalled & prefill), ("itl_high", stalled & ~prefill)):
             for i, j in episodes(mask, merge_gap=window // step):  # windows that overlap belong together
-                part = sig.iloc[i:j + 1]
+                part = {c: a[i:j + 1] for c, a in cols.items()}
                 start, end = int(ts[i] - window), int(ts[j])
                 out.append(_finding(kind, target, part, start, end, slo, th, cost, stalls, window))
     return to_frame(out)
 
 
 def _finding(kind, target, part, start, end, slo, th, cost, stalls, window) -> Finding:
-    k = int(np.nanargmax(part["itl_p99"].fillna(-1).to_numpy())) if part["itl_p99"].notna().any() else 0
-    worst = part.iloc[k]
+    p99s = part["itl_p99"].astype(float)
+    k = int(np.nanargmax(p99s)) if np.isfinite(p99s).any() else 0
+    worst = {c: a[k] for c, a in part.items()}
+    n = len(p99s)
     p99 = format_quantile(worst["itl_p99"], worst["itl_p99_lo"], worst["itl_p99_hi"])
     share = _nanmax(part["itl_stall_share"])
     evidence = {
@@ -122,11 +125,10 @@ def _finding(kind, target, part, start, end, slo, th, cost, stalls, window) -> F
         "itl_p99": p99, "itl_slo_s": slo, "itl_stall_share_max": share,
         "itl_above_slo_per_s_max": _nanmax(part["itl_above_slo_rate"]),
         "prompt_tokens_per_s_max": _nanmax(part["prompt_rate"]),
-        "long_prefills": float(np.nansum(part["long_prefill_rate"].to_numpy(dtype=float)) * window / 1e9
-                               / max(len(part), 1)),
+        "long_prefills": float(np.nansum(part["long_prefill_rate"].astype(float)) * window / 1e9 / max(n, 1)),
         "ttft_p99_s_max": _nanmax(part["ttft_p99"]), "running_median": _nanmedian(part["running"]),
         "waiting_max": _nanmax(part["waiting"]), "preemptions_per_s_max": _nanmax(part["preempt_rate"]),
-        "windows": int(len(part)),
+        "windows": int(n),
     }
     critical = (worst["itl_p99_lo"] >= 2 * slo) or share >= 5 * STALL_SHARE
     severity = "critical" if critical else "warning"

@@ -57,6 +57,13 @@ def choose_grid(samples: pd.DataFrame, thresholds: dict, *, window_s: float | No
     return Q.grid(start, t1, step), window
 
 
+def split_metrics(samples: pd.DataFrame, names) -> dict[str, pd.DataFrame]:
+    """{metric: its rows} for the metrics in `names` that occur (one factorize, one take per metric)."""
+    codes, uniq = pd.factorize(samples["metric"].to_numpy())
+    pos = {m: k for k, m in enumerate(uniq)}
+    return {m: samples.iloc[np.flatnonzero(codes == pos[m])] for m in names if m in pos}
+
+
 def _by_group(frame: pd.DataFrame, name: str) -> dict:
     return {g: part[name if name in part else "value"].to_numpy(dtype=float) for g, part in frame.groupby("group")}
 
@@ -75,7 +82,10 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     slo = float(th["itl_slo_s"])
     n = len(eval_ts)
     cols: dict[str, dict[str, np.ndarray]] = {}
-    parts = dict(tuple(samples.groupby("metric", sort=False, observed=True)))
+    parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT, ITERATION)] + [f + "_sum" for f in ITL] + [
+        "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
+        "vllm:request_prefill_time_seconds_sum", "vllm:num_requests_running", "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc"])
     none = samples.iloc[:0]
 
     def rows(*metrics):  # the rows of these metrics only: every query below scans a small frame

@@ -135,17 +135,17 @@ def whole_run_quantiles(samples, thresholds: dict) -> dict:
     import numpy as np
 
     from stallscope.analyzers import quantiles as Q
-    from stallscope.analyzers.signals import ITL, TTFT, scrape_interval_ns
+    from stallscope.analyzers.signals import ITL, TTFT, scrape_interval_ns, split_metrics
 
     out = {}
     if not len(samples):
         return out
     t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
     window = t1 - t0 + scrape_interval_ns(samples)
-    buckets = samples[samples["metric"].str.endswith("_bucket")]
-    itl = next((f for f in ITL if (buckets["metric"] == f + "_bucket").any()), ITL[0])
+    parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT)])
+    itl = next((f for f in ITL if f + "_bucket" in parts), ITL[0])
     for family, tag in ((itl, "itl"), (TTFT, "ttft")):
-        rows = buckets[buckets["metric"] == family + "_bucket"]
+        rows = parts.get(family + "_bucket", samples.iloc[:0])
         for q in (0.5, 0.99):
             r = Q.quantile_range(rows, family, q, np.array([t1]), window, by=())
             key = f"{tag}_p{int(q * 100)}"

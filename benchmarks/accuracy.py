@@ -1,0 +1,141 @@
+"""Accuracy of decode-starvation windows against the step trace, over several seeds (docs/accuracy.md).
+
+For each seed and arm (`off`: unchunked prefill; `on`: chunked with a small token budget) this drives
+the real reference server with the real load generator and the real collector, or reads arms that
+`stallscope repro` wrote (`--runs DIR`, arms `off`/`on` with scrapes.jsonl and steps.jsonl), then:
+
+1. diagnoses the arm's metrics exactly as `stallscope analyze` does (signals grid, decode_starvation);
+2. takes ground truth from the arm's step trace: decode gaps above the ITL SLO whose gap contained
+   prompt tokens (`analyzers/step_stalls.py`), counted in a window when the scrapes just before and
+   after the stall's end both lie inside it (what any metric can see);
+3. reports window precision/recall for the `off` arm and whether each arm has a finding.
+
+    python benchmarks/accuracy.py --seeds 1,2,3 --duration 40 --out runs/accuracy
+    python benchmarks/accuracy.py --runs runs/repro-starvation-seed1,runs/repro-starvation-seed2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SS = [sys.executable, "-m", "stallscope.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def record_arm(arm: Path, *, seed: int, chunked: bool, args) -> None:
+    """Reference server + collector + load generator for one arm; leaves store.db and steps.jsonl in `arm`."""
+    import requests
+
+    arm.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    flags = ["--enable-chunked-prefill", "--max-num-batched-tokens", str(args.budget)] if chunked else [
+        "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"]
+    server = subprocess.Popen(SS + ["refserver", "--model", args.model, "--port", str(port), "--seed", str(seed),
+                                    "--step-trace", str(arm / "steps.jsonl"), *flags],
+                              stdout=open(arm / "server.log", "w"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                time.sleep(0.2)
+        else:
+            raise RuntimeError(f"refserver did not start; see {arm / 'server.log'}")
+        collector = subprocess.Popen(SS + ["collect", "--target", f"vllm=http://127.0.0.1:{port}/metrics",
+                                           "--interval", args.interval, "--db", str(arm / "store.db"),
+                                           "--duration", str(args.duration + 8), "--quiet"])
+        subprocess.run(SS + ["loadgen", "--url", f"http://127.0.0.1:{port}", "--sessions", str(args.sessions),
+                             "--duration", str(args.duration), "--long-prompt-tokens", str(args.long_tokens),
+                             "--long-every", str(args.long_every), "--seed", str(seed), "--no-progress",
+                             "--out", str(arm / "loadgen.json")], check=True, timeout=args.duration + 300)
+        collector.wait(timeout=120)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def evaluate_arm(arm: Path, th: dict) -> dict:
+    from stallscope.analyzers import decode_starvation, signals, step_stalls
+    from stallscope.analyzers.findings import diagnose
+    from stallscope.analyzers.step_cost import read_step_trace
+    from stallscope.collectors import loader
+
+    source = arm / "store.db" if (arm / "store.db").exists() else arm
+    frames = loader.load(source)
+    samples = next(f["samples"] for f in frames.values() if len(f["samples"]))
+    steps = read_step_trace(arm / "steps.jsonl")
+    eval_ts, window = signals.choose_grid(samples, th)
+    sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
+    stalled, prefill = decode_starvation.flags(sig, th)
+    flagged = stalled & prefill
+    stalls = step_stalls.find_stalls(steps, min_gap_s=float(th["itl_slo_s"]), cause="prefill")
+    truth = step_stalls.window_truth(stalls, eval_ts, window, scrape_ts=samples["ts"].to_numpy())
+    p, r = step_stalls.precision_recall(flagged, truth)
+    _, found = diagnose(samples, None, steps, thresholds=th)
+    return {"arm": str(arm), "windows": int(len(eval_ts)), "window_s": window / 1e9, "flagged": int(flagged.sum()),
+            "truth": int(truth.sum()), "stalls": int(len(stalls)), "precision": p, "recall": r,
+            "findings": sorted(set(found["kind"])), "max_gap_s": float(stalls["gap_s"].max()) if len(stalls) else 0.0,
+            "median_step_s": float(np.median((steps["end_ns"] - steps["start_ns"]) / 1e9))}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--runs", help="comma-separated run directories with off/ and on/ arms (skip recording)")
+    ap.add_argument("--out", default="runs/accuracy")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--duration", type=float, default=40.0)
+    ap.add_argument("--sessions", type=int, default=6)
+    ap.add_argument("--long-tokens", type=int, default=1200)
+    ap.add_argument("--long-every", type=float, default=8.0)
+    ap.add_argument("--budget", type=int, default=32, help="token budget of the chunked arm")
+    ap.add_argument("--interval", default="0.5s")
+    args = ap.parse_args()
+    from stallscope.config import load_thresholds
+
+    th = load_thresholds()
+    if args.runs:
+        runs = [Path(r) for r in args.runs.split(",")]
+    else:
+        runs = []
+        for seed in (int(s) for s in args.seeds.split(",")):
+            run = Path(args.out) / f"seed{seed}"
+            for arm, chunked in (("off", False), ("on", True)):
+                if not (run / arm / "steps.jsonl").exists():
+                    record_arm(run / arm, seed=seed, chunked=chunked, args=args)
+            runs.append(run)
+    rows = []
+    for run in runs:
+        off, on = evaluate_arm(run / "off", th), evaluate_arm(run / "on", th)
+        rows.append({"run": str(run), "off": off, "on": on})
+        print(f"{run}: off precision {off['precision']:.3f} recall {off['recall']:.3f} "
+              f"({off['flagged']} flagged / {off['truth']} true windows of {off['windows']}, {off['stalls']} stalls, "
+              f"max gap {off['max_gap_s']:.2f} s, findings {off['findings']}); on: {on['flagged']} flagged, "
+              f"{on['stalls']} stalls, findings {on['findings']}")
+    ps = [r["off"]["precision"] for r in rows]
+    rs = [r["off"]["recall"] for r in rows]
+    print(f"over {len(rows)} seeds: precision min {min(ps):.3f} mean {np.mean(ps):.3f}; recall min {min(rs):.3f} "
+          f"mean {np.mean(rs):.3f} (target >= 0.9 each)")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "accuracy.json").write_text(json.dumps(rows, indent=2, default=float))
+    ok = min(ps) >= 0.9 and min(rs) >= 0.9 and all(not r["on"]["findings"] for r in rows)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
