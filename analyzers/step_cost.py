@@ -11,9 +11,9 @@
    and `decode_kv_padded` (decode requests × the longest decode context: what a decode kernel that
    pads its batch to the longest block table reads, as the reference engine's does). The fit keeps
    whichever terms the measurements support.
-2. Fitted by non-negative least squares on measured steps (`end_ns - start_ns`), weighted by
-   1/duration so the error minimised is relative: millisecond decode steps (which set ITL P50)
-   count as much as second-long prefill steps (which set ITL P99). Steps come from the engine's step
+2. Fitted by non-negative least squares on measured steps (`end_ns - start_ns`), iteratively
+   reweighted by 1/predicted duration so the error minimised is relative: millisecond decode steps
+   (which set ITL P50) count as much as second-long prefill steps (which set ITL P99). Steps come from the engine's step
    trace (docs/step-trace.md) or an nsys steps frame. When a trace lacks per-request token counts
    the KV terms are unknown and dropped. The fit reports MAPE and R² on its own steps.
 3. The residuals (measured / predicted) are kept in up to five bins by predicted duration, so a
@@ -223,8 +223,13 @@ def fit_step_cost(steps: pd.DataFrame, *, source: str = "steps", min_steps: int 
     y = feats["duration_s"].to_numpy()
     gaps = busy_gaps_s(steps)
     x = feats[names].to_numpy(dtype=float)
-    intercept, coefs = _nnls_with_intercept(x / y[:, None], 1.0 / y, np.ones_like(y))
-    pred = intercept + x @ coefs
+    # relative error, iteratively reweighted by the prediction (not the noisy measurement), so the
+    # fit tracks the mean step time at every scale instead of leaning under the noisy small steps
+    scale = y.copy()
+    for _ in range(4):
+        intercept, coefs = _nnls_with_intercept(x / scale[:, None], 1.0 / scale, y / scale)
+        pred = intercept + x @ coefs
+        scale = np.maximum(pred, 0.2 * y.min())
     resid = y / np.maximum(pred, 1e-12)
     ss_res = float(np.sum((y - pred) ** 2))
     ss_tot = float(np.sum((y - y.mean()) ** 2))
@@ -243,14 +248,29 @@ def fit_step_cost(steps: pd.DataFrame, *, source: str = "steps", min_steps: int 
     )
 
 
-def _bin_residuals(pred: np.ndarray, resid: np.ndarray, *, bins: int = 5, min_per_bin: int = 20) -> tuple:
-    """Residuals grouped by quantile bins of the predicted duration; the last bin is open-ended."""
-    n = max(1, min(bins, len(pred) // min_per_bin))
+def _bin_residuals(pred: np.ndarray, resid: np.ndarray, *, width_decades: float = 0.5, min_per_bin: int = 10) -> tuple:
+    """Residuals grouped by predicted duration in bins half a decade wide (×3.16); a bin with fewer
+    than `min_per_bin` steps joins its lower neighbour. The last bin is open-ended."""
     order = np.argsort(pred, kind="stable")
+    logp = np.log10(np.maximum(pred[order], 1e-9))
+    edges = np.arange(np.floor(logp[0] / width_decades) * width_decades, logp[-1] + width_decades, width_decades)[1:]
+    groups: list[list[int]] = [[]]
+    k = 0
+    for i, lp in zip(order, logp):
+        while k < len(edges) - 1 and lp > edges[k]:
+            k += 1
+            groups.append([])
+        groups[-1].append(i)
+    merged: list[list[int]] = []
+    for g in groups:
+        if merged and (len(g) < min_per_bin or len(merged[-1]) < min_per_bin):
+            merged[-1].extend(g)
+        elif g:
+            merged.append(list(g))
     out = []
-    for k, idx in enumerate(np.array_split(order, n)):
-        upper = float("inf") if k == n - 1 else float(pred[idx].max())
-        out.append((upper, tuple(float(r) for r in resid[idx])))
+    for n, g in enumerate(merged):
+        upper = float("inf") if n == len(merged) - 1 else float(pred[g].max())
+        out.append((upper, tuple(float(resid[i]) for i in g)))
     return tuple(out)
 
 

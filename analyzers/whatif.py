@@ -70,9 +70,12 @@ class SimResult:
 
 def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens: int,
              enable_chunked_prefill: bool = True, shape: ServerShape = ServerShape(), seed: int = 0,
-             noise: bool = True, drain: bool = True, record_steps: bool = False) -> SimResult:
+             noise: bool = True, drain: bool = True, record_steps: bool = False,
+             request_overhead_s: float = 0.0) -> SimResult:
     """Run one budget. Returns every request with its token times (simulated seconds from 0).
 
+    `request_overhead_s` delays each request's arrival at the scheduler after it is sent (HTTP,
+    tokenization, the engine thread's command hop); TTFT still counts from the send.
     With `record_steps`, `SimResult.steps` holds one step-trace record per simulated step, with
     simulated times in ns from 0, so the simulation can be compared with (or fitted like) a real trace.
 
@@ -95,7 +98,7 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
         prompt = max(1, min(int(prompt), shape.max_model_len - 1))
         out = max(1, min(int(out), shape.max_model_len - prompt))
         sr = SimRequest(f"sim-{seq}", kind, t, prompt, out, session)
-        heapq.heappush(arrivals, (t, seq, sr))
+        heapq.heappush(arrivals, (t + request_overhead_s, seq, sr))
         seq += 1
 
     for t, p, o, kind in workload.open_arrivals(rng):
@@ -176,8 +179,12 @@ def summarize(result: SimResult, workload: Workload) -> dict:
 
 
 def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunked: bool = False,
-            shape: ServerShape = ServerShape(), seed: int = 0, noise: bool = True) -> pd.DataFrame:
+            shape: ServerShape = ServerShape(), seed: int = 0, noise: bool = True,
+            request_overhead_s: float = 0.0, seeds: int = 1) -> pd.DataFrame:
     """One row per budget (and one for chunked prefill off): the predicted latencies and throughput.
+
+    With `seeds` > 1 each figure is the mean over that many seeded simulations (P99s of short runs
+    are noisy).
 
     >>> from stallscope.analyzers.workload import LengthDist
     >>> w = Workload(LengthDist.fixed(16), LengthDist.fixed(32), sessions=2, duration_s=2.0)
@@ -193,11 +200,39 @@ def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunk
         arms.append((max(max(budgets), shape.max_model_len), False))
     rows = []
     for budget, chunked in arms:
-        res = simulate(workload, cost, max_num_batched_tokens=budget, enable_chunked_prefill=chunked,
-                       shape=shape, seed=seed, noise=noise)
-        rows.append({"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked,
-                     **summarize(res, workload), "num_steps": res.num_steps, "num_preemptions": res.num_preemptions})
+        runs = []
+        for k in range(max(1, seeds)):
+            res = simulate(workload, cost, max_num_batched_tokens=budget, enable_chunked_prefill=chunked,
+                           shape=shape, seed=seed + k, noise=noise, request_overhead_s=request_overhead_s)
+            runs.append({**summarize(res, workload), "num_steps": res.num_steps,
+                         "num_preemptions": res.num_preemptions})
+        mean = pd.DataFrame(runs).mean(numeric_only=True).to_dict()
+        rows.append({"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked, **mean})
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+
+
+def calibrate_overhead(workload: Workload, cost: StepCostModel, measured_ttft_short_p50_s: float, *,
+                       max_num_batched_tokens: int, enable_chunked_prefill: bool,
+                       shape: ServerShape = ServerShape(), seed: int = 0, seeds: int = 2) -> float:
+    """The request overhead (s) that makes the simulated short-prompt TTFT P50 match a measured run.
+
+    The measured run is the one the step costs came from (same budget and chunking). Bisection over
+    [0, measured P50]; returns 0 when the simulation is already slower than the measurement.
+    """
+    def p50(overhead):
+        vals = [summarize(simulate(workload, cost, max_num_batched_tokens=max_num_batched_tokens,
+                                   enable_chunked_prefill=enable_chunked_prefill, shape=shape, seed=seed + k,
+                                   request_overhead_s=overhead), workload)["ttft_short_p50_s"]
+                for k in range(seeds)]
+        return float(np.nanmean(vals))
+
+    if not measured_ttft_short_p50_s > 0 or p50(0.0) >= measured_ttft_short_p50_s:
+        return 0.0
+    lo, hi = 0.0, float(measured_ttft_short_p50_s)
+    for _ in range(8):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if p50(mid) < measured_ttft_short_p50_s else (lo, mid)
+    return (lo + hi) / 2
 
 
 def recommend(predictions: pd.DataFrame, itl_slo_s: float) -> dict:

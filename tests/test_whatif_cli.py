@@ -1,0 +1,119 @@
+"""`stallscope whatif`: JSON and text output, run-directory inputs, and one-line exit-2 errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stallscope.cli import main
+from test_step_cost import synthetic_trace
+
+FLAGS = ["--sessions", "4", "--prompt-tokens", "32", "--output-tokens", "48", "--long-prompt-tokens", "1200",
+         "--long-every", "1.5", "--duration", "6"]
+
+
+def loadgen_result(sessions=4, duration=6.0):
+    """A loadgen result in refserver/loadgen.py's shape (spec + per-request records)."""
+    spec = {"url": "http://127.0.0.1:8000", "sessions": sessions, "duration_s": duration, "long_prompt_tokens": 1200,
+            "long_every_s": 1.5, "seed": 0, "max_tokens": 48, "short_prompt_tokens": 32, "long_max_tokens": 8,
+            "max_requests": 100000, "drain_s": 60.0, "request_timeout_s": 300.0}
+    records = [{"kind": "short", "prompt_tokens": 32, "max_tokens": m, "start_ts": 0.0, "chunk_ts": [],
+                "output_tokens": m, "status": 200, "error": None, "done": True} for m in (24, 48, 72, 48)]
+    return {"spec": spec, "records": records, "requests": {"sent": 4, "completed": 4}}
+
+
+@pytest.fixture
+def trace(tmp_path):
+    return synthetic_trace(tmp_path / "steps.jsonl", noise=0.05)
+
+
+def run_json(args, capsys):
+    rc = main(["whatif", *args, "--format", "json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return json.loads(out.out)
+
+
+def test_json_has_one_prediction_per_budget_and_a_recommendation(trace, capsys):
+    data = run_json(["--steps", str(trace), *FLAGS, "--budgets", "256,512,1024", "--include-unchunked",
+                     "--itl-slo", "0.05"], capsys)
+    preds = data["predictions"]
+    assert [(p["max_num_batched_tokens"], p["enable_chunked_prefill"]) for p in preds] == \
+        [(256, True), (512, True), (1024, True), (2048, False)]
+    for p in preds:
+        assert {"ttft_long_p50_s", "ttft_long_p99_s", "ttft_short_p50_s", "ttft_short_p99_s", "itl_p50_s",
+                "itl_p99_s", "output_tok_s"} <= set(p)
+        assert p["num_long"] == 3 and p["itl_p50_s"] > 0
+    rec = data["recommendation"]
+    meeting = [p["max_num_batched_tokens"] for p in preds if p["enable_chunked_prefill"] and p["itl_p99_s"] <= 0.05]
+    assert rec["max_num_batched_tokens"] == (max(meeting) if meeting else 256)
+    assert rec["meets_slo"] == bool(meeting) and rec["itl_slo_s"] == 0.05
+    assert data["step_cost"]["n_steps"] == 300 and data["step_cost"]["mape"] < 0.1 and data["step_cost"]["r2"] > 0.9
+    assert data["workload"]["sessions"] == 4 and data["workload"]["source"] == "flags"
+
+
+def test_text_output_is_a_table_with_the_recommendation(trace, capsys):
+    assert main(["whatif", "--steps", str(trace), *FLAGS, "--budgets", "256,1024"]) == 0
+    out = capsys.readouterr().out
+    assert "predicted per --max-num-batched-tokens" in out and "MAPE" in out and "R²" in out
+    assert "--max-num-batched-tokens" in out.split("recommend")[-1]
+
+
+def test_run_directory_supplies_steps_workload_and_pool(tmp_path, capsys):
+    run = tmp_path / "run"
+    for arm in ("off", "on"):
+        (run / arm).mkdir(parents=True)
+        synthetic_trace(run / arm / "steps.jsonl", seed=1 if arm == "on" else 2)
+        (run / arm / "loadgen.json").write_text(json.dumps(loadgen_result()))
+    data = run_json(["--from", str(run), "--budgets", "256,512"], capsys)
+    assert data["step_cost"]["n_steps"] == 600                 # both arms' steps feed one fit
+    assert data["workload"]["sessions"] == 4 and data["workload"]["long_threshold_tokens"] == 1200
+    assert data["workload"]["output_tokens_mean"] == pytest.approx(48.0)
+    assert data["server_shape"]["num_kv_blocks"] == 512        # kv_blocks_total of the trace
+    # explicit flags override the measured workload
+    data = run_json(["--from", str(run / "on"), "--budgets", "256", "--sessions", "2"], capsys)
+    assert data["workload"]["sessions"] == 2 and data["step_cost"]["n_steps"] == 300
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--steps", "/nonexistent/steps.jsonl", *FLAGS], "step trace not found: /nonexistent/steps.jsonl"),
+    (["--from", "/nonexistent/run"], "run directory not found: /nonexistent/run"),
+    (["--steps", "{trace}"], "no workload source"),
+    ([*FLAGS], "no step-cost source"),
+    (["--steps", "{trace}", *FLAGS, "--budgets", "0,256"], "--budgets must be positive integers, got '0,256'"),
+    (["--steps", "{trace}", *FLAGS, "--budgets", "big"], "--budgets must be comma-separated integers"),
+    (["--steps", "{trace}", *FLAGS, "--itl-slo", "-1"], "argument --itl-slo: must be > 0, got '-1'"),
+    (["--gpu", "H100-SXM", *FLAGS], "needs both --gpu and --roofline-model"),
+    (["--nsys", "/nonexistent/x.sqlite", *FLAGS], "nsys export not found: /nonexistent/x.sqlite"),
+    (["--steps", "{trace}", "--db", "/nonexistent/store.db"], "/nonexistent/store.db"),
+    (["--steps", "{trace}", "--sessions", "-2", "--prompt-tokens", "8", "--output-tokens", "8"], "must be >= 0"),
+])
+def test_bad_inputs_are_one_line_exit_2(trace, capsys, args, message):
+    args = [a.replace("{trace}", str(trace)) for a in args]
+    try:
+        rc = main(["whatif", *args])
+    except SystemExit as exc:      # argparse-level errors exit from the parser
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("stallscope: error:") and err.count("\n") == 1
+    assert message in err
+
+
+def test_bad_run_directory_contents(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["whatif", "--from", str(tmp_path / "empty")]) == 2
+    assert "is not a run directory" in capsys.readouterr().err
+    arm = tmp_path / "arm"
+    arm.mkdir()
+    (arm / "steps.jsonl").write_text('{"start_ns": 1}\n')
+    assert main(["whatif", "--from", str(arm)]) == 2
+    assert "steps.jsonl:1: field `end_ns` missing" in capsys.readouterr().err
+    synthetic_trace(arm / "steps.jsonl")
+    (arm / "loadgen.json").write_text('{"requests": {}}')
+    assert main(["whatif", "--from", str(arm)]) == 2
+    assert "not a loadgen result (no `spec` object)" in capsys.readouterr().err
+    (arm / "loadgen.json").write_text("{oops")
+    assert main(["whatif", "--from", str(arm)]) == 2
+    assert "loadgen.json: not JSON" in capsys.readouterr().err
