@@ -166,3 +166,26 @@ def test_import_single_jsonl_file(tmp_path, capsys):
     assert main(["collect", "--import", str(run / "baseline" / "scrapes.jsonl"), "--db", str(db)]) == 0
     assert "imported 7 scrapes" in capsys.readouterr().err
     assert sorted(loader.load(db)) == ["dcgm", "vllm"]
+
+
+def test_status_line_is_shown_on_a_terminal(tmp_path):
+    import pty
+
+    with MetricsServer(lambda n: ("ok", TEXT)) as srv:
+        pid, fd = pty.fork()
+        if pid == 0:  # child: stderr is the pty, as in an interactive shell
+            os.execv(sys.executable, [*CLI, "--target", f"vllm={srv.url}", "--interval", "0.2s",
+                                      "--timeout", "5s", "--db", str(tmp_path / "t.db"), "--duration", "2"])
+        out = b""
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.WEXITSTATUS(status) == 0, text
+    assert "vllm: " in text and " scrapes, last ok " in text and "s ago, 0 errors" in text

@@ -147,3 +147,18 @@ def test_status_line_names_targets_age_and_errors():
     line = scrape_loop.status_line(summary, now_ns=10_500_000_000)
     assert line == ("vllm: 5 scrapes, last ok 1.5s ago, 0 errors | "
                     "dcgm: 3 scrapes, last ok never, 3 errors (last: HTTP 503)")
+
+
+def test_a_source_that_raises_is_stored_as_failed_and_the_loop_goes_on(tmp_path):
+    calls = []
+
+    def flaky_poll(ts):
+        calls.append(ts)
+        if len(calls) % 2 == 0:
+            raise RuntimeError("driver hiccup")
+        return None, None
+
+    _, frames, scrapes = run_loop(tmp_path, [Target("nvml", poll=flaky_poll, retries=0)], duration=0.9)
+    assert len(scrapes) == len(calls) >= 4
+    assert scrapes.ok.tolist()[:4] == [True, False, True, False]
+    assert scrapes[~scrapes.ok].error.eq("RuntimeError: driver hiccup").all()

@@ -108,3 +108,17 @@ def test_not_a_store_and_missing_store_are_collector_errors(tmp_path):
         store.Store(tmp_path)
     with pytest.raises(CollectorError, match="start 'yesterday-ish' is not a time"):
         loader.load(bad, start="yesterday-ish")
+
+
+def test_every_store_table_and_column_is_documented():
+    from conftest import ROOT
+
+    doc = (ROOT / "docs" / "store.md").read_text()
+    con = sqlite3.connect(":memory:")
+    con.executescript(store.DDL)
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    assert sorted(tables) == ["chunks", "meta", "scrapes", "series", "targets"]
+    for table in tables:
+        assert f"| `{table}` |" in doc, table
+        for col in (r[1] for r in con.execute(f"PRAGMA table_info({table})")):
+            assert f"`{col}`" in doc, (table, col)

@@ -6,6 +6,8 @@ import math
 
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from stallscope import schema
@@ -167,3 +169,26 @@ def test_reference_server_output_parses_with_the_v1_vocabulary():
     assert one(df, "vllm:inter_token_latency_seconds_count").value == 40
     assert one(df, "vllm:kv_cache_usage_perc").labels == {"engine": "0", "model_name": "tiny"}
     assert (df.metric == df.source_metric).all()  # the reference server already speaks 0.33's names
+
+
+label_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6).map(float))
+
+
+@given(labels=st.lists(st.tuples(label_text, label_text), min_size=1, max_size=6, unique=True),
+       first=st.lists(values, min_size=6, max_size=6), second=st.lists(values, min_size=6, max_size=6))
+def test_cached_parse_equals_library_parse_for_any_label_text_and_value(labels, first, second):
+    """Quotes, backslashes, spaces, braces and newlines in label values; NaN/Inf values: the memo
+    must give exactly what the library parser gives, scrape after scrape."""
+    import prometheus_client as pc
+
+    cache = ParseCache()
+    for vals in (first, second, first):
+        reg = pc.CollectorRegistry()
+        g = pc.Gauge("vllm:num_requests_running", "h", ["engine", "model_name"], registry=reg)
+        for (e, m), v in zip(labels, vals):
+            g.labels(e, m).set(v)
+        text = pc.generate_latest(reg).decode()
+        cold, warm = vllm.parse(text, ts=1), vllm.parse(text, ts=1, cache=cache)
+        assert cold.labels.tolist() == warm.labels.tolist()
+        assert [repr(v) for v in cold.value] == [repr(v) for v in warm.value]
