@@ -1,8 +1,8 @@
 """Decode-stall detection on steps rebuilt from an Nsight Systems trace, and the CUDA-graph notice.
 
 Method (find_decode_starvation):
-1. Decode-only steps (decode work, no prefill) set the pace: the rolling median of their durations
-   over the previous `window` decode-only steps (the first ones use the median of the first window).
+1. Decode-only steps (decode work, no prefill) set the pace: the median duration of the decode-only
+   steps among the previous `window` steps (before any, the median of the first `window` of them).
    With fewer than `min_decode_steps` decode-only steps the trace has no decode cadence (training,
    vision, a lone forward pass) and nothing is reported: no LLM-serving structure, no finding.
 2. A stall is either a step that carries prefill and lasts longer than k x that median, or a
@@ -34,7 +34,7 @@ def _empty_findings() -> pd.DataFrame:
 
 
 def rolling_decode_median(steps: pd.DataFrame, *, window: int = 64) -> np.ndarray:
-    """Per step: median duration (ns) of the previous `window` decode-only steps."""
+    """Per step: median duration (ns) of the decode-only steps among the previous `window` steps."""
     dur = (steps["end_ns"] - steps["start_ns"]).to_numpy(dtype="float64")
     decode_only = (steps["is_decode"] & ~steps["has_prefill"]).to_numpy()
     series = pd.Series(np.where(decode_only, dur, np.nan))

@@ -69,7 +69,9 @@ def _assign_to_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray
     for pid, r in ranges.groupby("pid"):
         r = r.sort_values("start_ns")
         starts, ends, idx = r["start_ns"].to_numpy(), r["end_ns"].to_numpy(), r.index.to_numpy()
-        nxt = np.r_[starts[1:], np.iinfo(np.int64).max]
+        # without launch calls a kernel may run until the next range starts; after the last range, for
+        # at most that range's own length (trailing kernels outside profiling must not join it)
+        nxt = np.r_[starts[1:], ends[-1] + (ends[-1] - starts[-1]) + 1]
         sel = np.nonzero(kpid == pid)[0]
         pos = np.searchsorted(starts, t[sel], side="right") - 1
         ok = pos >= 0

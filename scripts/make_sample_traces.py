@@ -6,7 +6,8 @@ export schema (3.16.1; tables created lazily, as nsys does) and model a vLLM-lik
 a 4-layer Llama-style decoder on one H100 whose decode step takes ~32 ms with 32 running streams:
 
 1. starvation.sqlite   a 16K-token prefill in one step holding the GPU ~1.9 s amid the decode steps;
-                       vLLM NVTX step ranges `execute_context_{n}({tok})_generation_{m}({tok})`.
+                       vLLM NVTX step ranges `execute_context_{n}({tok})_generation_{m}({tok})`;
+                       GPU metrics sampled at 100 Hz (SMs Active, Tensor Active, DRAM Read).
 2. chunked.sqlite      the same load with chunked prefill at 512 tokens (32 mixed steps).
 3. cuda_graphs.sqlite  captured with --cuda-graph-trace=graph: decode steps are whole-graph launches
                        (CUPTI_ACTIVITY_KIND_GRAPH_TRACE), the prefill step runs piecewise graphs plus
@@ -24,7 +25,20 @@ import sqlite3
 import sys
 from pathlib import Path
 
-DDL = """CREATE TABLE ANALYSIS_DETAILS (
+DDL = """CREATE TABLE GPU_METRICS (
+ timestamp INTEGER,
+ typeId INTEGER NOT NULL,
+ metricId INTEGER NOT NULL,
+ value INTEGER NOT NULL
+);
+CREATE TABLE TARGET_INFO_GPU_METRICS (
+ typeId INTEGER NOT NULL,
+ sourceId INTEGER NOT NULL,
+ typeName TEXT NOT NULL,
+ metricId INTEGER NOT NULL,
+ metricName TEXT NOT NULL
+);
+CREATE TABLE ANALYSIS_DETAILS (
  globalVid INTEGER NOT NULL,
  duration INTEGER NOT NULL,
  startTime INTEGER NOT NULL,
@@ -246,6 +260,7 @@ class Builder:
         self.rng, self.corr = rng, 0
         self.sid = {s: i + 1 for i, s in enumerate(dict.fromkeys(STRINGS))}
         self.kernels, self.runtime, self.memcpy, self.graphs, self.nvtx = [], [], [], [], []
+        self.windows = []  # (gpu start, gpu end, prefill tokens) per step, for GPU metrics
 
     def _launch(self, cpu_ns: int, api: str) -> int:
         self.corr += 1
@@ -273,6 +288,7 @@ def run_step(b: Builder, t: int, *, layers: int, prefill: int, decode: int, grap
     step_ns = (DECODE_STEP_NS + extra_ns) * jitter()
     per_layer = step_ns * 0.97 / layers
     gpu, cpu = t + 30_000, t
+    first_gpu = gpu
     b.memcpy.append((t + 10_000, t + 14_000, 0, 1, None, 7, 0, GLOBAL_PID, 4 * (prefill + decode), 1,
                      None, 0, 2, None, None, None, None, None, None, None))
     q_blocks = max(1, -(-prefill // 128)) if prefill else 1  # FlashAttention gridX = ceil(max_seqlen_q / kBlockM)
@@ -299,6 +315,7 @@ def run_step(b: Builder, t: int, *, layers: int, prefill: int, decode: int, grap
     gpu = b.kernel("gemm_small" if not prefill else "gemm_big", gpu, cpu + 4_000, int(step_ns * 0.02))
     gpu = b.kernel("argmax", gpu, cpu + 8_000, 30_000, grid=(max(decode, 1), 1, 1))
     end = gpu + 100_000
+    b.windows.append((first_gpu, gpu, prefill))
     if nvtx:
         name = f"execute_context_{int(prefill > 0)}({prefill})_generation_{decode}({decode})"
         b.nvtx.append((t, end, 59, None, None, None, name, GLOBAL_TID, None, None, None))
@@ -312,6 +329,24 @@ def plan(kind: str) -> list[int]:
     return [0] * 40 + [16384] + [0] * 40
 
 
+METRICS = [(0, "SMs Active [Throughput %]", 45, 92), (1, "Tensor Active [Throughput %]", 20, 80),
+           (2, "DRAM Read Bandwidth [Throughput %]", 70, 35)]  # (metricId, name, % decoding, % prefilling)
+METRICS_TYPE_ID = 0x100  # GPU id = typeId & 0xFF = 0
+METRICS_PERIOD_NS = 10_000_000  # --gpu-metrics-frequency=100
+
+
+def gpu_metrics(windows, t_end: int) -> list:
+    """GPU_METRICS rows sampled every 10 ms: busy SMs follow the step kind, idle between steps."""
+    rows, i = [], 0
+    for ts in range(T0, t_end, METRICS_PERIOD_NS):
+        while i < len(windows) and windows[i][1] < ts:
+            i += 1
+        busy = i < len(windows) and windows[i][0] <= ts
+        for metric_id, _, decode, prefill in METRICS:
+            rows.append((ts, METRICS_TYPE_ID, metric_id, (prefill if windows[i][2] else decode) if busy else 0))
+    return rows
+
+
 def _insert(conn, table: str, rows: list) -> None:
     if rows:
         conn.executemany(f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})", rows)
@@ -319,7 +354,7 @@ def _insert(conn, table: str, rows: list) -> None:
 
 
 def build_export(path: Path, prefills, *, layers: int = 4, graphs: bool = False, nvtx: bool = True,
-                 seed: int = 42, flush_rows: int = 200_000) -> Path:
+                 metrics: bool = False, seed: int = 42, flush_rows: int = 200_000) -> Path:
     """Write one export: a step per entry of `prefills` (its prefill tokens), 32 decode streams each."""
     path = Path(path)
     path.unlink(missing_ok=True)
@@ -336,6 +371,9 @@ def build_export(path: Path, prefills, *, layers: int = 4, graphs: bool = False,
     for table, rows in tables:
         _insert(conn, table, rows)
     _insert(conn, "StringIds", [(i, s) for s, i in b.sid.items()])
+    if metrics:  # as captured with --gpu-metrics-devices=all --gpu-metrics-frequency=100
+        _insert(conn, "GPU_METRICS", gpu_metrics(b.windows, t))
+        _insert(conn, "TARGET_INFO_GPU_METRICS", [(METRICS_TYPE_ID, 1, "GH100", m, name) for m, name, _, _ in METRICS])
     _insert(conn, "NVTX_EVENTS", [r + (None,) * 9 for r in b.nvtx])
     _insert(conn, "META_DATA_EXPORT", [("EXPORT_PRODUCT_VERSION", "2024.6.2.225"), ("EXPORT_SCHEMA_VERSION", "3.16.1"),
                                        ("EXPORT_PARAM_LAZY", "true"),
@@ -362,7 +400,7 @@ def main(out_dir: str = "sample_traces") -> None:
     for name, prefills, graphs, nvtx in (("starvation", plan("starvation"), False, True),
                                          ("chunked", plan("chunked"), False, True),
                                          ("cuda_graphs", plan("starvation"), True, False)):
-        path = build_export(out / f"{name}.sqlite", prefills, graphs=graphs, nvtx=nvtx)
+        path = build_export(out / f"{name}.sqlite", prefills, graphs=graphs, nvtx=nvtx, metrics=name == "starvation")
         print(f"{path}  {path.stat().st_size} bytes")
 
 

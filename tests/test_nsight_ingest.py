@@ -119,3 +119,18 @@ def test_export_without_kernel_table_says_what_is_there_and_why(capsys):
     assert "no CUPTI_ACTIVITY_KIND_KERNEL table" in err
     assert "none of its CUDA API calls launched a kernel" in err
     assert "1464 CUDA API calls, 72 memcpy, 98 memset" in err
+
+
+def test_gpu_metrics_when_present():
+    from nsys_cases import SAMPLE_TRACES
+
+    from stallscope.analyzers.nsys_report import build_report
+
+    path = SAMPLE_TRACES / "starvation.sqlite"
+    expected = dict(_sql(path, """SELECT t.metricName, round(avg(g.value), 3) FROM GPU_METRICS g
+        JOIN TARGET_INFO_GPU_METRICS t ON t.typeId = g.typeId AND t.metricId = g.metricId GROUP BY 1"""))
+    trace = read_export(str(path))
+    assert not any("GPU_METRICS" in m for m in trace.missing)
+    got = {m["metric"]: m["value"] for m in build_report(trace)["gpu_metrics"]}
+    assert got == pytest.approx(expected, abs=1e-3) and len(got) == 3
+    assert {m["device_id"] for m in build_report(trace)["gpu_metrics"]} == {0}

@@ -68,3 +68,12 @@ def test_cuda_graph_trace_steps_from_graph_launches():
     assert info["source"] == "kernels" and len(steps) == 81
     decode_only = steps[steps["is_decode"] & ~steps["has_prefill"]]
     assert len(decode_only) == 80 and (decode_only["num_kernels"] == 4).all()  # graph + norm, lm_head, argmax
+
+
+def test_without_launch_calls_kernels_go_to_the_range_they_start_in():
+    trace = read_export(str(SAMPLE_TRACES / "starvation.sqlite"), with_launches=False)
+    assert trace.kernels["launch_ns"].isna().all()
+    steps, _ = reconstruct_steps(classify(trace.kernels), trace.nvtx)
+    ranges = _nvtx_ranges("starvation")
+    assert steps["num_kernels"].tolist() == [47.0] * 40 + [43.0] + [47.0] * 40
+    assert steps["end_ns"].tolist() == [e for _, e, _ in ranges]
