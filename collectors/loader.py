@@ -13,7 +13,8 @@
     "pod": "..."}; `step` = resolution, default 5 s; targets keyed by the `job` label).
 `start`/`end` bound the time range (inclusive): int ns since the epoch, a datetime/pandas Timestamp
 or an ISO-8601 string; None means open (a Prometheus source needs both, or defaults to the last hour).
-Every frame passes `schema.validate` and carries a `target` column. Rows whose text cannot be parsed
+Every frame passes `schema.validate` and carries a `target` column; frames read from a store hold their
+string columns as pandas Categorical (compare with ==, isin, .str as usual; group with observed=True). Rows whose text cannot be parsed
 in a jsonl source are skipped with a warning naming the line; a missing or unreadable source raises
 CollectorError naming it.
 

@@ -112,17 +112,18 @@ def validate(frame, kind: str):
     """
     if kind not in FRAMES:
         raise SchemaError(f"unknown frame kind {kind!r}; known: {', '.join(FRAMES)}")
+    dtypes = frame.dtypes  # one lookup, not one Series per column (validate runs on every scrape)
     for col in FRAMES[kind]:
-        if col.name not in frame.columns:
+        if col.name not in dtypes.index:
             if col.required:
                 raise SchemaError(f"missing column `{col.name}` in {kind} frame")
             continue
         if len(frame) == 0:
             continue
-        got = frame[col.name].dtype.kind
+        got = dtypes[col.name].kind
         if got not in _DTYPE_KIND[col.dtype]:
             raise SchemaError(
-                f"column `{col.name}` in {kind} frame has dtype {frame[col.name].dtype}, expected {col.dtype}"
+                f"column `{col.name}` in {kind} frame has dtype {dtypes[col.name]}, expected {col.dtype}"
             )
     return frame
 

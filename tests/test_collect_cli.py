@@ -101,6 +101,7 @@ def test_nvml_without_a_driver_is_one_line_and_exit_2(tmp_path):
     (["--target", "v=http://127.0.0.1:1/m", "--interval", "fast"], "--interval: bad duration 'fast'"),
     (["--target", "v=http://127.0.0.1:1/m", "--retries", "-1"], "--retries must be 0 or more"),
     ([], "nothing to collect"),
+    (["--target", "v=http://127.0.0.1:1/m", "--db", "/nonexistent/dir/x.db", "--duration", "1"], "cannot open store"),
     (["--import", "/nonexistent/run"], "import source /nonexistent/run does not exist"),
     (["--import", "x.jsonl", "--target", "v=http://127.0.0.1:1/m"], "cannot be combined"),
 ])
