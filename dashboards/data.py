@@ -128,8 +128,12 @@ class DataSource:
         path = Path(path)
         if not path.is_file():
             raise InputError(f"trace file not found: {path}")
+        return self.with_steps(lambda: views.load_steps(path))
+
+    def with_steps(self, load_steps: Callable[[], pd.DataFrame | None]) -> "DataSource":
+        """This source with its steps frame from `load_steps()` (called at every reload)."""
         base = self._load
-        self._load = lambda: {**(base() or {}), "steps": views.load_steps(path)}
+        self._load = lambda: {**(base() or {}), "steps": load_steps()}
         return self
 
     # --- frames and caching -------------------------------------------------------------------

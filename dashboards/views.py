@@ -66,13 +66,19 @@ def load_run(path: Path) -> dict:
     """A repro run directory (or one arm): the scrapes of every arm, and the step traces, `target` = arm."""
     from stallscope.collectors import loader
     frames = merge_targets(loader.load(path))
+    steps = run_steps(path)
+    if steps is not None:
+        frames["steps"] = steps
+    return frames
+
+
+def run_steps(path: Path) -> pd.DataFrame | None:
+    """The step traces of a run directory's arms (or of one arm), `target` = the arm's name; None if none."""
     traces = [(path, "")] if (path / "steps.jsonl").is_file() else \
         [(arm, arm.name) for arm in sorted(path.iterdir()) if (arm / "steps.jsonl").is_file()]
     steps = [load_steps(p / "steps.jsonl").assign(target=name) for p, name in traces]
     steps = [s for s in steps if len(s)]
-    if steps:
-        frames["steps"] = pd.concat(steps, ignore_index=True)
-    return frames
+    return pd.concat(steps, ignore_index=True) if steps else None
 
 
 def load_steps(path: Path) -> pd.DataFrame:
@@ -208,14 +214,29 @@ def spans_above(frame: pd.DataFrame, threshold: float, max_spans: int = 300) -> 
 
 # --- findings and health --------------------------------------------------------------------
 def findings(frames: dict, thresholds: dict) -> pd.DataFrame:
-    """The loaded findings frame, or the analyzers' findings over the loaded frames."""
+    """The loaded findings frame, or the analyzers' diagnosis: one per samples target (with its arm's
+    steps when the source has several arms), plus the GPU detectors once over the gpu frame."""
     if len(frames.get("findings", ())):
         return frames["findings"].sort_values("start_ns", kind="stable").reset_index(drop=True)
     mod = _analyzer("findings")
-    if mod is not None and hasattr(mod, "find_all"):
-        found = mod.find_all(frames, thresholds=thresholds)
-        return schema.validate(found, "findings").sort_values("start_ns", kind="stable").reset_index(drop=True)
-    return schema.empty("findings")
+    if mod is None or not hasattr(mod, "diagnose"):
+        return schema.empty("findings")
+    samples, gpu, steps = frames.get("samples"), frames.get("gpu"), frames.get("steps")
+    parts = []
+    if samples is not None and len(samples):
+        for target, part in samples.groupby(samples["target"].fillna("").astype(object), sort=True):
+            own = steps
+            if steps is not None and "target" in steps and steps["target"].nunique() > 1:
+                own = steps[steps["target"] == str(target).split("/")[0]]
+            parts.append(mod.diagnose(part, None, own if own is not None and len(own) else None,
+                                      thresholds=thresholds)[1])
+    if gpu is not None and len(gpu):
+        parts.append(mod.diagnose(None, gpu, None, thresholds=thresholds)[1])
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return schema.empty("findings")
+    out = pd.concat(parts, ignore_index=True).sort_values(["start_ns", "kind"], kind="stable")
+    return schema.validate(out.reset_index(drop=True), "findings")
 
 
 def health(samples: pd.DataFrame, up: pd.DataFrame) -> pd.DataFrame:

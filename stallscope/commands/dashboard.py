@@ -42,7 +42,7 @@ def build_source(args):
     return source
 
 
-def serve(app, host: str, port: int, *, url_suffix: str = "") -> int:
+def serve(app, host: str, port: int, *, any_port_if_busy: bool = False) -> int:
     """Serve `app` until interrupted; print the URL first (stdout, flushed)."""
     from werkzeug.serving import make_server
 
@@ -51,9 +51,11 @@ def serve(app, host: str, port: int, *, url_suffix: str = "") -> int:
     try:
         server = make_server(host, port, app.server, threaded=True)
     except OSError as exc:
-        raise InputError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
+        if not any_port_if_busy:
+            raise InputError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
+        server = make_server(host, 0, app.server, threaded=True)
     shown = f"[{host}]" if ":" in host else host
-    print(f"stallscope dashboard: http://{shown}:{server.server_port}/{url_suffix}", flush=True)
+    print(f"stallscope dashboard: http://{shown}:{server.server_port}/", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -1,0 +1,98 @@
+"""`stallscope demo`: reproduce decode starvation, collect, analyze, report and show it, in one command.
+
+The same library code as `stallscope repro` (both arms of the starvation scenario against the
+reference server), `stallscope collect --import` (the embedded store), `stallscope analyze --html`
+(findings and the report) and `stallscope dashboard` (served on 127.0.0.1 only).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+STEPS = 5
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--out", default="stallscope-demo", metavar="DIR",
+                   help="where the run directory, store and report go (default ./stallscope-demo)")
+    p.add_argument("--no-dashboard", action="store_true", help="stop after the report (headless use)")
+    p.add_argument("--port", type=int, default=8050, help="dashboard port on 127.0.0.1 (default 8050; 0 = any free)")
+    p.add_argument("--model", default="tiny", help="reference model preset (default tiny)")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="seconds of load per arm (default: repro --quick, 40 s)")
+    p.add_argument("--long-every", type=float, default=None, metavar="T",
+                   help="long-prompt period in s (default: calibrated on this machine first, as repro does)")
+    p.add_argument("--no-progress", action="store_true", help="do not draw progress bars")
+
+
+def _say(console, n: int, text: str, t0: float) -> None:
+    console.print(f"[bold cyan][{n}/{STEPS}][/] {text}  [dim]({time.monotonic() - t0:.0f} s)[/]")
+
+
+def run(args) -> int:
+    import argparse
+    from dataclasses import replace
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from stallscope.errors import InputError
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} exists and is not a directory")
+    if not 0 <= args.port <= 65535:
+        raise InputError(f"--port must be 0-65535, got {args.port}")
+    if args.duration is not None and not 0 < args.duration <= 600:
+        raise InputError(f"--duration must be in (0, 600] seconds, got {args.duration}")
+    console = Console(stderr=True)
+    t0 = time.monotonic()
+
+    from stallscope.commands.repro import ab_table
+    from stallscope.refserver.repro import DEFAULT_BUDGET, default_load, run_repro
+
+    run_dir, db, report = out / "run", out / "stallscope.db", out / "report.html"
+    load = default_load("starvation", quick=True)
+    if args.duration is not None:
+        load = replace(load, duration_s=args.duration, drain_s=min(load.drain_s, 10 + args.duration))
+    if args.long_every is not None:
+        if args.long_every <= 0:
+            raise InputError(f"--long-every must be positive, got {args.long_every}")
+        load = replace(load, long_every_s=args.long_every)
+    calibrate = args.long_every is None
+    _say(console, 1, f"reference server + starvation scenario, arm `off` (chunked prefill off) then `on` "
+                     f"(--max-num-batched-tokens {DEFAULT_BUDGET})"
+                     + ("; calibrating the long-prompt period first" if calibrate else ""), t0)
+    summary = run_repro("starvation", run_dir, quick=True, model=args.model, load=load, calibrate=calibrate,
+                        progress=not args.no_progress,
+                        on_arm=lambda arm: _say(console, 2, f"arm {arm.name}: refserver {' '.join(arm.server_args)}", t0))
+    console.print(ab_table(summary))
+
+    from stallscope.collectors.importer import import_run
+
+    db.unlink(missing_ok=True)
+    n_scrapes, n_failed, _ = import_run(run_dir, db)
+    _say(console, 3, f"collected {n_scrapes} scrapes into the store {db} ({n_failed} unparseable)", t0)
+
+    from stallscope.commands import analyze
+
+    parser = argparse.ArgumentParser(prog="stallscope analyze")
+    analyze.add_arguments(parser)
+    code = analyze.run(parser.parse_args([str(run_dir), "--html", str(report), "--fail-on", "critical"]))
+    sys.stdout.flush()
+    _say(console, 4, f"analyzed: {'critical findings' if code == 1 else 'no critical finding'}; "
+                     f"HTML report {report}", t0)
+    if args.no_dashboard:
+        _say(console, 5, f"done; dashboard skipped (--no-dashboard). Later: stallscope dashboard --db {db}", t0)
+        return 0
+
+    from stallscope.commands.dashboard import serve
+    from stallscope.dashboards import views
+    from stallscope.dashboards.app import create_app
+    from stallscope.dashboards.data import DataSource
+
+    source = DataSource.from_db(db, live=False).with_steps(lambda: views.run_steps(run_dir))
+    source.frames()
+    _say(console, 5, "serving the dashboard on 127.0.0.1 (Ctrl-C to stop)", t0)
+    return serve(create_app(source), "127.0.0.1", args.port, any_port_if_busy=True)
