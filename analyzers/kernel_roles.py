@@ -27,6 +27,7 @@ from stallscope.errors import ConfigError
 ROLES = ["attention", "gemm", "small_gemm", "collective", "norm_elementwise", "sampling", "memcpy", "other"]
 DEFAULT_TABLE = Path(__file__).with_name("kernel_roles.yaml")
 PHASES = ("decode", "prefill", "by_grid_x", "combine")
+PHASE_LABELS = ["", "decode", "prefill"]
 
 
 def _read_yaml(path: Path) -> dict:
@@ -94,23 +95,24 @@ def classify(kernels: pd.DataFrame, table: dict | None = None) -> pd.DataFrame:
     col = out["name"]
     names = col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col.astype(object))
     cats = list(names.categories)
-    roles = np.array([role_of(n, table) for n in cats] + ["other"], dtype=object)
-    codes = names.codes  # -1 for missing names -> "other"
-    out["role"] = pd.Categorical(roles[codes], categories=ROLES)
+    codes = names.codes  # per kernel; -1 (missing name) picks the appended last entry below
+    role_idx = np.array([ROLES.index(role_of(n, table)) for n in cats] + [ROLES.index("other")])
+    out["role"] = pd.Categorical.from_codes(role_idx[codes], categories=ROLES)
     ph = table["phase"]
-    is_attn = roles[codes] == "attention"
-    by_name_decode = np.r_[_matches(cats, ph["decode"] + ph["combine"]), False][codes]
-    by_name_prefill = np.r_[_matches(cats, ph["prefill"]), False][codes]
-    by_grid = np.r_[_matches(cats, ph["by_grid_x"]), False][codes]
-    combine = np.r_[_matches(cats, ph["combine"]), False][codes] & is_attn
-    phase = np.full(len(out), "", dtype=object)
+    per_cat = lambda pats: np.r_[_matches(cats, pats), False]  # noqa: E731 - bool per category
+    is_attn = (role_idx == ROLES.index("attention"))[codes]
+    by_name_decode = per_cat(ph["decode"] + ph["combine"])[codes]
+    by_name_prefill = per_cat(ph["prefill"])[codes]
+    by_grid = per_cat(ph["by_grid_x"])[codes]
+    combine = per_cat(ph["combine"])[codes] & is_attn
+    phase = np.zeros(len(out), dtype=np.int8)  # index into PHASE_LABELS
     grid_x = out["grid_x"].to_numpy() if len(out) else np.array([], dtype=np.int64)
-    phase[is_attn & by_grid & (grid_x == 1)] = "decode"
-    phase[is_attn & by_grid & (grid_x > 1)] = "prefill"
-    phase[is_attn & by_name_prefill] = "prefill"
-    phase[is_attn & by_name_decode] = "decode"
-    phase[_split_kv_before_combine(out, is_attn & ~combine, combine)] = "decode"
-    out["attention_phase"] = phase
+    phase[is_attn & by_grid & (grid_x == 1)] = 1
+    phase[is_attn & by_grid & (grid_x > 1)] = 2
+    phase[is_attn & by_name_prefill] = 2
+    phase[is_attn & by_name_decode] = 1
+    phase[_split_kv_before_combine(out, is_attn & ~combine, combine)] = 1
+    out["attention_phase"] = pd.Categorical.from_codes(phase, categories=PHASE_LABELS)
     out["attention_core"] = is_attn & ~combine & (by_grid | by_name_decode | by_name_prefill)
     return out
 

@@ -28,26 +28,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT_S, LIMIT_BYTES = 20.0, 2 * 1024**3
 
-ANALYZE = """
+CPU = "lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])"  # user + system seconds
+ANALYZE = f"""
 import json, resource, sys, time
-t = time.perf_counter()
 from stallscope.collectors.nsight_sqlite import read_export
 from stallscope.analyzers.nsys_report import build_report
+cpu = {CPU}
+t, c = time.perf_counter(), cpu()
 report = build_report(read_export(sys.argv[1]))
-dt = time.perf_counter() - t
-ru = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"seconds": dt, "cpu": ru.ru_utime + ru.ru_stime, "maxrss": ru.ru_maxrss * 1024,
+dt, dc = time.perf_counter() - t, cpu() - c
+print(json.dumps({{"seconds": dt, "cpu": dc, "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "steps": report["steps"]["count"], "findings": len(report["findings"]),
-                  "kernels": report["source"]["kernels"]}))
+                  "kernels": report["source"]["kernels"]}}))
 """
-BARE = """
+BARE = f"""
 import json, resource, sqlite3, sys, time
 from stallscope.collectors.nsight_sqlite import KERNEL_IDS, SQL_KERNELS
-t = time.perf_counter()
+cpu = {CPU}
+t, c = time.perf_counter(), cpu()
 rows = sqlite3.connect(sys.argv[1]).execute(SQL_KERNELS.format(ids=KERNEL_IDS)).fetchall()
-dt = time.perf_counter() - t
-ru = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"seconds": dt, "cpu": ru.ru_utime + ru.ru_stime, "maxrss": ru.ru_maxrss * 1024, "rows": len(rows)}))
+dt, dc = time.perf_counter() - t, cpu() - c
+print(json.dumps({{"seconds": dt, "cpu": dc, "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "rows": len(rows)}}))
 """
 
 

@@ -104,7 +104,8 @@ class NsysTrace:
     overhead: pd.DataFrame
     gpu_metrics: pd.DataFrame
     gpus: pd.DataFrame
-    runtime_names: dict  # API name without version suffix -> calls
+    runtime_names: dict  # API name without version suffix -> calls; filled only when kernels are absent or
+    #                      whole-graph launches were traced without a GRAPH_TRACE table
     session_start_ns: int | None  # Unix-epoch ns of trace time 0, when the export records it
     graph_trace_mode: str | None  # --cuda-graph-trace mode from META_DATA_CAPTURE (`Graph`, `Node`), None if unrecorded
     missing: list = field(default_factory=list)  # one sentence per absent table
@@ -298,7 +299,7 @@ def _read(conn, path, *, with_launches, progress) -> NsysTrace:
     meta = dict(conn.execute(SQL_META.format(table=meta_table)).fetchall()) if meta_table else {}
     strings = dict(conn.execute(SQL_STRINGS).fetchall()) if "StringIds" in tables else {}
     if KERNEL in tables:
-        total = conn.execute(SQL_COUNT.format(table=KERNEL)).fetchone()[0]
+        total = conn.execute(SQL_COUNT.format(table=KERNEL)).fetchone()[0] if progress else 0
         kernels = read_kernels(conn, strings, with_launches=with_launches and RUNTIME in tables,
                                progress=progress, total=total)
     else:
@@ -314,7 +315,9 @@ def _read(conn, path, *, with_launches, progress) -> NsysTrace:
         _rows(conn, SQL_GPU_METRICS) if {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"} <= tables else [],
         columns=["ts", "device_id", "metric", "value"])
     runtime_names: dict[str, int] = {}
-    if RUNTIME in tables:
+    mode = conn.execute(SQL_CAPTURE_GRAPH_MODE).fetchone() if "META_DATA_CAPTURE" in tables else None
+    # call counts serve two questions only: why no kernels, and graph launches without GRAPH_TRACE
+    if RUNTIME in tables and (kernels.empty or (GRAPH_TRACE not in tables and mode and mode[0] == "Graph")):
         for name_id, calls in conn.execute(SQL_RUNTIME_NAMES):
             key = strip_api_version(str(strings.get(name_id, f"<unknown string id {name_id}>")))
             runtime_names[key] = runtime_names.get(key, 0) + calls
@@ -322,7 +325,6 @@ def _read(conn, path, *, with_launches, progress) -> NsysTrace:
     if "TARGET_INFO_SESSION_START_TIME" in tables:
         row = conn.execute(SQL_SESSION_START).fetchone()
         session = int(row[0]) if row and row[0] is not None else None
-    mode = conn.execute(SQL_CAPTURE_GRAPH_MODE).fetchone() if "META_DATA_CAPTURE" in tables else None
     return NsysTrace(
         path=path, graph_trace_mode=str(mode[0]) if mode else None, tables=tables, meta=meta, kernels=kernels, memops=_memops(conn, tables),
         nvtx=_nvtx(conn) if NVTX in tables else _nvtx_empty(), graph_launches=graph_launches,
