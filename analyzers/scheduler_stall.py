@@ -2,7 +2,9 @@
 
 Method, per target, on the signals grid: a window stalls when `num_requests_waiting` >= `waiting_high`,
 `num_requests_running` > 0 and unchanged since the previous window, and `rate(generation_tokens_total)`
-< `generation_tokens_rate_low`. Two or more consecutive windows make one critical finding.
+< `generation_tokens_rate_low`. Two or more consecutive windows make one critical finding, unless the
+freeze ended with a long prefill completing within one window after it (`long_prefill_rate` > 0): an
+unchunked prefill-only step also stops generation while requests wait, and decode_starvation reports it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,12 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, min_windows
                 & (np.nan_to_num(sig["gen_rate"].to_numpy(dtype=float), nan=0.0)
                    < float(th["generation_tokens_rate_low"])))
         ts = sig["ts"].to_numpy(dtype=np.int64)
+        step = int(signals.attrs.get("step_ns", 0)) or int(signals.attrs.get("window_ns", 1))
+        after = max(1, int(signals.attrs.get("window_ns", step)) // step) + 1
+        long_prefill = np.nan_to_num(sig["long_prefill_rate"].to_numpy(dtype=float))
         for i, j in episodes(mask, min_len=min_windows):
+            if long_prefill[j + 1:j + 1 + after].any():
+                continue  # the "freeze" was one long prefill step
             part = sig.iloc[i:j + 1]
             evidence = {"waiting_max": float(part["waiting"].max()), "running": float(part["running"].median()),
                         "generation_tokens_per_s_max": float(np.nan_to_num(part["gen_rate"]).max()),

@@ -83,7 +83,8 @@ def evaluate_arm(arm: Path, th: dict) -> dict:
     sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
     stalled, prefill = decode_starvation.flags(sig, th)
     flagged = stalled & prefill
-    stalls = step_stalls.find_stalls(steps, min_gap_s=float(th["itl_slo_s"]), cause="prefill")
+    # truth: decode gaps above the SLO that contained prompt tokens (k=0: the SLO alone, as the detector claims)
+    stalls = step_stalls.find_stalls(steps, min_gap_s=float(th["itl_slo_s"]), k=0.0, cause="prefill")
     truth = step_stalls.window_truth(stalls, eval_ts, window, scrape_ts=samples["ts"].to_numpy())
     p, r = step_stalls.precision_recall(flagged, truth)
     _, found = diagnose(samples, None, steps, thresholds=th)
@@ -105,10 +106,12 @@ def main() -> int:
     ap.add_argument("--long-every", type=float, default=8.0)
     ap.add_argument("--budget", type=int, default=32, help="token budget of the chunked arm")
     ap.add_argument("--interval", default="0.5s")
+    ap.add_argument("--itl-slo", type=float, default=None, help="ITL SLO for detector and truth (default 0.2 s)")
+    ap.add_argument("--evaluate-only", action="store_true", help="do not record missing arms")
     args = ap.parse_args()
     from stallscope.config import load_thresholds
 
-    th = load_thresholds()
+    th = load_thresholds(itl_slo_s=args.itl_slo)
     if args.runs:
         runs = [Path(r) for r in args.runs.split(",")]
     else:
@@ -116,7 +119,7 @@ def main() -> int:
         for seed in (int(s) for s in args.seeds.split(",")):
             run = Path(args.out) / f"seed{seed}"
             for arm, chunked in (("off", False), ("on", True)):
-                if not (run / arm / "steps.jsonl").exists():
+                if not (run / arm / "steps.jsonl").exists() and not args.evaluate_only:
                     record_arm(run / arm, seed=seed, chunked=chunked, args=args)
             runs.append(run)
     rows = []
@@ -126,10 +129,10 @@ def main() -> int:
         print(f"{run}: off precision {off['precision']:.3f} recall {off['recall']:.3f} "
               f"({off['flagged']} flagged / {off['truth']} true windows of {off['windows']}, {off['stalls']} stalls, "
               f"max gap {off['max_gap_s']:.2f} s, findings {off['findings']}); on: {on['flagged']} flagged, "
-              f"{on['stalls']} stalls, findings {on['findings']}")
+              f"{on['stalls']} stalls, precision {on['precision']:.3f} recall {on['recall']:.3f}, findings {on['findings']}")
     ps = [r["off"]["precision"] for r in rows]
     rs = [r["off"]["recall"] for r in rows]
-    print(f"over {len(rows)} seeds: precision min {min(ps):.3f} mean {np.mean(ps):.3f}; recall min {min(rs):.3f} "
+    print(f"ITL SLO {th['itl_slo_s']} s; over {len(rows)} seeds: precision min {min(ps):.3f} mean {np.mean(ps):.3f}; recall min {min(rs):.3f} "
           f"mean {np.mean(rs):.3f} (target >= 0.9 each)")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "accuracy.json").write_text(json.dumps(rows, indent=2, default=float))

@@ -165,3 +165,22 @@ def test_chunk_budget_rounds_down_and_clamps():
     assert findings.chunk_budget(0.2, 0.25, 0.001) == 64  # decode alone is over the SLO: the floor
     assert findings.chunk_budget(0.2, 0.0, float("nan")) == 512
     assert np.isnan(step_stalls.precision_recall(np.zeros(3, bool), np.zeros(3, bool))[0])
+
+
+def test_a_long_unchunked_prefill_step_is_not_a_scheduler_livelock():
+    m = VllmMetrics()
+    frames = []
+    for i in range(40):
+        m.running.set(6)
+        frozen = 10 <= i < 20  # one 10 s prefill-only step: nothing is generated, one request waits
+        m.waiting.set(1 if frozen else 0)
+        if i == 20:
+            m.iteration.observe(1206)  # the whole prompt lands in the step where its prefill completes
+            m.prompt.inc(1200)
+        if not frozen:
+            m.generation.inc(60)
+        frames.append(m.scrape(T0_NS + i * NS))
+    sig = signals.compute(pd.concat(frames, ignore_index=True))
+    assert len(scheduler_stall.detect(sig)) == 0
+    sig["long_prefill_rate"] = 0.0  # without the completing prefill it would be a livelock
+    assert len(scheduler_stall.detect(sig)) == 1
