@@ -29,7 +29,7 @@ from stallscope.collectors import dcgm, store, vllm
 LIMIT_S, LIMIT_GB = 10.0, 2.0
 ROOT = Path(__file__).resolve().parent.parent
 VLLM_TEXT = (ROOT / "tests/fixtures/vllm_metrics/v0_33_0_custom_itl_buckets.txt").read_text()
-DCGM_ONE = ROOT.parent / "shared/dcgm_samples/l4_full_kops_driver580.txt"
+DCGM_ONE = ROOT / "tests/fixtures/dcgm_samples/l4_full_kops_driver580.txt"
 NS = 10**9
 
 

@@ -9,7 +9,7 @@ emitted as a DCGM "blank" sentinel, gives no row: missing stays missing, never z
 `gpu_uuid`, `modelName`/`model_name`, k8s `pod`/`namespace`/`container` (or the `--use-old-namespace`
 `pod_name`/...), MIG `GPU_I_ID` → `gpu_instance`. Unknown fields are kept under their DCGM name.
 
-    >>> df = parse(open("../shared/dcgm_samples/t4_under_load_ericsson_driver590.txt").read(), ts=0)
+    >>> df = parse(open("tests/fixtures/dcgm_samples/t4_under_load_ericsson_driver590.txt").read(), ts=0)
     >>> df.set_index("metric").loc[["gpu_util", "gr_engine_active"], "value"].tolist()
     [0.91, 0.156205]
 """

@@ -12,10 +12,12 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, require_shared
+from conftest import FIXTURES
 from misbehaving_server import MetricsServer, wait_until
 from stallscope.cli import main
 from stallscope.collectors import loader, store
+
+DCGM = FIXTURES / "dcgm_samples"  # copies of ../shared/dcgm_samples, each with its source line
 
 TEXT = (FIXTURES / "vllm_metrics" / "v0_33_0_custom_itl_buckets.txt").read_text()
 CLI = [sys.executable, "-m", "stallscope.cli", "collect"]
@@ -122,7 +124,7 @@ def test_db_that_is_not_a_store_is_one_line_and_exit_2(tmp_path, capsys):
 
 def write_run(root):
     """A repro-style run directory: two arms, each with a vLLM and a DCGM target, plus one bad line."""
-    dcgm_text = require_shared("dcgm_samples", "t4_under_load_ericsson_driver590.txt").read_text()
+    dcgm_text = (DCGM / "t4_under_load_ericsson_driver590.txt").read_text()
     for arm, running in (("baseline", 8), ("chunked", 3)):
         (root / arm).mkdir(parents=True)
         lines = []

@@ -1,18 +1,20 @@
-"""dcgm-exporter exposition → gpu frame, checked against every real capture in shared/dcgm_samples."""
+"""dcgm-exporter exposition → gpu frame, checked against every real capture of shared/dcgm_samples (copied to tests/fixtures)."""
 
 from __future__ import annotations
 
 import pytest
 
-from conftest import require_shared
+from conftest import FIXTURES
 from stallscope import schema
 from stallscope.collectors import dcgm
+
+DCGM = FIXTURES / "dcgm_samples"  # copies of ../shared/dcgm_samples, each with its source line
 
 MIB = 1 << 20
 
 
 def capture(name: str):
-    return dcgm.parse(require_shared("dcgm_samples", name).read_text(), ts=11)
+    return dcgm.parse((DCGM / name).read_text(), ts=11)
 
 
 def value(df, metric, gpu="0", **cols):
@@ -100,7 +102,9 @@ def test_full_default_counter_captures(name, model, power, pcie_tx):
 
 
 def test_every_capture_validates_and_values_are_base_units():
-    for path in require_shared("dcgm_samples").glob("*.txt"):
+    paths = sorted(DCGM.glob("*.txt"))
+    assert len(paths) == 7
+    for path in paths:
         df = dcgm.parse(path.read_text(), ts=1)
         schema.validate(df, "gpu")
         ratios = df[df.metric.isin(["gpu_util", "mem_copy_util", "tensor_active", "dram_active", "gr_engine_active"])]

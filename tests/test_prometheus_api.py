@@ -7,11 +7,13 @@ import time
 
 import pytest
 
-from conftest import FIXTURES, require_shared
+from conftest import FIXTURES
 from misbehaving_server import MetricsServer
 from promserver import PrometheusServer
 from stallscope.collectors import loader, prometheus_api, scrape_loop, store
 from stallscope.errors import CollectorError
+
+DCGM = FIXTURES / "dcgm_samples"  # copies of ../shared/dcgm_samples, each with its source line
 
 V = FIXTURES / "vllm_metrics"
 POD = "vllm-agg-0-vllmdecodeworker-s65j5"
@@ -31,7 +33,7 @@ def series_values(df) -> dict[tuple, list[float]]:
 
 def test_store_and_prometheus_give_the_same_series_for_static_targets(tmp_path):
     texts = {"old": (V / "v0_8_5_v1.txt").read_text(), "new": (V / "v0_10_2.txt").read_text(),
-             "dcgm": require_shared("dcgm_samples", "h100_sxm_8gpu_k8s_pod_uid_sampled_aicr_2026-03.txt").read_text()}
+             "dcgm": (DCGM / "h100_sxm_8gpu_k8s_pod_uid_sampled_aicr_2026-03.txt").read_text()}
     servers = {name: MetricsServer(lambda n, t=text: ("ok", t)) for name, text in texts.items()}
     for s in servers.values():
         s.__enter__()

@@ -10,16 +10,18 @@ import textwrap
 
 import pytest
 
-from conftest import FIXTURES, require_shared
+from conftest import FIXTURES
 from stallscope.collectors import dcgm, loader, store, vllm
 from stallscope.errors import CollectorError
+
+DCGM = FIXTURES / "dcgm_samples"  # copies of ../shared/dcgm_samples, each with its source line
 
 TEXT = (FIXTURES / "vllm_metrics" / "v0_10_2_multiprocess_2engines.txt").read_text()
 S = 1_000_000_000
 
 
 def fill(db, n=5):
-    gtext = require_shared("dcgm_samples", "a100_mig_under_load_nvidia_docs_2.x_format.txt").read_text()
+    gtext = (DCGM / "a100_mig_under_load_nvidia_docs_2.x_format.txt").read_text()
     with store.Store(db) as st:
         for i in range(n):
             st.append("vllm", (100 + i) * S, 0.01 * (i + 1), samples=vllm.parse(TEXT, (100 + i) * S))
