@@ -82,51 +82,53 @@ def _assign_to_ranges(kernels: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray
     return step
 
 
-def _group_busy(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_groups: int) -> np.ndarray:
-    """Union length of intervals per group id (0..n_groups-1), ns."""
-    busy = np.zeros(n_groups, dtype=np.int64)
-    if len(group) == 0:
-        return busy
-    order = np.lexsort((starts, group))
-    g, s, e = group[order], starts[order], ends[order]
-    base = s.min()
-    span = int(e.max() - base) + 1
-    if span * (n_groups + 1) < 2**62:  # offset groups so one running max never crosses a group
-        off = g.astype(np.int64) * span
-        s2, e2 = s - base + off, e - base + off
-        run_max = np.maximum.accumulate(e2)
-        new_run = np.r_[True, s2[1:] > run_max[:-1]]
-        first = np.nonzero(new_run)[0]
-        run_end = np.maximum.reduceat(e2, first)
-        np.add.at(busy, g[first], run_end - s2[first])
-        return busy
-    for gid in np.unique(g):  # pragma: no cover - only for absurd clock spans
-        m = g == gid
-        busy[gid] = _group_busy(np.zeros(m.sum(), np.int64), s[m], e[m], 1)[0]
-    return busy
+def _group_reduce(ufunc, sid: np.ndarray, values: np.ndarray, n: int, fill) -> np.ndarray:
+    """ufunc.reduce of `values` per group id 0..n-1 (`sid` sorted ascending); `fill` for empty groups."""
+    out = np.full(n, fill, dtype=values.dtype if len(values) else np.int64)
+    if len(sid):
+        first = np.r_[0, np.nonzero(sid[1:] != sid[:-1])[0] + 1]
+        out[sid[first]] = ufunc.reduceat(values, first)
+    return out
+
+
+def _group_busy(sid: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
+    """Union length (ns) of [start, end) intervals per group id; rows sorted by (sid, start)."""
+    if len(sid) == 0:
+        return np.zeros(n, dtype=np.int64)
+    new_group = np.r_[True, sid[1:] != sid[:-1]]
+    # running max of ends that restarts at each group: add a per-group offset larger than any span
+    base, span = starts.min(), int(ends.max() - starts.min()) + 1
+    if span * (int(sid.max()) + 2) >= 2**62:  # pragma: no cover - absurd clock spans
+        return np.array([_group_busy(np.zeros(int(m.sum()), np.int64), starts[m], ends[m], 1)[0]
+                         for m in (sid == g for g in range(n))], dtype=np.int64)
+    off = sid.astype(np.int64) * span
+    s2, e2 = starts - base + off, ends - base + off
+    run_max = np.maximum.accumulate(e2)
+    new_run = new_group | np.r_[True, s2[1:] > run_max[:-1]]
+    first = np.nonzero(new_run)[0]
+    run_len = np.maximum.reduceat(e2, first) - s2[first]
+    return np.bincount(sid[first], weights=run_len, minlength=n).astype(np.int64)
 
 
 def _finish(steps: pd.DataFrame, kernels: pd.DataFrame, step_of: np.ndarray, source: str) -> pd.DataFrame:
     n = len(steps)
-    inside = step_of >= 0
-    sid = step_of[inside]
-    k = kernels[inside]
+    inside = np.nonzero(step_of >= 0)[0]
+    order = inside[np.argsort(step_of[inside], kind="stable")]  # by step, then start (kernels come sorted)
+    if not kernels["start_ns"].is_monotonic_increasing:
+        order = order[np.lexsort((kernels["start_ns"].to_numpy()[order], step_of[order]))]
+    sid = step_of[order]
+    k = kernels.iloc[order]
     kstart, kend = k["start_ns"].to_numpy(), k["end_ns"].to_numpy()
-    first = np.full(n, np.iinfo(np.int64).max)
-    last = np.full(n, np.iinfo(np.int64).min)
-    np.minimum.at(first, sid, kstart)
-    np.maximum.at(last, sid, kend)
-    steps["start_ns"] = np.minimum(steps["start_ns"].to_numpy(), first)
-    steps["end_ns"] = np.maximum(steps["end_ns"].to_numpy(), last)
+    big = np.iinfo(np.int64)
+    steps["start_ns"] = np.minimum(steps["start_ns"].to_numpy(), _group_reduce(np.minimum, sid, kstart, n, big.max))
+    steps["end_ns"] = np.maximum(steps["end_ns"].to_numpy(), _group_reduce(np.maximum, sid, kend, n, big.min))
     steps["num_kernels"] = np.bincount(sid, minlength=n).astype("float64")
     steps["gpu_busy_ns"] = _group_busy(sid, kstart, kend, n).astype("float64")
     attn = k["attention_core"].to_numpy(dtype=bool) if "attention_core" in k else np.zeros(len(k), bool)
-    phase = k["attention_phase"].to_numpy() if "attention_phase" in k else np.full(len(k), "")
+    phase = np.asarray(k["attention_phase"]) if "attention_phase" in k else np.full(len(k), "")
     graph = (k["role"] == "cuda_graph").to_numpy() if "role" in k else np.zeros(len(k), bool)
     steps["num_attention_kernels"] = np.bincount(sid[attn], minlength=n)
-    gx = np.zeros(n, dtype=np.int64)
-    np.maximum.at(gx, sid[attn], k["grid_x"].to_numpy()[attn])
-    steps["max_attention_grid_x"] = gx
+    steps["max_attention_grid_x"] = _group_reduce(np.maximum, sid[attn], k["grid_x"].to_numpy()[attn], n, 0)
     pre = np.bincount(sid[phase == "prefill"], minlength=n) > 0
     dec = (np.bincount(sid[phase == "decode"], minlength=n) > 0) | (np.bincount(sid[graph], minlength=n) > 0)
     known_p = steps["num_prefill_tokens"].notna().to_numpy()
