@@ -58,9 +58,13 @@ class Transformer:
                     q[meta.decode_rows], cache, layer, meta.decode_block_tables, meta.decode_context_lens)
             for r0, r1, table, pos in meta.prefills:
                 attn[r0:r1] = paged_prefill_attention(q[r0:r1], cache, layer, table, pos)
-            x = x + attn @ o_w                                            # (T, D)
+            x += attn @ o_w                                               # (T, D)
             gate_up = rms_norm(x, post_norm, mc.rms_norm_eps) @ gate_up_w  # (T, 2 I)
-            gate, up = np.split(gate_up, 2, axis=1)
-            x = x + (gate / (1.0 + np.exp(-gate)) * up) @ down_w
+            gate, up = gate_up[:, : mc.intermediate_size], gate_up[:, mc.intermediate_size:]
+            act = np.exp(-gate)                                           # SwiGLU: silu(gate) * up, in place
+            act += 1.0
+            np.divide(gate, act, out=act)
+            act *= up
+            x += act @ down_w
         x = rms_norm(x[logits_indices], self.w["norm"], mc.rms_norm_eps)
         return x @ self.w["lm_head"]                                      # (n, vocab)

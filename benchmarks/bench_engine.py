@@ -1,0 +1,132 @@
+"""Reference-engine roofline: `small` prefill vs this machine's matmul peak, decode vs its memory bandwidth.
+
+    python benchmarks/bench_engine.py [--quick]
+
+1. Matmul peak: best GFLOP/s of a float32 (n x n) @ (n x n) numpy GEMM, all BLAS threads.
+2. Memory bandwidth: best GB/s reading a 512 MiB float32 array (np.sum) -- the decode limit.
+3. Prefill: one step computing a whole P-token prompt; achieved GFLOP/s (linear layers + causal attention)
+   as a fraction of the matmul peak. Target >= 50%.
+4. Decode: median step time with B running requests of C context tokens; the floor is
+   (float32 weights + KV bytes read at fp16) / bandwidth. Target at B=16: <= 2x the floor.
+Figures are noisy on a shared 2-core machine; each is the best (peak, bandwidth) or median (steps) of N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from stallscope.refserver.config import EngineConfig
+from stallscope.refserver.engine import LLMEngine
+from stallscope.refserver.request import RequestStatus, SamplingParams
+
+
+def best_of(fn, reps: int) -> float:
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def matmul_peak_gflops(n: int, reps: int) -> float:
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    b = a.T.copy()
+    return 2 * n**3 / best_of(lambda: a @ b, reps) / 1e9
+
+
+def read_bandwidth_gbs(mib: int, reps: int) -> float:
+    x = np.ones(mib * 2**20 // 4, dtype=np.float32)
+    return x.nbytes / best_of(lambda: x.sum(), reps) / 1e9
+
+
+def prefill_flops(mc, tokens: int) -> float:
+    linear = 2 * tokens * (mc.num_params - mc.vocab_size * mc.hidden_size)   # embedding lookup is free
+    attention = 2 * 2 * mc.num_layers * mc.num_heads * mc.head_dim * tokens * (tokens + 1) / 2
+    return linear + attention
+
+
+def fresh_engine(kv_mb: float, budget: int) -> LLMEngine:
+    return LLMEngine(EngineConfig(model="small", kv_cache_mb=kv_mb, max_num_batched_tokens=budget,
+                                  max_num_seqs=256))
+
+
+def bench_prefill(engine: LLMEngine, tokens: int, reps: int) -> float:
+    rng = np.random.default_rng(1)
+    times = []
+    for i in range(reps):
+        engine.add_request(f"p{i}", [int(t) for t in rng.integers(0, 256, tokens)],
+                           SamplingParams(max_tokens=1, ignore_eos=True))
+        _, stats = engine.step()
+        assert stats.num_prefill_tokens == tokens
+        times.append(stats.duration_ns / 1e9)
+    return min(times)
+
+
+def seed_running(engine: LLMEngine, request_id: str, context: int, max_tokens: int) -> None:
+    """Put a request in RUNNING with `context - 1` tokens already in the KV cache, without computing them.
+
+    Decode cost does not depend on the cached values, and computing 64 x 256 prompt tokens would take
+    minutes on a busy 2-core machine. The cache holds zeros for those tokens.
+    """
+    engine.add_request(request_id, [65] * context, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+    sched = engine.scheduler
+    req = sched.waiting.pop()
+    req.num_computed_tokens = context - 1
+    assert engine.kv_cache_manager.allocate_slots(req, 1)
+    req.status = RequestStatus.RUNNING
+    sched.running.append(req)
+
+
+def bench_decode(engine: LLMEngine, batch: int, context: int, steps: int) -> float:
+    for i in range(batch):
+        seed_running(engine, f"d{batch}-{i}", context, steps + 1)
+    engine.step()                                       # each computes its last prompt token (untimed)
+    times = []
+    for _ in range(steps):
+        _, stats = engine.step()
+        assert stats.num_decode_tokens == batch and stats.num_prefill_tokens == 0
+        times.append(stats.duration_ns / 1e9)
+    while engine.has_unfinished_requests():
+        engine.step()
+    return float(np.median(times))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions, 1024-token prefill, batches 1 and 16")
+    args = ap.parse_args()
+    reps = 2 if args.quick else 5
+    prompt = 1024 if args.quick else 2048
+    batches = (1, 16) if args.quick else (1, 4, 16, 32, 64)
+    context, steps = 256, (5 if args.quick else 10)
+
+    peak = matmul_peak_gflops(2048, reps)
+    bw = read_bandwidth_gbs(512, reps)
+    print(f"machine: matmul peak {peak:.1f} GFLOP/s (float32 2048^3 GEMM), read bandwidth {bw:.1f} GB/s (512 MiB sum)")
+
+    engine = fresh_engine(kv_mb=1024, budget=max(prompt, 2048))
+    mc = engine.model_config
+    weight_bytes = 4 * (mc.num_params - mc.vocab_size * mc.hidden_size)   # all but the embedding table
+    kv_token_bytes = engine.config.bytes_per_token
+    print(f"model small: {mc.num_params / 1e6:.1f}M params ({weight_bytes / 2**20:.0f} MiB float32 read per step), "
+          f"KV {kv_token_bytes} B/token ({engine.config.kv_cache_dtype})")
+
+    t = bench_prefill(engine, prompt, max(1, reps // 2))
+    gflops = prefill_flops(mc, prompt) / t / 1e9
+    print(f"\n| measurement | figure | limit | fraction of limit |\n|---|---|---|---|")
+    print(f"| prefill {prompt} tokens | {t:.2f} s = {prompt / t:.0f} tok/s = {gflops:.1f} GFLOP/s "
+          f"| {peak:.1f} GFLOP/s matmul peak | {gflops / peak:.0%} |")
+    for b in batches:
+        step = bench_decode(engine, b, context, steps)
+        floor = (weight_bytes + b * (context + steps / 2) * kv_token_bytes) / (bw * 1e9)   # s
+        print(f"| decode batch {b} (context {context}) | {step * 1e3:.1f} ms/step | floor {floor * 1e3:.1f} ms "
+              f"(weights + KV read / bandwidth) | {step / floor:.2f}x floor |")
+
+
+if __name__ == "__main__":
+    main()
