@@ -22,7 +22,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from stallscope.collectors.exposition import ParseCache, parse_rows
+from stallscope.collectors.exposition import ParseCache, parse_rows, scrape  # noqa: F401 - scrape is public here
 from stallscope.errors import CollectorError
 from stallscope.schema import validate
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import time
+
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from stallscope.errors import CollectorError
@@ -121,3 +124,51 @@ def _same(tail: str, value) -> bool:
     except ValueError:
         return False
     return got == float(value) or (got != got and float(value) != float(value))
+
+
+MAX_BODY = 64 << 20  # bytes; a bigger /metrics body is refused, not read
+
+
+class RetryableScrapeError(CollectorError):
+    """A failure worth retrying: connection refused/reset, timeout, HTTP 5xx."""
+
+
+def scrape(url: str, timeout: float = 5.0, session: requests.Session | None = None) -> str:
+    """GET a `/metrics` endpoint and return its text; every failure is one CollectorError naming the URL.
+
+    `timeout` bounds the connection, each read and the whole body. Connection errors, timeouts and
+    HTTP 5xx raise `RetryableScrapeError`; HTTP 4xx, a truncated body or one over 64 MiB do not.
+
+        >>> text = scrape("http://127.0.0.1:8000/metrics", timeout=2)
+    """
+    try:
+        r = (session or requests).get(url, timeout=timeout, stream=True, headers={"Accept": "text/plain;version=0.0.4"})
+        with r:
+            if r.status_code >= 500:
+                raise RetryableScrapeError(f"HTTP {r.status_code} from {url}")
+            if r.status_code != 200:
+                raise CollectorError(f"HTTP {r.status_code} from {url}")
+            body = bytearray()
+            deadline = time.monotonic() + timeout
+            for chunk in r.iter_content(65536):
+                body += chunk
+                if len(body) > MAX_BODY:
+                    raise CollectorError(f"body of {url} exceeds {MAX_BODY >> 20} MiB")
+                if time.monotonic() > deadline:
+                    raise RetryableScrapeError(f"scrape of {url} timed out after {timeout:g} s (slow body)")
+            return bytes(body).decode(r.encoding or "utf-8", errors="replace")
+    except requests.Timeout:
+        raise RetryableScrapeError(f"scrape of {url} timed out after {timeout:g} s") from None
+    except requests.exceptions.ChunkedEncodingError as exc:
+        raise CollectorError(f"truncated body from {url}: {_short(exc)}") from None
+    except requests.RequestException as exc:
+        raise RetryableScrapeError(f"scrape of {url} failed: {_short(exc)}") from None
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    for marker in ("Connection refused", "IncompleteRead", "Connection reset", "RemoteDisconnected",
+                   "Connection aborted", "Read timed out"):
+        if marker in text:
+            return marker
+    return text[:160]

@@ -23,13 +23,12 @@ import pandas as pd
 import requests
 
 from stallscope.collectors import dcgm, vllm
-from stallscope.collectors.exposition import ParseCache
+from stallscope.collectors.exposition import ParseCache, RetryableScrapeError, scrape
 from stallscope.collectors.loader import is_dcgm
 from stallscope.collectors.store import Store
 from stallscope.errors import CollectorError
 
 log = logging.getLogger(__name__)
-MAX_BODY = 64 << 20  # bytes; a bigger /metrics body is refused, not read
 
 
 @dataclass
@@ -85,13 +84,13 @@ def fetch(target: Target, session: requests.Session, cache: ParseCache, stop: th
             if target.poll is not None:
                 samples, gpu = target.poll(ts)
                 return Result(target.name, ts, time.perf_counter() - t0, samples, gpu, attempts=attempts)
-            text = _get(target, session)
+            text = scrape(target.url, target.timeout_s, session)
             if is_dcgm(text):
                 return Result(target.name, ts, time.perf_counter() - t0, gpu=dcgm.parse(text, ts, cache=cache),
                               attempts=attempts)
             return Result(target.name, ts, time.perf_counter() - t0, samples=vllm.parse(text, ts, cache=cache),
                           attempts=attempts)
-        except _Retryable as exc:
+        except RetryableScrapeError as exc:
             error, retryable = str(exc), True
         except CollectorError as exc:
             error = str(exc)
@@ -102,45 +101,6 @@ def fetch(target: Target, session: requests.Session, cache: ParseCache, stop: th
             duration = time.perf_counter() - t0
             suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
             return Result(target.name, ts, duration, error=error + suffix, attempts=attempts)
-
-
-class _Retryable(CollectorError):
-    """A failure worth retrying: connection refused/reset, timeout, HTTP 5xx."""
-
-
-def _get(target: Target, session: requests.Session) -> str:
-    try:
-        r = session.get(target.url, timeout=target.timeout_s, stream=True,
-                        headers={"Accept": "text/plain;version=0.0.4"})
-        with r:
-            if r.status_code >= 500:
-                raise _Retryable(f"HTTP {r.status_code} from {target.url}")
-            if r.status_code != 200:
-                raise CollectorError(f"HTTP {r.status_code} from {target.url}")
-            body = bytearray()
-            deadline = time.monotonic() + target.timeout_s
-            for chunk in r.iter_content(65536):
-                body += chunk
-                if len(body) > MAX_BODY:
-                    raise CollectorError(f"body of {target.url} exceeds {MAX_BODY >> 20} MiB")
-                if time.monotonic() > deadline:
-                    raise _Retryable(f"scrape of {target.url} timed out after {target.timeout_s:g} s (slow body)")
-            return bytes(body).decode(r.encoding or "utf-8", errors="replace")
-    except requests.Timeout:
-        raise _Retryable(f"scrape of {target.url} timed out after {target.timeout_s:g} s") from None
-    except requests.exceptions.ChunkedEncodingError as exc:
-        raise CollectorError(f"truncated body from {target.url}: {_short(exc)}") from None
-    except requests.RequestException as exc:
-        raise _Retryable(f"scrape of {target.url} failed: {_short(exc)}") from None
-
-
-def _short(exc: Exception) -> str:
-    text = str(exc)
-    for marker in ("Connection refused", "IncompleteRead", "Connection reset", "RemoteDisconnected",
-                   "Connection aborted", "Read timed out"):
-        if marker in text:
-            return marker
-    return text[:160]
 
 
 def _worker(target: Target, interval_s: float, results: queue.Queue, stop: threading.Event,

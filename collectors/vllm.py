@@ -24,9 +24,8 @@ import time
 
 import numpy as np
 import pandas as pd
-import requests
 
-from stallscope.collectors.exposition import ParseCache, parse_rows
+from stallscope.collectors.exposition import ParseCache, parse_rows, scrape  # noqa: F401 - scrape is public here
 from stallscope.errors import CollectorError
 from stallscope.schema import validate
 
@@ -95,16 +94,3 @@ def frame(rows: list[tuple], values: list[float], ts: int) -> pd.DataFrame:
         "value": np.array(values, dtype=np.float64),
     })
     return validate(df, "samples")
-
-
-def scrape(url: str, timeout: float = 5.0, session: requests.Session | None = None) -> str:
-    """GET a `/metrics` endpoint and return its text; CollectorError names the URL on any failure."""
-    try:
-        r = (session or requests).get(url, timeout=timeout, headers={"Accept": "text/plain;version=0.0.4"})
-    except requests.Timeout:
-        raise CollectorError(f"scrape of {url} timed out after {timeout:g} s") from None
-    except requests.RequestException as exc:
-        raise CollectorError(f"scrape of {url} failed: {type(exc).__name__}: {exc}") from None
-    if r.status_code != 200:
-        raise CollectorError(f"scrape of {url} returned HTTP {r.status_code}")
-    return r.text

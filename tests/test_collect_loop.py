@@ -162,3 +162,26 @@ def test_a_source_that_raises_is_stored_as_failed_and_the_loop_goes_on(tmp_path)
     assert len(scrapes) == len(calls) >= 4
     assert scrapes.ok.tolist()[:4] == [True, False, True, False]
     assert scrapes[~scrapes.ok].error.eq("RuntimeError: driver hiccup").all()
+
+
+def test_scrape_returns_text_and_names_the_url_in_every_failure():
+    from stallscope.collectors import dcgm, vllm
+    from stallscope.collectors.exposition import RetryableScrapeError
+    from stallscope.errors import CollectorError
+
+    assert vllm.scrape is dcgm.scrape
+    with MetricsServer(lambda n: ("ok", TEXT)) as srv:
+        assert vllm.scrape(srv.url, timeout=5) == TEXT
+    with MetricsServer(lambda n: ("status", 404)) as srv:
+        with pytest.raises(CollectorError, match=f"HTTP 404 from {srv.url}") as info:
+            vllm.scrape(srv.url)
+        assert not isinstance(info.value, RetryableScrapeError)
+    with MetricsServer(lambda n: ("status", 502)) as srv:
+        with pytest.raises(RetryableScrapeError, match="HTTP 502"):
+            vllm.scrape(srv.url)
+    with MetricsServer(lambda n: ("slow", 1.0, TEXT)) as srv:
+        with pytest.raises(RetryableScrapeError, match="timed out after 0.2 s"):
+            vllm.scrape(srv.url, timeout=0.2)
+    url = dead_url()
+    with pytest.raises(RetryableScrapeError, match=f"scrape of {url} failed: Connection refused"):
+        vllm.scrape(url)
