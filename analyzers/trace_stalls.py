@@ -63,9 +63,8 @@ def _stall_intervals(steps: pd.DataFrame, med: np.ndarray, k: float) -> list[tup
     return [(s, e) for s, e in merged]
 
 
-def _top_kernels(kernels: pd.DataFrame, s: int, e: int) -> list[dict]:
-    """Kernels (sorted by start) overlapping [s, e), ranked by their time inside it."""
-    longest = int(kernels["dur_ns"].max()) if len(kernels) else 0
+def _top_kernels(kernels: pd.DataFrame, s: int, e: int, longest: int) -> list[dict]:
+    """Kernels (sorted by start; none longer than `longest` ns) overlapping [s, e), ranked by time inside it."""
     lo, hi = np.searchsorted(kernels["start_ns"].to_numpy(), [s - longest, e])
     inside = kernels.iloc[lo:hi]
     inside = inside[(inside["start_ns"] < e) & (inside["end_ns"] > s)]
@@ -93,6 +92,7 @@ def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: flo
     med = rolling_decode_median(steps, window=window)
     if not kernels["start_ns"].is_monotonic_increasing:
         kernels = kernels.sort_values("start_ns", kind="stable")
+    longest = int(kernels["dur_ns"].max()) if len(kernels) else 0
     rows = []
     for s, e in _stall_intervals(steps, med, k):
         inside = steps[(steps["start_ns"] < e) & (steps["end_ns"] > s)]
@@ -110,7 +110,7 @@ def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: flo
             "prefill_tokens_estimate": grid * K_BLOCK_M if prefill_tokens is None and grid > 1 else None,
             "steps_inside": int(len(inside)), "decode_streams": int(streams.max()) if len(streams) else None,
             "decode_steps_delayed": delayed, "decode_delay_ns": delay,
-            "top_kernels": _top_kernels(kernels, s, e),
+            "top_kernels": _top_kernels(kernels, s, e, longest),
         }
         if session_start_ns is not None:
             evidence["start_utc_ns"] = session_start_ns + s

@@ -167,6 +167,18 @@ def _int_columns(rows, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame({n: arr[:, i] for i, n in enumerate(names)})
 
 
+def _factorize_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct ids, index of each id among them) like np.unique(return_inverse=True), in O(n) for the
+    small non-negative StringIds ids (falls back to sorting otherwise)."""
+    if len(ids) == 0 or ids.min() < 0 or ids.max() > 50_000_000:
+        return np.unique(ids, return_inverse=True)
+    present = np.bincount(ids)
+    uniq = np.nonzero(present)[0]
+    lut = np.zeros(len(present), dtype=np.int64)
+    lut[uniq] = np.arange(len(uniq))
+    return uniq, lut[ids]
+
+
 def _names(uniq: np.ndarray, inverse: np.ndarray, strings: dict) -> pd.Categorical:
     """Categorical of the strings behind integer ids (`np.unique` output): one lookup per distinct id."""
     labels = np.array([strings.get(int(i), f"<unknown string id {int(i)}>") for i in uniq] or [""], dtype=object)
@@ -195,8 +207,7 @@ def read_kernels(conn, strings: dict, *, with_launches: bool, progress: Progress
     order = None if np.all(cols["start_ns"][1:] >= cols["start_ns"][:-1]) else np.argsort(cols["start_ns"], kind="stable")
     if order is not None:
         cols = {k: v[order] for k, v in cols.items()}
-    name_ids = cols.pop("name_id")
-    uniq, inverse = np.unique(name_ids, return_inverse=True)
+    uniq, inverse = _factorize_ids(cols.pop("name_id"))
     short_of = dict(conn.execute(SQL_SHORT_NAMES).fetchall())  # demangled id -> short id (one per name)
     df = pd.DataFrame(cols)
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
