@@ -1,6 +1,6 @@
 """One entry point from any source to the frames the analyzers take.
 
-    load(source, start=None, end=None, *, targets=None, selector=None, step=None)
+    load(source, start=None, end=None, *, targets=None, selector=None, step=None, headers=None)
         -> dict[str, dict[str, pandas.DataFrame]]        # {target: {"samples": df, "gpu": df}}
 
 `source` is one of:
@@ -39,14 +39,18 @@ Frames = dict[str, dict[str, pd.DataFrame]]
 
 
 def load(source: str | Path, start=None, end=None, *, targets: list[str] | None = None,
-         selector: dict[str, str] | None = None, step=None) -> Frames:
-    """Frames per target from a store, a run directory, a scrapes.jsonl or a Prometheus URL (see module doc)."""
+         selector: dict[str, str] | None = None, step=None, headers: dict[str, str] | None = None) -> Frames:
+    """Frames per target from a store, a run directory, a scrapes.jsonl or a Prometheus URL (see module doc).
+
+    `headers` go with every Prometheus API request (e.g. {"X-Scope-OrgID": "tenant"} for Mimir).
+    """
     lo, hi = to_ns(start, "start"), to_ns(end, "end")
     text = str(source)
     if text.startswith(("http://", "https://")):
         from stallscope.collectors import prometheus_api
 
-        return prometheus_api.load(text, lo, hi, selector=selector or {}, step=step, targets=targets)
+        return prometheus_api.load(text, lo, hi, selector=selector or {}, step=step, targets=targets,
+                                   headers=headers)
     path = Path(source)
     if not path.exists():
         raise CollectorError(f"source {path} does not exist (expected a store .db, a run directory, "
