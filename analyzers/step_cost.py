@@ -192,13 +192,22 @@ def step_features(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def busy_gaps_s(steps: pd.DataFrame) -> np.ndarray:
-    """Gaps between a step's end and the next step's start while requests remained (s)."""
+    """Gaps between a step's end and the next step's start while requests remained (s).
+
+    Traces concatenated from several runs carry a `trace` column; gaps never span two traces. A gap
+    longer than the trace's longest step is not engine overhead (the engine was idle or the runs were
+    apart) and is left out.
+    """
+    if "trace" in steps and steps["trace"].nunique() > 1:
+        parts = [busy_gaps_s(g.drop(columns="trace")) for _, g in steps.groupby("trace", sort=False)]
+        return np.concatenate(parts) if parts else np.empty(0)
     steps = steps.sort_values("start_ns", kind="stable")
     gaps = (steps["start_ns"].shift(-1) - steps["end_ns"]).to_numpy(dtype=float)[:-1] / 1e9
     if "num_running" in steps:
         busy = (steps["num_running"].fillna(0) + steps.get("num_waiting", 0).fillna(0)).to_numpy()[:-1] > 0
         gaps = gaps[busy]
-    return gaps[np.isfinite(gaps) & (gaps >= 0)]
+    longest = float((steps["end_ns"] - steps["start_ns"]).max()) / 1e9 if len(steps) else 0.0
+    return gaps[np.isfinite(gaps) & (gaps >= 0) & (gaps <= longest)]
 
 
 def busy_gap_s(steps: pd.DataFrame) -> float:

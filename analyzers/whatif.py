@@ -267,3 +267,38 @@ def recommend(predictions: pd.DataFrame, itl_slo_s: float) -> dict:
         "flags": f"--enable-chunked-prefill --max-num-batched-tokens {budget}",
         "reason": reason,
     }
+
+
+def trace_token_times(steps: pd.DataFrame) -> dict[str, list[int]]:
+    """Engine-side token times (step `end_ns`) per request, rebuilt from a step trace.
+
+    A request gets a token in a step when it decodes there (1 token after its prefill), when its next
+    appearance is a decode (so this chunk finished its prompt), or when it never appears again (it
+    finished). These are the timestamps vLLM's `vllm:inter_token_latency_seconds` is computed from,
+    free of HTTP and client delivery effects.
+    """
+    steps = steps.sort_values("start_ns", kind="stable")
+    sched = [(int(e), d if isinstance(d, dict) else {}) for e, d in zip(steps["end_ns"], steps["num_scheduled_tokens"])]
+    nxt: dict[str, int] = {}
+    following: list[dict] = [None] * len(sched)     # per step: rid -> tokens at its next appearance (or None)
+    for i in range(len(sched) - 1, -1, -1):
+        following[i] = {rid: nxt.get(rid) for rid in sched[i][1]}
+        for rid, n in sched[i][1].items():
+            nxt[rid] = int(n)
+    times: dict[str, list[int]] = {}
+    decoding: set = set()
+    for (end_ns, d), after in zip(sched, following):
+        for rid, n in d.items():
+            is_decode = int(n) == 1 and rid in decoding
+            if is_decode or after[rid] is None or after[rid] == 1:
+                times.setdefault(rid, []).append(end_ns)
+                decoding.add(rid)
+            if int(n) > 1:
+                decoding.discard(rid)
+    return times
+
+
+def trace_itl(steps: pd.DataFrame) -> np.ndarray:
+    """Engine-side inter-token latencies (s), pooled over requests, from a step trace."""
+    gaps = [np.diff(np.asarray(t, dtype=np.int64)) / 1e9 for t in trace_token_times(steps).values() if len(t) > 1]
+    return np.concatenate(gaps) if gaps else np.empty(0)

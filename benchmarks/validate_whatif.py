@@ -24,16 +24,19 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import requests
 
 from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
-from stallscope.analyzers.whatif import ServerShape, calibrate_overhead, predict, recommend
+from stallscope.analyzers.whatif import ServerShape, calibrate_overhead, predict, recommend, trace_itl
 from stallscope.commands.whatif_inputs import workload_from_loadgen
 from stallscope.refserver.config import EngineConfig
-from stallscope.refserver.loadgen import LoadSpec, run_load
+from stallscope.commands.whatif_inputs import run_steps
+from stallscope.refserver.loadgen import LoadSpec, RequestRecord, run_load
+from stallscope.refserver.loadgen import summarize as loadgen_summary
 from stallscope.refserver.server_thread import free_port
 
-FIGURES = [("itl_p99_s", "ITL P99"), ("ttft_long_p99_s", "TTFT long P99"),
+FIGURES = [("itl_p99_s", "ITL P99"), ("engine_itl_p99_s", "engine ITL P99"), ("engine_itl_p50_s", "engine ITL P50"), ("ttft_long_p99_s", "TTFT long P99"),
            ("ttft_short_p99_s", "TTFT short P99"), ("itl_p50_s", "ITL P50"), ("output_tok_s", "output tok/s")]
 LIMIT, GOAL = 0.20, 0.10
 
@@ -51,7 +54,7 @@ def run_arm(out: Path, name: str, args, *, budget: int, chunked: bool) -> dict:
     arm = out / name
     arm.mkdir(parents=True, exist_ok=True)
     if args.reuse and (arm / "loadgen.json").is_file() and (arm / "steps.jsonl").is_file():
-        return measured_figures(json.loads((arm / "loadgen.json").read_text()), budget, chunked)
+        return json.loads((arm / "loadgen.json").read_text())
     port = free_port()
     cmd = [sys.executable, "-m", "stallscope.cli", "refserver", "--model", args.model, "--port", str(port),
            "--max-num-batched-tokens", str(budget), "--step-trace", str(arm / "steps.jsonl"),
@@ -86,12 +89,17 @@ def run_arm(out: Path, name: str, args, *, budget: int, chunked: bool) -> dict:
             server.kill()
             server.wait()
     (arm / "loadgen.json").write_text(json.dumps(result))
-    return measured_figures(result, budget, chunked)
+    return result
 
 
-def measured_figures(result: dict, budget: int, chunked: bool) -> dict:
+def measured_figures(results: list[dict], budget: int, chunked: bool, arm_dir: Path) -> dict:
+    """One arm's figures pooled over its rounds: client side (loadgen) and engine side (step traces)."""
+    records = [RequestRecord(**r) for res in results for r in res["records"]]
+    result = loadgen_summary(records, sum(res["elapsed_s"] for res in results))
     a = result["all"]
+    engine_itl = np.concatenate([trace_itl(read_step_trace(p)) for p in sorted(arm_dir.glob("r*/steps.jsonl"))])
     return {"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked,
+            "engine_itl_p50_s": float(np.percentile(engine_itl, 50)), "engine_itl_p99_s": float(np.percentile(engine_itl, 99)),
             "itl_p50_s": a["itl_s"]["p50"], "itl_p99_s": a["itl_s"]["p99"],
             "ttft_long_p99_s": result["long"]["ttft_s"]["p99"], "ttft_short_p99_s": result["short"]["ttft_s"]["p99"],
             "ttft_short_p50_s": result["short"]["ttft_s"]["p50"],
@@ -128,6 +136,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="runs/validate_whatif")
     p.add_argument("--no-closed-loop", action="store_true")
     p.add_argument("--reuse", action="store_true", help="reuse arms already measured in --out")
+    p.add_argument("--rounds", type=int, default=2, help="interleaved repetitions of every arm (default 2)")
     p.add_argument("--calibrate-on", default="off", help="the arm whose steps and load calibrate the model: "
                    "'off' or one of the budgets (default off)")
     args = p.parse_args(argv)
@@ -142,9 +151,17 @@ def main(argv=None) -> int:
         raise SystemExit(f"--calibrate-on {args.calibrate_on!r} is not one of the arms {list(arms)}")
     cal_budget, cal_chunked = arms[args.calibrate_on]
     cal_dir = arm_name(args.calibrate_on)
-    measured = {args.calibrate_on: run_arm(out, cal_dir, args, budget=cal_budget, chunked=cal_chunked)}
-    cost = fit_step_cost(read_step_trace(out / cal_dir / "steps.jsonl"), source=f"{cal_dir} arm")
-    workload = workload_from_loadgen(json.loads((out / cal_dir / "loadgen.json").read_text()), f"{cal_dir} loadgen")
+    # rounds interleave the arms (rotating the order), so drifts in the shared machine's load hit
+    # every arm alike; each arm's figures pool all of its rounds
+    results: dict[str, list] = {k: [] for k in arms}
+    order = [args.calibrate_on] + [k for k in arms if k != args.calibrate_on]
+    for rnd in range(args.rounds):
+        for key in order[rnd % len(order):] + order[:rnd % len(order)]:
+            b, chunked = arms[key]
+            results[key].append(run_arm(out, f"{arm_name(key)}/r{rnd}", args, budget=b, chunked=chunked))
+    measured = {k: measured_figures(v, *arms[k], out / arm_name(k)) for k, v in results.items()}
+    cost = fit_step_cost(run_steps(out / cal_dir), source=f"{cal_dir} arm")
+    workload = workload_from_loadgen(results[args.calibrate_on][0], f"{cal_dir} loadgen")
     cfg = EngineConfig(model=args.model)
     shape = ServerShape(max_num_seqs=cfg.max_num_seqs, block_size=cfg.block_size, num_kv_blocks=cfg.num_kv_blocks,
                         max_model_len=cfg.resolved_max_model_len)
@@ -152,14 +169,13 @@ def main(argv=None) -> int:
                                   max_num_batched_tokens=cal_budget, enable_chunked_prefill=cal_chunked, shape=shape)
     pred = predict(workload, cost, budgets, include_unchunked=True, shape=shape, seeds=args.sim_seeds,
                    request_overhead_s=overhead)
-    for key, (b, chunked) in arms.items():
-        if key not in measured:
-            measured[key] = run_arm(out, arm_name(key), args, budget=b, chunked=chunked)
 
     rows = []
     for _, r in pred.iterrows():
         key = str(int(r["max_num_batched_tokens"])) if r["enable_chunked_prefill"] else "off"
         m = measured[key]
+        # the simulator's ITL is engine-side by construction; it predicts both measured ITLs
+        r = {**r.to_dict(), "engine_itl_p99_s": r["itl_p99_s"], "engine_itl_p50_s": r["itl_p50_s"]}
         rows.append({"arm": key, "calibration": key == args.calibrate_on, **{f"pred_{k}": float(r[k]) for k, _ in FIGURES},
                      **{f"meas_{k}": m[k] for k, _ in FIGURES},
                      **{f"err_{k}": rel_err(float(r[k]), m[k]) for k, _ in FIGURES}})
@@ -175,25 +191,26 @@ def main(argv=None) -> int:
     rec = recommend(pred, args.itl_slo)
     closed = None
     if not args.no_closed_loop:
-        m = run_arm(out, f"closed_loop_b{rec['max_num_batched_tokens']}", args,
-                    budget=rec["max_num_batched_tokens"], chunked=True)
+        b = rec["max_num_batched_tokens"]
+        m = measured_figures([run_arm(out, f"closed_loop_b{b}/r{rnd}", args, budget=b, chunked=True)
+                              for rnd in range(args.rounds)], b, True, out / f"closed_loop_b{b}")
         closed = {"budget": rec["max_num_batched_tokens"], "measured_itl_p99_s": m["itl_p99_s"],
+                  "measured_engine_itl_p99_s": m["engine_itl_p99_s"],
                   "itl_slo_s": args.itl_slo, "meets_slo": m["itl_p99_s"] <= args.itl_slo, "measured": m}
     report = {"args": vars(args), "step_cost": cost.summary(), "request_overhead_s": overhead, "workload": workload.summary(), "rows": rows,
               "shape": shape_check, "recommendation": rec, "closed_loop": closed, "wall_s": time.time() - t0}
     (out / "validation.json").write_text(json.dumps(report, indent=2))
     print(f"calibration arm {cal_dir}: step cost fitted on {cost.n_steps} steps, MAPE {cost.mape:.1%}, "
           f"R² {cost.r2:.3f}; request overhead {overhead * 1e3:.0f} ms (the other arms are held out)")
-    print(f"{'arm':>6} " + " ".join(f"{label:>34}" for _, label in FIGURES))
-    print(f"{'':>6} " + " ".join(f"{'pred':>10} {'meas':>10} {'err':>12}" for _ in FIGURES))
-    for r in rows:
-        cells = []
-        for k, _ in FIGURES:
+    print(f"{'figure':<16} {'arm':>6} {'predicted':>10} {'measured':>10} {'error':>8}")
+    for k, label in FIGURES:
+        for r in rows:
             e = r[f"err_{k}"]
-            ratio = "" if e is None else f"{e:+.0%}{'' if abs(e) <= LIMIT else ' !'}"
-            cells.append(f"{r[f'pred_{k}']:10.3f} {r[f'meas_{k}'] or float('nan'):10.3f} {ratio:>12}")
-        print(f"{r['arm'] + ('*' if r['calibration'] else ''):>6} " + " ".join(cells))
-    for k in ("itl_p99_s", "ttft_long_p99_s"):
+            flag = "" if e is None or abs(e) <= LIMIT else " !"
+            meas = r[f"meas_{k}"]
+            print(f"{label:<16} {r['arm'] + ('*' if r['calibration'] else ''):>6} {r[f'pred_{k}']:10.3f} "
+                  f"{float('nan') if meas is None else meas:10.3f} {'' if e is None else f'{e:+.0%}':>8}{flag}")
+    for k in ("itl_p99_s", "engine_itl_p99_s", "ttft_long_p99_s", "ttft_short_p99_s"):
         errs = [abs(r[f"err_{k}"]) for r in rows if r[f"err_{k}"] is not None and not r["calibration"]]
         within = sum(e <= LIMIT for e in errs)
         print(f"{k}: {within}/{len(errs)} held-out arms within {LIMIT:.0%} (goal {GOAL:.0%}); "
@@ -202,6 +219,7 @@ def main(argv=None) -> int:
     print(f"recommendation for ITL SLO {args.itl_slo} s: {rec['flags']} ({rec['reason']})")
     if closed:
         print(f"closed loop: measured ITL P99 at {closed['budget']} = {closed['measured_itl_p99_s']:.3f} s "
+              f"(engine side {closed['measured_engine_itl_p99_s']:.3f} s) "
               f"-> {'meets' if closed['meets_slo'] else 'MISSES'} the SLO {args.itl_slo} s")
     print(f"wall time {report['wall_s']:.0f} s; report in {out / 'validation.json'}")
     return 0

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from stallscope.analyzers.step_cost import (
-    StepCostModel, batch_features, busy_gap_s, fit_step_cost, read_step_trace, roofline_cost, step_features,
+    StepCostModel, batch_features, busy_gap_s, busy_gaps_s, fit_step_cost, read_step_trace, roofline_cost, step_features,
 )
 from stallscope.errors import InputError
 
@@ -173,3 +173,13 @@ def test_roofline_compute_vs_memory_bound():
 def test_predict_vectorised_matches_scalar():
     m = StepCostModel(intercept_s=0.001, coef_s={"prefill_tokens": 1e-5})
     assert m.predict(prefill_tokens=np.array([0, 100])).tolist() == pytest.approx([0.001, 0.002])
+
+
+def test_busy_gaps_never_span_two_concatenated_traces():
+    one = pd.DataFrame({"start_ns": [0, 10_000_000, 20_000_000], "end_ns": [8_000_000, 18_000_000, 28_000_000],
+                        "num_running": [1.0, 1.0, 1.0], "num_waiting": [0.0, 0.0, 0.0]})
+    two = one.assign(start_ns=one["start_ns"] + 600 * 10**9, end_ns=one["end_ns"] + 600 * 10**9)
+    both = pd.concat([one.assign(trace="r0"), two.assign(trace="r1")], ignore_index=True)
+    assert busy_gaps_s(both).tolist() == pytest.approx([0.002] * 4)
+    # without the trace column the 10-minute hole is still no engine overhead: longer than any step
+    assert busy_gaps_s(both.drop(columns="trace")).tolist() == pytest.approx([0.002] * 4)

@@ -39,6 +39,7 @@ def run_steps(run_dir: str | Path) -> pd.DataFrame | None:
     for arm in arm_dirs(run_dir):
         if (arm / "steps.jsonl").is_file():
             f = read_step_trace(arm / "steps.jsonl")
+            f["trace"] = arm.name
             if "num_scheduled_tokens" in f:
                 f["num_scheduled_tokens"] = f["num_scheduled_tokens"].map(
                     lambda d, a=arm.name: {f"{a}/{k}": v for k, v in d.items()} if isinstance(d, dict) else d)
@@ -80,18 +81,18 @@ def _nsys_cost(path: str) -> StepCostModel:
 
 
 def _roofline(gpu: str | None, model: str | None, tp: int) -> StepCostModel:
+    """Step cost from the roofline tables (stallscope.analyzers.roofline); TP splits FLOPs and bytes."""
     if not gpu or not model:
         raise InputError(f"a roofline estimate needs both --gpu and --roofline-model (got gpu={gpu!r}, model={model!r})")
-    try:
-        from stallscope.analyzers import roofline
-    except ModuleNotFoundError:
-        raise InputError("the roofline tables (stallscope.analyzers.roofline) are not available") from None
-    spec, mcfg = roofline.gpu_spec(gpu), roofline.model_spec(model)
+    from stallscope.analyzers import roofline
+
+    spec, mspec = roofline.gpu_spec(gpu), roofline.model_spec(model)
     return roofline_cost(
-        peak_flops=spec.fp16_tflops * 1e12 * tp, hbm_bytes_s=spec.hbm_tb_s * 1e12 * tp,
-        n_params=mcfg.num_params, weight_bytes=mcfg.num_params * 2,
-        kv_bytes_per_token=mcfg.kv_bytes_per_token("auto"), n_layers=mcfg.num_layers,
-        hidden_size=mcfg.hidden_size, overhead_s=0.002, source=f"roofline {gpu} / {model} / tp={tp}")
+        peak_flops=spec.peak_flops(mspec.weight_dtype) * tp, hbm_bytes_s=spec.bandwidth * tp,
+        n_params=mspec.matmul_params, weight_bytes=mspec.weight_bytes(),
+        kv_bytes_per_token=mspec.kv_bytes_per_token("auto"), n_layers=mspec.num_layers,
+        hidden_size=mspec.num_heads * mspec.hd, overhead_s=0.002,
+        source=f"roofline of {spec.name} / {mspec.name} / tp={tp} (60% of peak, 2 ms overhead)")
 
 
 def resolve_workload(args) -> Workload:
