@@ -9,8 +9,10 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
    output counted more tokens in `iteration_tokens_total` than decode steps can (`long_prefill_rate` > 0;
    a whole prompt is counted in the step where its prefill completes, so this is "a long prefill ended").
 3. Stall + prefill load = `decode_starvation`. Stall without prefill load is *not* starvation: it is
-   reported as `itl_high`, explained as preemption (recompute gaps, when preemptions rose) or
-   memory-bound decode at a large batch (otherwise).
+   reported as `itl_high`, explained as preemption (recompute gaps, when preemptions rose), a chunked
+   prefill whose completion is counted in the next window (its chunks ran first), or memory-bound decode
+   at a large batch (otherwise). Attributing those look-ahead windows to starvation was measured to
+   cost precision on a loaded machine (docs/accuracy.md), so they only change the explanation.
 4. Flagged windows merge into one finding spanning [first window start, last window end] while they
    overlap (recurring stalls less than a window apart are one episode).
    With a step trace, the exact offending steps (stallscope.analyzers.step_stalls) are attached.
@@ -51,6 +53,17 @@ def flags(signals: pd.DataFrame, thresholds: dict) -> tuple[np.ndarray, np.ndarr
     prefill = (signals["prompt_rate"].to_numpy(dtype=float) >= float(thresholds["prefill_tokens_rate_high"])) | (
         signals["long_prefill_rate"].to_numpy(dtype=float) > 0)
     return stalled, prefill
+
+
+def prefill_ahead(prefill: np.ndarray, signals: pd.DataFrame) -> np.ndarray:
+    """Whether prefill load shows up within the next window: prompt tokens are counted when a prefill
+    completes, after all its chunks ran, so a chunked prefill's slow steps precede its evidence."""
+    step = int(signals.attrs.get("step_ns", 0)) or 1
+    ahead = max(1, int(signals.attrs.get("window_ns", 0)) // step)
+    out = np.zeros(len(prefill), dtype=bool)
+    for k in range(1, ahead + 1):
+        out[:-k] |= prefill[k:]
+    return out
 
 
 def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roofline_cost: dict | None = None) -> dict:
@@ -101,10 +114,13 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
     out = []
     for target, sig in signals.groupby("target", sort=True):
         sig = sig.sort_values("ts").reset_index(drop=True)
+        sig.attrs = dict(signals.attrs)
         stalled, prefill = flags(sig, th)
         ts = sig["ts"].to_numpy(dtype=np.int64)
         step = int(signals.attrs.get("step_ns", window)) or window
         cols = {c: sig[c].to_numpy() for c in sig.columns if c != "target"}
+        soon = prefill_ahead(prefill, sig)
+        cols["prefill_soon"] = soon
         for kind, mask in (("decode_starvation", stalled & prefill), ("itl_high", stalled & ~prefill)):
             for i, j in episodes(mask, merge_gap=window // step):  # windows that overlap belong together
                 part = {c: a[i:j + 1] for c, a in cols.items()}
@@ -155,9 +171,21 @@ def _finding(kind, target, part, start, end, slo, th, cost, stalls, window) -> F
         evidence.update(extra)
     else:
         preempting = evidence["preemptions_per_s_max"] > 0
-        cause = "preemption" if preempting else "memory_bound_decode"
+        chunked = bool(np.asarray(part["prefill_soon"]).any())
+        cause = "preemption" if preempting else "chunked_prefill" if chunked else "memory_bound_decode"
         evidence["likely_cause"] = cause
-        if preempting:
+        if chunked and not preempting:
+            explanation = (
+                f"ITL P99{where} was {p99} (SLO {slo * 1e3:.0f} ms) before any prefill was counted, and a long "
+                "prefill completed within the next window. Prompt tokens are counted only when a prefill "
+                "completes, so this is most likely a prompt being prefilled in chunks: each chunk makes its "
+                "step, and every decode in it, slower.")
+            recommendation, extra = chunked_prefill_recommendation(
+                slo_s=slo, decode_step_s=cost["decode_step_s"], prefill_s_per_token=cost["prefill_s_per_token"],
+                source=cost["source"])
+            recommendation = "Lower the chunk size: " + recommendation
+            evidence.update(extra)
+        elif preempting:
             explanation = (
                 f"ITL P99{where} was {p99} (SLO {slo * 1e3:.0f} ms) with no prefill load, so this is not decode "
                 f"starvation. Preemptions rose (up to {evidence['preemptions_per_s_max']:.2f}/s): a preempted "
