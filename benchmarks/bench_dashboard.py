@@ -48,7 +48,7 @@ def main() -> int:
     t0 = time.perf_counter()
     data.use(DataSource.from_frames(frames)).frames()
     print(f"load phase (validate + per-metric row index, once per data version): {time.perf_counter() - t0:.2f} s")
-    args_for = {"trace": (None, 0)}
+    args_for = {"trace": (None, None, 0)}
     worst = 0.0
     print(f"{'page':<10} {'median s':>9} {'max s':>7} {'ratio to 2 s':>13} {'payload MB':>11}")
     for page in ("overview", "latency", "kv_cache", "gpu", "trace", "whatif"):

@@ -45,7 +45,7 @@ def series_name(target, labels) -> str:
     """A readable series key: the target plus the identifying labels, e.g. `vllm model_name=small engine=0`."""
     parts = [str(target)] if isinstance(target, str) and target else []
     if isinstance(labels, dict):
-        parts += [f"{k}={labels[k]}" for k in SERIES_LABELS if k in labels]
+        parts += [f"{k}={labels[k]}" for k in SERIES_LABELS if labels.get(k) not in (None, "")]
     return " ".join(parts) or "all"
 
 
@@ -225,15 +225,27 @@ class DataSource:
         from stallscope.dashboards import views
         return self.memo(("health",), lambda: views.health(self.frames()["samples"], self.metric_rows("up")))
 
-    def steps(self, start_ns: int | None = None, end_ns: int | None = None, max_bars: int = 1500) -> pd.DataFrame:
+    def step_targets(self) -> list[str]:
+        """The arms (or sources) the steps frame holds, e.g. ["off", "on"]; [] when it has one."""
+        steps = self.frames()["steps"]
+        return sorted(steps["target"].dropna().unique().tolist()) if "target" in steps and len(steps) else []
+
+    def steps(self, start_ns: int | None = None, end_ns: int | None = None, max_bars: int = 1500,
+              target: str | None = None) -> pd.DataFrame:
         """Steps in a time range with `phase` and `stall`; above `max_bars`, the longest step per time bin."""
         from stallscope.dashboards import views
-        marked = self.memo(("steps",), lambda: views.mark_steps(self.frames()["steps"]))
+        marked = self.memo(("steps", target), lambda: views.mark_steps(self._steps_of(target)))
         if start_ns is not None:
             marked = marked[marked["end_ns"] >= start_ns]
         if end_ns is not None:
             marked = marked[marked["start_ns"] <= end_ns]
         return views.longest_per_bin(marked, max_bars)
+
+    def _steps_of(self, target):
+        steps = self.frames()["steps"]
+        if target is None or "target" not in steps:
+            return steps
+        return steps[steps["target"] == target].reset_index(drop=True)
 
 
 def _stat(p: Path):

@@ -49,3 +49,7 @@ def require_shared(*parts: str) -> Path:
 def shared_dir() -> Path:
     require(SHARED.exists(), f"shared folder {SHARED} not present")
     return SHARED
+
+
+# One short `stallscope demo` run per session, shared by tests/test_demo.py and the browser tests.
+from demo_run import demo_run  # noqa: E402,F401

@@ -92,7 +92,8 @@ def test_gpu_callback(source):
 
 def test_trace_callback(source):
     trace = page_module("trace")
-    fig, summary = trace.update(None, 0)
+    assert trace.arms(0, None) == ([], None)                          # one trace: no arm picker
+    fig, summary = trace.update(None, None, 0)
     assert summary == "400 steps shown of this range, 8 stalls, 8 with prefill"
     prefill = _traces(fig, "prefill")[0]
     assert len(prefill.y) == 8 and set(prefill.y) == {600.0}
@@ -101,9 +102,20 @@ def test_trace_callback(source):
     lo = pd.Timestamp(F.T0_NS, unit="ns", tz="UTC")
     relayout = {"xaxis.range[0]": str(lo.tz_localize(None)), "xaxis.range[1]": str((lo + pd.Timedelta("1.4s")).tz_localize(None))}
     assert trace.zoom_range(relayout) == (F.T0_NS, F.T0_NS + 1_400_000_000)
-    fig, summary = trace.update(relayout, 0)
+    fig, summary = trace.update(relayout, None, 0)
     assert summary.startswith("47 steps") and "0 stalls" in summary
     assert trace.zoom_range({"xaxis.autorange": True}) == (None, None)
+
+
+def test_trace_callback_picks_an_arm():
+    two = pd.concat([F.steps(100).assign(target="off"), F.steps(60).assign(target="on")], ignore_index=True)
+    data.use(DataSource.from_frames({"steps": two}))
+    trace = page_module("trace")
+    assert trace.arms(0, None) == ([{"label": "off", "value": "off"}, {"label": "on", "value": "on"}], "off")
+    assert trace.arms(0, "on")[1] == "on"
+    fig, summary = trace.update(None, "on", 0)
+    assert summary == "60 steps shown of this range, 1 stalls, 1 with prefill"
+    assert fig.layout.title.text == "Engine steps of arm on"
 
 
 def test_whatif_callback(source):

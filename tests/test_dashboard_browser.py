@@ -59,3 +59,34 @@ def test_every_page_renders_with_data_and_no_console_errors(browser, tmp_path):
                 from stallscope.dashboards.app import page_module
                 expected = "installed" if page_module("whatif").available() else "not available"
                 assert expected in browser.find_element("id", "whatif-body").text
+
+
+@pytest.mark.slow
+def test_repro_findings_are_visible_on_overview(browser, demo_run, tmp_path):  # noqa: F811
+    from stallscope.dashboards import views
+    from stallscope.dashboards.app import create_app
+    from stallscope.dashboards.data import DataSource
+
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    source = DataSource.from_db(out / "stallscope.db").with_steps(lambda: views.run_steps(out / "run"))
+    expected = source.findings()
+    assert (expected["kind"] == "decode_starvation").any()
+    with served(create_app(source)) as base:
+        for path, filled_id, graphs in PAGES:
+            browser.get(base + path)
+            wait_for(browser, lambda d: d.find_element("id", filled_id).get_attribute("innerHTML").strip(),
+                     what=f"{filled_id} on {path}")
+            if graphs:
+                wait_for(browser, _plots_drawn(graphs), what=f"{graphs} plots on {path}")
+            wait_for(browser, lambda d: d.execute_script(
+                "return !document.querySelector('[data-dash-is-loading=\"true\"]')"), what=f"{path} loaded")
+            browser.save_screenshot(str(tmp_path / f"repro-{path.strip('/') or 'overview'}.png"))
+            assert severe_console_errors(browser) == [], path
+            if path == "/":
+                text = browser.find_element("id", "overview-findings").text
+                shown = browser.find_elements("css selector", "#overview-findings .finding")
+                assert len(shown) == len(expected)
+                for row in expected.itertuples():
+                    assert row.kind in text and row.target in text
+                assert "off/vllm" in browser.find_element("id", "overview-health").text

@@ -20,9 +20,9 @@ def add_arguments(p) -> None:
     p.add_argument("--port", type=int, default=8050, help="dashboard port on 127.0.0.1 (default 8050; 0 = any free)")
     p.add_argument("--model", default="tiny", help="reference model preset (default tiny)")
     p.add_argument("--duration", type=float, default=None, metavar="S",
-                   help="seconds of load per arm (default: repro --quick, 40 s)")
+                   help="seconds of load per arm (default: repro --quick)")
     p.add_argument("--long-every", type=float, default=None, metavar="T",
-                   help="long-prompt period in s (default: calibrated on this machine first, as repro does)")
+                   help="long-prompt period in s (default: repro's pacing)")
     p.add_argument("--no-progress", action="store_true", help="do not draw progress bars")
 
 
@@ -59,12 +59,11 @@ def run(args) -> int:
     if args.long_every is not None:
         if args.long_every <= 0:
             raise InputError(f"--long-every must be positive, got {args.long_every}")
-        load = replace(load, long_every_s=args.long_every)
-    calibrate = args.long_every is None
-    _say(console, 1, f"reference server + starvation scenario, arm `off` (chunked prefill off) then `on` "
-                     f"(--max-num-batched-tokens {DEFAULT_BUDGET})"
-                     + ("; calibrating the long-prompt period first" if calibrate else ""), t0)
-    summary = run_repro("starvation", run_dir, quick=True, model=args.model, load=load, calibrate=calibrate,
+        paced = {"long_every_tokens": None} if hasattr(load, "long_every_tokens") else {}  # seconds, not tokens
+        load = replace(load, long_every_s=args.long_every, **paced)
+    _say(console, 1, f"reference server + starvation scenario: arm `off` (chunked prefill off) and arm `on` "
+                     f"(--max-num-batched-tokens {DEFAULT_BUDGET}) under the same load", t0)
+    summary = run_repro("starvation", run_dir, quick=True, model=args.model, load=load,
                         progress=not args.no_progress,
                         on_arm=lambda arm: _say(console, 2, f"arm {arm.name}: refserver {' '.join(arm.server_args)}", t0))
     console.print(ab_table(summary))
