@@ -14,6 +14,7 @@ one after the other so they do not share the two cores.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import subprocess
@@ -157,7 +158,9 @@ def _run_arm(tmp_path, arm, rule_files, load) -> dict:
             rate = prom.query(f"max_over_time(model_name_instance:vllm_prompt_tokens:rate15s[{span}])")
             p99 = prom.query('max_over_time(model_name_instance_quantile:vllm_inter_token_latency_seconds:'
                              f'histogram_quantile_rate15s{{quantile="0.99"}}[{span}])')
+            generated = prom.query(f"sum(increase(vllm:generation_tokens_total[{span}]))")
             return {"states": sorted(states), "completed": result.get("requests", {}).get("completed", 0),
+                    "generated_tokens": float(generated[0]["value"][1]) if generated else 0.0,
                     "max_prompt_rate": float(rate[0]["value"][1]) if rate else 0.0,
                     "max_itl_p99_s": float(p99[0]["value"][1]) if p99 else float("nan"),
                     "client_itl_p99_s": result.get("all", {}).get("itl_s", {}).get("p99")}
@@ -178,10 +181,10 @@ def test_decode_starvation_alert_fires_with_chunked_prefill_off_and_never_on(tmp
                     drain_s=5.0, request_timeout_s=30.0)
     rule_files = _rules(tmp_path, slo)
     off, on = (_run_arm(tmp_path, arm, rule_files, load) for arm in arms_for("starvation", MODEL, DEFAULT_BUDGET))
-    detail = {"calibration": cal, "itl_slo_s": slo, "long_every_s": long_every, "off": off, "on": on}
+    detail = json.dumps({"calibration": cal, "itl_slo_s": slo, "long_every_s": long_every, "off": off, "on": on})
     # both arms really ran with prefill load over the threshold, so "never fires" is not vacuous
     for arm in (off, on):
-        assert arm["completed"] >= SESSIONS, detail
+        assert arm["generated_tokens"] >= 20 * SESSIONS, detail
         assert arm["max_prompt_rate"] > PREFILL_RATE, detail
     assert set(off["states"]) & {"pending", "firing"}, detail
     assert on["states"] == [], detail
