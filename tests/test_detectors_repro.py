@@ -1,0 +1,73 @@
+"""Detectors on real `stallscope repro` arms (reference server, load generator, 1 s scrapes, step trace).
+
+The ITL SLO is calibrated from the two arms' own step traces, between the chunked arm's slowest step
+and the unchunked arm's whole-prompt step, as the rules integration test does: how fast a shared 2-core
+machine runs a step changes from run to run, the separation between the two regimes does not.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from stallscope.analyzers import step_stalls
+from stallscope.analyzers.findings import diagnose
+from stallscope.analyzers.step_cost import read_step_trace
+from stallscope.collectors import loader
+from stallscope.config import load_thresholds
+from stallscope.refserver.loadgen import LoadSpec
+from stallscope.refserver.repro import run_repro
+
+pytestmark = pytest.mark.slow
+
+
+def _arm(run, name, th):
+    frames = loader.load(run / name)
+    samples = next(f["samples"] for f in frames.values() if len(f["samples"]))
+    steps = read_step_trace(run / name / "steps.jsonl")
+    sig, found = diagnose(samples, None, steps, thresholds=th)
+    return samples, steps, sig, found
+
+
+@pytest.fixture(scope="module")
+def starvation(tmp_path_factory):
+    run = tmp_path_factory.mktemp("repro_starvation")
+    load = LoadSpec(url="http://127.0.0.1:8000", sessions=4, duration_s=12.0, long_prompt_tokens=900,
+                    long_every_s=4.0, max_tokens=64, short_prompt_tokens=16, long_max_tokens=1, drain_s=30)
+    run_repro("starvation", run, load=load, budget=48, progress=False)
+    return run
+
+
+def test_off_arm_is_starvation_and_on_arm_is_not(starvation):
+    off_steps = read_step_trace(starvation / "off" / "steps.jsonl")
+    on_steps = read_step_trace(starvation / "on" / "steps.jsonl")
+    dur = lambda s: (s["end_ns"] - s["start_ns"]).to_numpy() / 1e9  # noqa: E731
+    whole = dur(off_steps)[off_steps["num_prefill_tokens"].to_numpy() >= 900].min()
+    chunk = np.quantile(dur(on_steps), 0.999)
+    assert whole > 3 * chunk, f"the arms did not separate: whole prompt {whole:.3f} s vs chunk steps {chunk:.3f} s"
+    slo = math.sqrt(whole * chunk)
+    th = load_thresholds(itl_slo_s=round(slo, 4))
+    _, steps, sig, found = _arm(starvation, "off", th)
+    assert "decode_starvation" in set(found["kind"]), found[["kind", "severity"]]
+    f = found[found["kind"] == "decode_starvation"].iloc[0]
+    truth = step_stalls.find_stalls(steps, min_gap_s=slo, k=0.0, cause="prefill")
+    assert len(truth) >= 2
+    assert f["evidence"]["offending_steps"][0]["num_prefill_tokens"] >= 900
+    _, _, _, found_on = _arm(starvation, "on", th)
+    assert "decode_starvation" not in set(found_on["kind"]), found_on[["kind", "evidence"]].to_dict("records")
+    summary = json.loads((starvation / "summary.json").read_text())
+    assert summary["arms"]["off"]["itl_p99_s"] > summary["arms"]["on"]["itl_p99_s"]
+
+
+def test_kv_pressure_auto_arm_is_flagged(tmp_path):
+    load = LoadSpec(url="http://127.0.0.1:8000", sessions=16, duration_s=14.0, long_prompt_tokens=600,
+                    long_every_s=3.0, max_tokens=128, short_prompt_tokens=32, long_max_tokens=16, drain_s=30)
+    run_repro("kv-pressure", tmp_path, load=load, budget=96, progress=False)
+    th = load_thresholds()
+    samples, steps, sig, found = _arm(tmp_path, "auto", th)
+    assert steps["num_preempted"].sum() > 0 or steps["num_waiting"].max() > 0
+    assert "kv_pressure" in set(found["kind"]), sig[["kv_usage", "waiting", "preempt_rate"]].describe()
+    f = found[found["kind"] == "kv_pressure"].iloc[0]
+    assert f["evidence"]["kv_usage_max"] >= th["kv_usage_high"]
+    assert "--kv-cache-dtype fp8" in f["recommendation"]
