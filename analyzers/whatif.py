@@ -97,6 +97,8 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
         nonlocal seq
         prompt = max(1, min(int(prompt), shape.max_model_len - 1))
         out = max(1, min(int(out), shape.max_model_len - prompt))
+        if -(-(prompt + out) // shape.block_size) > shape.num_kv_blocks:
+            return                      # the engine rejects a request the whole pool cannot hold
         sr = SimRequest(f"sim-{seq}", kind, t, prompt, out, session)
         heapq.heappush(arrivals, (t + request_overhead_s, seq, sr))
         seq += 1
@@ -272,30 +274,40 @@ def recommend(predictions: pd.DataFrame, itl_slo_s: float) -> dict:
 def trace_token_times(steps: pd.DataFrame) -> dict[str, list[int]]:
     """Engine-side token times (step `end_ns`) per request, rebuilt from a step trace.
 
-    A request gets a token in a step when it decodes there (1 token after its prefill), when its next
-    appearance is a decode (so this chunk finished its prompt), or when it never appears again (it
-    finished). These are the timestamps vLLM's `vllm:inter_token_latency_seconds` is computed from,
-    free of HTTP and client delivery effects.
+    1. Each scheduled entry is a decode or a prefill chunk. An entry of more than one token is a
+       chunk; a one-token entry of a request that is already decoding is a decode; other one-token
+       entries are decodes only as far as the step's `num_decode_tokens` leaves room (a prompt's last
+       chunk can be a single token).
+    2. A decode always yields a token; a chunk yields one when the request's next entry is a decode
+       (it finished the prompt) or when it never appears again (it finished).
+    These are the timestamps vLLM's `vllm:inter_token_latency_seconds` is computed from, free of
+    HTTP and client delivery effects.
     """
     steps = steps.sort_values("start_ns", kind="stable")
-    sched = [(int(e), d if isinstance(d, dict) else {}) for e, d in zip(steps["end_ns"], steps["num_scheduled_tokens"])]
-    nxt: dict[str, int] = {}
-    following: list[dict] = [None] * len(sched)     # per step: rid -> tokens at its next appearance (or None)
-    for i in range(len(sched) - 1, -1, -1):
-        following[i] = {rid: nxt.get(rid) for rid in sched[i][1]}
-        for rid, n in sched[i][1].items():
-            nxt[rid] = int(n)
-    times: dict[str, list[int]] = {}
+    decodes = steps["num_decode_tokens"].to_numpy(dtype=float) if "num_decode_tokens" in steps else None
+    entries: list[list] = []                  # per step: [rid, is_decode]
     decoding: set = set()
-    for (end_ns, d), after in zip(sched, following):
+    for i, d in enumerate(steps["num_scheduled_tokens"]):
+        d = d if isinstance(d, dict) else {}
+        row = []
+        ones = [rid for rid, n in d.items() if int(n) == 1]
+        sure = sum(1 for rid in ones if rid in decoding)
+        room = (int(decodes[i]) - sure) if decodes is not None and np.isfinite(decodes[i]) else len(ones)
         for rid, n in d.items():
-            is_decode = int(n) == 1 and rid in decoding
-            if is_decode or after[rid] is None or after[rid] == 1:
-                times.setdefault(rid, []).append(end_ns)
-                decoding.add(rid)
-            if int(n) > 1:
-                decoding.discard(rid)
-    return times
+            is_decode = int(n) == 1 and (rid in decoding or room > 0)
+            if int(n) == 1 and rid not in decoding and is_decode:
+                room -= 1
+            (decoding.add if is_decode else decoding.discard)(rid)
+            row.append([rid, is_decode])
+        entries.append(row)
+    times: dict[str, list[int]] = {}
+    next_is_decode: dict[str, bool | None] = {}
+    for end_ns, row in zip(steps["end_ns"].to_numpy(dtype=np.int64)[::-1], entries[::-1]):
+        for rid, is_decode in row:
+            if is_decode or next_is_decode.get(rid, None) in (True, None):
+                times.setdefault(rid, []).append(int(end_ns))
+            next_is_decode[rid] = is_decode
+    return {rid: t[::-1] for rid, t in times.items()}
 
 
 def trace_itl(steps: pd.DataFrame) -> np.ndarray:
