@@ -69,7 +69,9 @@ def test_query_tiling_matches_untiled(monkeypatch):
     k, v = rng.standard_normal((2, 700, KVH, HD), dtype=np.float32)
     q = rng.standard_normal((700, HEADS, HD), dtype=np.float32)
     pos = np.arange(700)
+    k, v = k.transpose(1, 0, 2), v.transpose(1, 0, 2)       # (kvh, L, hd)
     whole = causal_attention(q, k, v, pos)
+    assert np.abs(whole - dense_causal(q, k.transpose(1, 0, 2), v.transpose(1, 0, 2), pos)).max() <= 1e-5
     monkeypatch.setattr("stallscope.refserver.attention.QUERY_TILE", 64)
     assert np.abs(causal_attention(q, k, v, pos) - whole).max() <= 1e-6
 
@@ -84,9 +86,9 @@ def test_low_precision_storage_round_trips_within_dtype_error(dtype, rel_tol):
     for lo, hi in [(0, 9), (9, 20), (20, 40)]:        # incremental writes, as decoding does
         pos = np.arange(lo, hi)
         cache.write(1, k[lo:hi], -k[lo:hi], table[pos // BS] * BS + pos % BS)
-    got_k, got_v = cache.gather(1, table)
-    got_k = got_k.reshape(-1, KVH, HD)[:40]
-    got_v = got_v.reshape(-1, KVH, HD)[:40]
+    got_k, got_v = cache.gather(1, table)                   # (kvh, 3, bs, hd)
+    got_k = got_k.reshape(KVH, -1, HD)[:, :40].transpose(1, 0, 2)
+    got_v = got_v.reshape(KVH, -1, HD)[:, :40].transpose(1, 0, 2)
     for b in range(3):                                # error relative to each block's own magnitude
         sl = slice(b * BS, min(40, (b + 1) * BS))
         scale = np.abs(k[sl]).max()
