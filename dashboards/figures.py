@@ -130,3 +130,139 @@ def findings_table(findings: pd.DataFrame) -> go.Figure:
                              cells=dict(values=cells)))
     fig.update_layout(height=120 + 28 * len(f), margin=dict(l=10, r=10, t=10, b=10))
     return fig
+
+
+# --- the dashboard pages' figures ------------------------------------------------------------------
+# `ts, series, value` tables (data.DataSource views) in, figures out. Times are drawn on a date axis
+# as float ms since the epoch: numeric arrays skip plotly's per-element validation, which matters at 24 h.
+
+SEVERITY_COLOUR = {"critical": "#c0392b", "warning": "#e67e22", "info": "#2e86c1"}
+PHASE_COLOUR = {"prefill": "#e67e22", "decode": "#2e86c1"}
+# template "none" plus a few colours: the stock templates cost ~60 ms of deep copies per figure.
+_AXIS = dict(gridcolor="#e5e5e5", zerolinecolor="#cccccc", linecolor="#999999", automargin=True)
+_PAGE_LAYOUT = dict(template="none", margin=dict(l=60, r=20, t=40, b=40), height=320, paper_bgcolor="white",
+               plot_bgcolor="white", font=dict(family="system-ui, sans-serif", size=12),
+               colorway=["#2e86c1", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d", "#d4ac0d"],
+               legend=dict(orientation="h", y=-0.25), xaxis=_AXIS, yaxis=_AXIS)
+
+
+def _dt(ns) -> np.ndarray:
+    """int ns -> float ms since the epoch, what a plotly date axis reads."""
+    return np.asarray(ns, dtype="int64") / 1e6
+
+
+def _figure(title: str, **layout) -> go.Figure:
+    fig = go.Figure(layout={**_PAGE_LAYOUT, "title": esc(title), **layout})
+    fig.update_xaxes(type="date")
+    return fig
+
+
+def empty_figure(title: str, message: str) -> go.Figure:
+    fig = go.Figure(layout={**_PAGE_LAYOUT, "title": esc(title)})
+    fig.add_annotation(text=esc(message), showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def lines(frame: pd.DataFrame, title: str, ytitle: str, *, step: bool = False) -> go.Figure:
+    """One line per `series` of a `ts, series, value` frame."""
+    if frame.empty:
+        return empty_figure(title, "no data for this metric")
+    fig = _figure(title, yaxis_title=esc(ytitle))
+    fig.add_traces([go.Scatter(x=_dt(g["ts"]), y=g["value"].to_numpy(dtype=float), name=esc(name), mode="lines",
+                               line_shape="hv" if step else "linear")
+                    for name, g in frame.groupby("series", sort=True)])
+    return fig
+
+
+def shade(fig: go.Figure, spans, *, colour="rgba(245,176,65,0.25)", label="prefill spike") -> go.Figure:
+    """Shade `(start_ns, end_ns)` spans across the plot: one filled trace on a hidden 0-1 axis, not a
+    shape per span (plotly validates each shape, which is seconds for a day of spikes)."""
+    if not len(spans):
+        return fig
+    xs, ys = [], []
+    for lo, hi in spans:
+        xs += [lo / 1e6, lo / 1e6, hi / 1e6, hi / 1e6, None]
+        ys += [0, 1, 1, 0, None]
+    fig.add_trace(go.Scatter(x=xs, y=ys, yaxis="y2", fill="toself", fillcolor=colour, mode="none",
+                             name=esc(label), hoverinfo="skip"))
+    fig.update_layout(yaxis2=dict(range=[0, 1], overlaying="y", visible=False, fixedrange=True))
+    return fig
+
+
+def latency(quant: pd.DataFrame, title: str, *, slo_s: float | None = None, spans=()) -> go.Figure:
+    """P50/P99 lines per series; the bucket each point falls in as a band; points above `slo_s` marked."""
+    if quant.empty:
+        return empty_figure(title, "no histogram samples for this metric")
+    fig = _figure(title, yaxis_title="seconds")
+    for (name, q), g in quant.groupby(["series", "q"], sort=True):
+        x, label = _dt(g["ts"]), esc(f"P{q * 100:g} {name}")
+        fig.add_trace(go.Scatter(x=x, y=g["upper"].replace(np.inf, np.nan).to_numpy(dtype=float), mode="lines", line_width=0,
+                                 showlegend=False, hoverinfo="skip", legendgroup=label))
+        fig.add_trace(go.Scatter(x=x, y=g["lower"].to_numpy(dtype=float), mode="lines", line_width=0, fill="tonexty",
+                                 fillcolor="rgba(46,134,193,0.12)", name=f"bucket of {label}",
+                                 hoverinfo="skip", legendgroup=label, showlegend=False))
+        fig.add_trace(go.Scatter(
+            x=x, y=g["value"].to_numpy(dtype=float), mode="lines", name=label, legendgroup=label,
+            customdata=np.column_stack([g["lower"], g["upper"]]),
+            hovertemplate="%{y:.3f} s (bucket %{customdata[0]:g}-%{customdata[1]:g} s)<extra>" + label + "</extra>"))
+    if slo_s is not None:
+        fig.add_hline(y=slo_s, line_dash="dot", line_color="#c0392b", annotation_text=f"SLO {slo_s:g} s")
+        stalls = quant[(quant["q"] == quant["q"].max()) & (quant["value"] > slo_s)]
+        if len(stalls):
+            fig.add_trace(go.Scatter(x=_dt(stalls["ts"]), y=stalls["value"].to_numpy(dtype=float), mode="markers", name="stall",
+                                     marker=dict(color="#c0392b", symbol="x", size=8)))
+    return shade(fig, spans)
+
+
+def findings_timeline(findings: pd.DataFrame) -> go.Figure:
+    """One bar per finding from its start to its end, a row per kind, coloured by severity."""
+    if findings.empty:
+        return empty_figure("Findings timeline", "no findings")
+    fig = _figure("Findings timeline", barmode="overlay")
+    for sev, g in findings.groupby("severity", sort=True):
+        start = _dt(g["start_ns"])
+        width_ms = (g["end_ns"] - g["start_ns"]).clip(lower=1_000_000).to_numpy() / 1e6
+        fig.add_trace(go.Bar(base=start, x=width_ms, y=[esc(k) for k in g["kind"]], orientation="h",
+                             name=esc(sev), marker_color=SEVERITY_COLOUR.get(sev, "#7f8c8d"),
+                             hovertext=[esc(t) for t in g["target"]]))
+    return fig
+
+
+def steps_bars(steps: pd.DataFrame, title: str = "Engine steps") -> go.Figure:
+    """A bar per step spanning its start..end, height = duration, prefill and decode coloured, stalls marked."""
+    if steps.empty:
+        return empty_figure(title, "no step trace: pass --run DIR with steps.jsonl, or --trace FILE")
+    fig = _figure(title, yaxis_title="step duration (ms)", bargap=0)
+    for phase, g in steps.groupby("phase", sort=True):
+        dur_ms = g["dur_ns"].to_numpy() / 1e6
+        fig.add_trace(go.Bar(
+            x=_dt(g["start_ns"] + g["dur_ns"] // 2), y=dur_ms, width=np.maximum(dur_ms, 0.001),
+            name=esc(phase), marker_color=PHASE_COLOUR.get(phase, "#7f8c8d"),
+            customdata=np.column_stack([g["step"], g["num_prefill_tokens"].fillna(-1), g["num_decode_tokens"].fillna(-1)]),
+            hovertemplate="step %{customdata[0]}: %{y:.1f} ms, prefill %{customdata[1]} tok, decode %{customdata[2]} tok"))
+    stalls = steps[steps["stall"]]
+    if len(stalls):
+        fig.add_trace(go.Scatter(x=_dt(stalls["start_ns"] + stalls["dur_ns"] // 2), y=stalls["dur_ns"].to_numpy() / 1e6,
+                                 mode="markers", name="stall", marker=dict(color="#c0392b", symbol="x", size=9)))
+    fig.update_layout(xaxis_rangeslider_visible=True, height=420)
+    return fig
+
+
+def page_roofline(roof: dict | None) -> go.Figure:
+    """Log-log roofline: the compute roof, the bandwidth roof and measured operating points."""
+    if not roof:
+        return empty_figure("Roofline", "roofline needs GPU data (DCGM or NVML) of a known GPU model")
+    peak, bw = float(roof["peak_flops"]), float(roof["peak_bw"])
+    ridge = peak / bw
+    x = np.logspace(-1, 4, 200)
+    fig = go.Figure(layout={**_PAGE_LAYOUT, "title": esc(f"Roofline: {roof.get('gpu', '')}")})
+    fig.add_trace(go.Scatter(x=x, y=np.minimum(peak, bw * x), mode="lines", name=f"roof (ridge {ridge:.0f} FLOP/B)"))
+    pts = roof["points"]
+    fig.add_traces([go.Scatter(x=g["intensity"].to_numpy(dtype=float), y=g["flops"].to_numpy(dtype=float),
+                               mode="markers", name=esc(f"measured {name}"), marker=dict(size=8))
+                    for name, g in pts.groupby("series", sort=True)])
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
+    fig.update_yaxes(type="log", title="FLOP/s")
+    return fig

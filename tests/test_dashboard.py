@@ -160,7 +160,7 @@ def test_live_source_reloads_when_the_probe_changes():
 
 
 def test_series_names_and_figures_escape_markup():
-    from stallscope.dashboards import figures_pages as figs
+    from stallscope.dashboards import figures as figs
     frame = pd.DataFrame({"ts": [F.T0_NS], "series": ['<img src=x onerror="alert(1)">'], "value": [1.0]})
     fig = figs.lines(frame, "t <b>", "y")
     assert fig.data[0].name == "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" and fig.layout.title.text == "t &lt;b&gt;"

@@ -6,7 +6,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, callback, dcc, html
 
-from stallscope.dashboards import data, figures_pages as figs, views
+from stallscope.dashboards import data, figures as figs, views
 
 dash.register_page(__name__, path="/gpu", name="GPU", order=3)
 
@@ -27,5 +27,5 @@ def update(_tick):
     tensor_dram = figs.lines(both, "Tensor vs DRAM active", "ratio of time")
     sm = figs.lines(src.gpu_metric("sm_active"), "SM active", "ratio of time")
     power = figs.lines(src.gpu_metric("power_w"), "Power", "W")
-    roof = figs.roofline(src.memo(("roofline",), lambda: views.roofline(src.frames()["gpu"])))
+    roof = figs.page_roofline(src.memo(("roofline",), lambda: views.roofline(src.frames()["gpu"])))
     return tensor_dram, sm, power, roof

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from stallscope.dashboards import data, figures_pages as figs, views
+from stallscope.dashboards import data, figures as figs, views
 
 dash.register_page(__name__, path="/latency", name="Latency", order=1)
 

@@ -8,7 +8,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, callback, dcc, html
 
-from stallscope.dashboards import data, figures_pages as figs
+from stallscope.dashboards import data, figures as figs
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
 
