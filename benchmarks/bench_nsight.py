@@ -19,6 +19,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -92,12 +93,13 @@ def main() -> int:
           "(goal <= 3x)")
     nsys = os.environ.get("STALLSCOPE_NSYS") or shutil.which("nsys")
     if nsys:
-        t = time.perf_counter()
+        children = lambda: sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # noqa: E731
+        t, c = time.perf_counter(), children()
         subprocess.run([nsys, "stats", "-r", "cuda_gpu_kern_sum", "-f", "csv", "-o", str(work / "kern_sum"),
                         "--force-overwrite", "true", str(db)], check=True, capture_output=True)
-        dt = time.perf_counter() - t
-        print(f"nsys stats -r cuda_gpu_kern_sum: {dt:.2f} s; ratio nsys/analyze = {dt / analyze['seconds']:.2f}x "
-              "(goal >= 5x)")
+        dt, dc = time.perf_counter() - t, children() - c
+        print(f"nsys stats -r cuda_gpu_kern_sum: {dt:.2f} s wall, {dc:.2f} s CPU; ratio nsys/analyze = "
+              f"{dt / analyze['seconds']:.2f}x wall, {dc / analyze['cpu']:.2f}x CPU (goal >= 5x)")
     else:
         print("nsys not found: no comparison with `nsys stats` (set STALLSCOPE_NSYS)")
     ok = analyze["seconds"] <= LIMIT_S and analyze["maxrss"] <= LIMIT_BYTES
