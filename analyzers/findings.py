@@ -174,7 +174,34 @@ def diagnose(samples: pd.DataFrame | None = None, gpu: pd.DataFrame | None = Non
     if not parts:
         return sig, to_frame([])
     out = pd.concat(parts, ignore_index=True).sort_values(["start_ns", "kind"], kind="stable")
-    return sig, validate(out.reset_index(drop=True), "findings")
+    out = _whatif_budget(out.reset_index(drop=True), steps, float(th["itl_slo_s"]))
+    return sig, validate(out, "findings")
+
+
+def _whatif_budget(out: pd.DataFrame, steps: pd.DataFrame | None, slo_s: float) -> pd.DataFrame:
+    """With a step trace, the starvation finding's budget comes from the what-if simulation (docs/whatif.md)."""
+    starving = out["kind"] == "decode_starvation"
+    if steps is None or "num_scheduled_tokens" not in steps or not starving.any():
+        return out
+    from stallscope.analyzers.whatif import recommend_from_trace
+
+    rec = recommend_from_trace(steps, slo_s, budgets=(128, 256, 512, 1024, 2048, 4096))
+    if rec is None:
+        return out
+    n = rec["max_num_batched_tokens"]
+    verdict = ("meets" if rec["meets_slo"] else "is the closest to, but misses,")
+    text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: simulating this trace's workload through the "
+            f"engine's scheduler at budgets 128-4096 predicts ITL P99 {rec['predicted_itl_p99_s'] * 1e3:.0f} ms at "
+            f"{n}, which {verdict} the {slo_s * 1e3:.0f} ms SLO, with long-prompt TTFT P99 "
+            f"{rec['predicted_ttft_long_p99_s']:.2f} s (step-cost fit on {rec['step_cost']['n_steps']} steps, "
+            f"MAPE {rec['step_cost']['mape']:.0%}); `stallscope whatif` shows every budget.")
+    evidence = {"max_num_batched_tokens": n, "budget_source": "what-if simulation of the step trace",
+                "whatif_predicted_itl_p99_s": rec["predicted_itl_p99_s"], "whatif_meets_slo": rec["meets_slo"]}
+    out = out.copy()
+    out.loc[starving, "recommendation"] = text
+    out.loc[starving, "evidence"] = pd.Series([{**e, **evidence} for e in out.loc[starving, "evidence"]],
+                                              index=out.index[starving])
+    return out
 
 
 def find_all(frames: dict, *, thresholds: dict | None = None, roofline_cost: dict | None = None,

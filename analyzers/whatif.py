@@ -314,3 +314,32 @@ def trace_itl(steps: pd.DataFrame) -> np.ndarray:
     """Engine-side inter-token latencies (s), pooled over requests, from a step trace."""
     gaps = [np.diff(np.asarray(t, dtype=np.int64)) / 1e9 for t in trace_token_times(steps).values() if len(t) > 1]
     return np.concatenate(gaps) if gaps else np.empty(0)
+
+
+def recommend_from_trace(steps: pd.DataFrame, itl_slo_s: float, *, budgets=(256, 512, 1024, 2048, 4096),
+                         max_duration_s: float = 60.0, seed: int = 0) -> dict | None:
+    """What-if recommendation from a step trace alone, for `analyze`: or None when the trace cannot say.
+
+    The step-cost model is fitted on the trace, the workload rebuilt from it (open-loop, its own
+    lengths and rate), at most `max_duration_s` simulated per budget.
+    """
+    from stallscope.analyzers.step_cost import fit_step_cost
+    from stallscope.analyzers.workload import workload_from_steps, workload_with
+    from stallscope.errors import ToolkitError
+
+    try:
+        cost = fit_step_cost(steps, source="the step trace")
+        w = workload_from_steps(steps)
+    except ToolkitError:
+        return None
+    w = workload_with(w, duration_s=min(w.duration_s, max_duration_s))
+    longest = int(max(h for h in w.prompt_tokens.hi)) + int(max(h for h in w.output_tokens.hi)) + 1
+    blocks = steps["kv_blocks_total"].max() if "kv_blocks_total" in steps else float("nan")
+    shape = ServerShape(max_model_len=max(2048, longest),
+                        num_kv_blocks=int(blocks) if np.isfinite(blocks) and blocks > 0 else ServerShape.num_kv_blocks)
+    preds = predict(w, cost, budgets, shape=shape, seed=seed)
+    rec = recommend(preds, itl_slo_s)
+    rec["predictions"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}
+                          for row in preds.to_dict("records")]
+    rec["step_cost"] = {"mape": cost.mape, "r2": cost.r2, "n_steps": cost.n_steps}
+    return rec

@@ -241,3 +241,29 @@ def read_json(path: str | Path) -> dict:
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def workload_from_steps(steps: pd.DataFrame, *, source: str = "steps") -> Workload:
+    """Open-loop workload rebuilt from a step trace with `num_scheduled_tokens`.
+
+    Each request's output length is its token count (stallscope.analyzers.whatif.trace_token_times),
+    its prompt the rest of its scheduled tokens (recompute after preemption counts too), and the
+    arrival rate the requests first scheduled per second of trace.
+    """
+    from stallscope.analyzers.whatif import trace_token_times
+
+    if "num_scheduled_tokens" not in steps or len(steps) < 2:
+        raise InputError(f"{source}: the steps carry no per-request token counts (`num_scheduled_tokens`)")
+    tokens = trace_token_times(steps)
+    scheduled: dict = {}
+    for d in steps["num_scheduled_tokens"]:
+        for rid, n in (d.items() if isinstance(d, dict) else ()):
+            scheduled[rid] = scheduled.get(rid, 0) + int(n)
+    outs = [len(tokens.get(rid, ())) for rid in scheduled]
+    prompts = [max(1, scheduled[rid] - max(o - 1, 0)) for rid, o in zip(scheduled, outs)]
+    done = [(p, o) for p, o in zip(prompts, outs) if o >= 1]
+    if not done:
+        raise InputError(f"{source}: no request produced a token in the trace")
+    span_s = (int(steps["end_ns"].max()) - int(steps["start_ns"].min())) / 1e9
+    return Workload(LengthDist.empirical([p for p, _ in done]), LengthDist.empirical([o for _, o in done]),
+                    rate_hz=len(done) / max(span_s, 1e-9), duration_s=max(span_s, 1e-3), source=source)
