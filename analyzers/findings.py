@@ -192,9 +192,11 @@ def _whatif_budget(out: pd.DataFrame, steps: pd.DataFrame | None, slo_s: float) 
     verdict = ("meets" if rec["meets_slo"] else "is the closest to, but misses,")
     text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: simulating this trace's workload through the "
             f"engine's scheduler at budgets 128-4096 predicts ITL P99 {rec['predicted_itl_p99_s'] * 1e3:.0f} ms at "
-            f"{n}, which {verdict} the {slo_s * 1e3:.0f} ms SLO, with long-prompt TTFT P99 "
-            f"{rec['predicted_ttft_long_p99_s']:.2f} s (step-cost fit on {rec['step_cost']['n_steps']} steps, "
-            f"MAPE {rec['step_cost']['mape']:.0%}); `stallscope whatif` shows every budget.")
+            f"{n}, which {verdict} the {slo_s * 1e3:.0f} ms SLO"
+            + (f", with long-prompt TTFT P99 {rec['predicted_ttft_long_p99_s']:.2f} s"
+               if math.isfinite(rec["predicted_ttft_long_p99_s"]) else "")
+            + f" (step-cost fit on {rec['step_cost']['n_steps']} steps, MAPE {rec['step_cost']['mape']:.0%}); "
+            "`stallscope whatif` shows every budget.")
     evidence = {"max_num_batched_tokens": n, "budget_source": "what-if simulation of the step trace",
                 "whatif_predicted_itl_p99_s": rec["predicted_itl_p99_s"], "whatif_meets_slo": rec["meets_slo"]}
     out = out.copy()
