@@ -211,8 +211,9 @@ def latency(quant: pd.DataFrame, title: str, *, slo_s: float | None = None, span
         fig.add_hline(y=slo_s, line_dash="dot", line_color="#c0392b", annotation_text=f"SLO {slo_s:g} s")
         stalls = quant[(quant["q"] == quant["q"].max()) & (quant["value"] > slo_s)]
         if len(stalls):
-            fig.add_trace(go.Scatter(x=_dt(stalls["ts"]), y=stalls["value"].to_numpy(dtype=float), mode="markers", name="stall",
-                                     marker=dict(color="#c0392b", symbol="x", size=8)))
+            fig.add_trace(go.Scatter(x=_dt(stalls["ts"]), y=stalls["value"].to_numpy(dtype=float), mode="markers",
+                                     name="stall (P99 > SLO)", marker=dict(color="#c0392b", symbol="x-thin-open",
+                                                                            size=6, line_width=1.5)))
     return shade(fig, spans)
 
 
@@ -220,11 +221,11 @@ def findings_timeline(findings: pd.DataFrame) -> go.Figure:
     """One bar per finding from its start to its end, a row per kind, coloured by severity."""
     if findings.empty:
         return empty_figure("Findings timeline", "no findings")
-    fig = _figure("Findings timeline", barmode="overlay")
+    fig = _figure("Findings timeline", barmode="overlay", height=260)
     for sev, g in findings.groupby("severity", sort=True):
         start = _dt(g["start_ns"])
         width_ms = (g["end_ns"] - g["start_ns"]).clip(lower=1_000_000).to_numpy() / 1e6
-        fig.add_trace(go.Bar(base=start, x=width_ms, y=[esc(k) for k in g["kind"]], orientation="h",
+        fig.add_trace(go.Bar(base=start, x=width_ms, y=[esc(f"{k} {t}".strip()) for k, t in zip(g["kind"], g["target"])], orientation="h",
                              name=esc(sev), marker_color=SEVERITY_COLOUR.get(sev, "#7f8c8d"),
                              hovertext=[esc(t) for t in g["target"]]))
     return fig

@@ -42,11 +42,12 @@ def test_every_page_has_a_callback_test():
 
 def test_overview_callback(source):
     cards, timeline, health = page_module("overview").update(0)
-    assert len(cards) == 2
+    assert len(cards) == 3 and cards[0].children == "2 findings: 1 critical, 1 warning"
+    cards = cards[1:]
     first = cards[0].children
     assert first[0].children[0].children == "critical" and first[0].children[1].children == "decode_starvation"
     assert "--enable-chunked-prefill --max-num-batched-tokens 512" in str(cards[0])
-    assert "itl_p99_s = 1" in first[3].children
+    assert "itl_p99_s = 1" in first[3].children[1].children
     assert sorted(t.name for t in timeline.data) == ["critical", "warning"]
     assert timeline.data[0].hovertext[0] == "vllm"
     assert "&lt;script&gt;" in timeline.data[1].hovertext[0]          # escaped for plotly

@@ -14,8 +14,8 @@ dash.register_page(__name__, path="/", name="Overview", order=0)
 
 layout = html.Div([
     html.H2("Findings"),
+    dcc.Graph(id="overview-timeline", style={"height": "260px"}),
     html.Div(id="overview-findings"),
-    dcc.Graph(id="overview-timeline"),
     html.H2("Sources"),
     html.Div(id="overview-health"),
 ], className="page")
@@ -25,21 +25,35 @@ def _when(ns) -> str:
     return pd.Timestamp(int(ns), unit="ns", tz="UTC").strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _figure_text(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple, dict)) and len(str(v)) > 80:
+        return f"[{len(v)} items]"
+    return str(v)
+
+
 def _evidence(ev) -> str:
     if not isinstance(ev, dict):
         return ""
-    return ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in ev.items())
+    return ", ".join(f"{k} = {_figure_text(v)}" for k, v in ev.items())
 
 
 def finding_card(row) -> html.Div:
     return html.Div([
         html.Div([html.Span(row.severity, className="severity"), html.B(row.kind),
                   html.Span(f"  {row.target}  " if row.target else "  "),
-                  html.Span(f"{_when(row.start_ns)} to {_when(row.end_ns)}")]),
+                  html.Span(f"{_when(row.start_ns)} to {_when(row.end_ns)}", className="when")]),
         html.P(row.explanation, className="explanation"),
         html.P(["Recommendation: ", html.Code(row.recommendation)], className="recommendation"),
-        html.Small(_evidence(row.evidence), className="evidence"),
+        html.Details([html.Summary("evidence"), html.Small(_evidence(row.evidence), className="evidence")]),
     ], className=f"finding {row.severity}")
+
+
+def summary_line(found: pd.DataFrame) -> str:
+    counts = found["severity"].value_counts()
+    parts = [f"{counts[s]} {s}" for s in ("critical", "warning", "info") if s in counts]
+    return f"{len(found)} findings: " + ", ".join(parts) if len(found) else "No findings."
 
 
 def health_table(health: pd.DataFrame, now_ns: int) -> html.Table:
@@ -57,7 +71,10 @@ def health_table(health: pd.DataFrame, now_ns: int) -> html.Table:
 def update(_tick):
     src = data.current()
     found = src.findings()
-    cards = [finding_card(r) for r in found.itertuples(index=False)] or [html.P("No findings.", id="overview-none")]
+    rank = found["severity"].map({"critical": 0, "warning": 1, "info": 2}).fillna(3)
+    ordered = found.assign(_rank=rank).sort_values(["_rank", "start_ns"], kind="stable")
+    cards = [html.P(summary_line(found), id="overview-summary"),
+             *(finding_card(r) for r in ordered.itertuples(index=False))]
     health = src.health()
     table = health_table(health, time.time_ns()) if len(health) else html.P("No scrape samples in this source.")
     return cards, figs.findings_timeline(found), table
