@@ -9,10 +9,10 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
    output counted more tokens in `iteration_tokens_total` than decode steps can (`long_prefill_rate` > 0;
    a whole prompt is counted in the step where its prefill completes, so this is "a long prefill ended").
 3. Stall + prefill load = `decode_starvation`. Stall without prefill load is *not* starvation: it is
-   reported as `itl_high`, explained as preemption (recompute gaps, when preemptions rose), a chunked
-   prefill whose completion is counted in the next window (its chunks ran first), or memory-bound decode
-   at a large batch (otherwise). Attributing those look-ahead windows to starvation was measured to
-   cost precision on a loaded machine (docs/accuracy.md), so they only change the explanation.
+   reported as `itl_high`, explained as preemption (recompute gaps, when preemptions rose) or memory-bound
+   decode at a large batch (otherwise). When a long prefill is counted within the next window, the text
+   adds that a chunked prefill's chunks may have run there (its prompt is counted only at completion);
+   counting those windows as starvation was measured to cost precision (docs/accuracy.md).
 4. Flagged windows merge into one finding spanning [first window start, last window end] while they
    overlap (recurring stalls less than a window apart are one episode).
    With a step trace, the exact offending steps (stallscope.analyzers.step_stalls) are attached.
@@ -129,6 +129,14 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
     return to_frame(out)
 
 
+def _above_slo(extra: dict, slo: float) -> str:
+    step = extra.get("expected_step_s")
+    if step is None or step <= slo:
+        return ""
+    return (f" Even the smallest budget leaves steps of about {step * 1e3:.0f} ms, above the SLO: the decode step "
+            "itself is too slow here, so also lower `--max-num-seqs` or add compute.")
+
+
 def _finding(kind, target, part, start, end, slo, th, cost, stalls, window) -> Finding:
     p99s = part["itl_p99"].astype(float)
     k = int(np.nanargmax(p99s)) if np.isfinite(p99s).any() else 0
@@ -153,6 +161,8 @@ def _finding(kind, target, part, start, end, slo, th, cost, stalls, window) -> F
         evidence["offending_steps"] = steps_ev
         evidence["offending_steps_total"] = int(((stalls["end_ns"] > start) & (stalls["end_ns"] <= end)).sum())
     where = f" on {target}" if target else ""
+    tail = (f"ITL P99{where} was {p99} and {share:.1%} of stream time sat in gaps above the {slo * 1e3:.0f} ms SLO"
+            if np.isfinite(share) else f"ITL P99{where} was {p99} (SLO {slo * 1e3:.0f} ms)")
     if kind == "decode_starvation":
         explanation = (
             f"Running streams{where} froze while long prompts were being prefilled: ITL P99 was {p99} against a "
@@ -168,38 +178,34 @@ def _finding(kind, target, part, start, end, slo, th, cost, stalls, window) -> F
         recommendation, extra = chunked_prefill_recommendation(
             slo_s=slo, decode_step_s=cost["decode_step_s"], prefill_s_per_token=cost["prefill_s_per_token"],
             source=cost["source"])
+        recommendation += _above_slo(extra, slo)
         evidence.update(extra)
     else:
         preempting = evidence["preemptions_per_s_max"] > 0
-        chunked = bool(np.asarray(part["prefill_soon"]).any())
-        cause = "preemption" if preempting else "chunked_prefill" if chunked else "memory_bound_decode"
-        evidence["likely_cause"] = cause
-        if chunked and not preempting:
+        soon = bool(np.asarray(part["prefill_soon"]).any())
+        evidence["likely_cause"] = "preemption" if preempting else "memory_bound_decode"
+        evidence["prefill_counted_next_window"] = soon
+        if preempting:
             explanation = (
-                f"ITL P99{where} was {p99} (SLO {slo * 1e3:.0f} ms) before any prefill was counted, and a long "
-                "prefill completed within the next window. Prompt tokens are counted only when a prefill "
-                "completes, so this is most likely a prompt being prefilled in chunks: each chunk makes its "
-                "step, and every decode in it, slower.")
-            recommendation, extra = chunked_prefill_recommendation(
-                slo_s=slo, decode_step_s=cost["decode_step_s"], prefill_s_per_token=cost["prefill_s_per_token"],
-                source=cost["source"])
-            recommendation = "Lower the chunk size: " + recommendation
-            evidence.update(extra)
-        elif preempting:
-            explanation = (
-                f"ITL P99{where} was {p99} (SLO {slo * 1e3:.0f} ms) with no prefill load, so this is not decode "
-                f"starvation. Preemptions rose (up to {evidence['preemptions_per_s_max']:.2f}/s): a preempted "
+                f"{tail}, with no prefill load, so this is not decode starvation. Preemptions rose (up to {evidence['preemptions_per_s_max']:.2f}/s): a preempted "
                 "request loses its KV blocks and is recomputed, and the recompute gap lands in its next ITL sample.")
             recommendation = ("Relieve KV pressure: `--kv-cache-dtype fp8` (doubles KV capacity) or a lower "
                               "`--max-num-seqs`, so fewer running requests are preempted.")
         else:
             explanation = (
-                f"ITL P99{where} was {p99} (SLO {slo * 1e3:.0f} ms) with no prefill load and no preemptions, so "
-                "this is not decode starvation. More likely the decode step itself is slow: memory-bound decode at "
+                f"{tail}, with no prefill load and no preemptions, so this is not decode starvation. More likely the decode step itself is slow: memory-bound decode at "
                 f"a large batch (median {evidence['running_median']:.0f} running requests) reads every weight and "
                 "each request's KV cache once per step, so the step time grows with the batch and its context.")
             recommendation = ("Lower `--max-num-seqs` to shorten each decode step (fewer KV bytes per step), or add "
                               "bandwidth: `--tensor-parallel-size` splits the weight and KV reads across GPUs; "
                               "`stallscope roofline` shows the weight-read floor per step.")
+        if soon:
+            explanation += (" A long prefill was counted within the next window: prompt tokens are counted only when "
+                            "a prefill completes, so if chunked prefill is on, its chunks ran in these windows and "
+                            "made each step slower.")
+            text, extra = chunked_prefill_recommendation(
+                slo_s=slo, decode_step_s=cost["decode_step_s"], prefill_s_per_token=cost["prefill_s_per_token"],
+                source=cost["source"])
+            recommendation += " If chunked prefill is on, a smaller chunk helps: " + text + _above_slo(extra, slo)
         severity = "warning"
     return Finding(kind, severity, start, end, target, evidence, explanation, recommendation)
