@@ -343,3 +343,40 @@ def recommend_from_trace(steps: pd.DataFrame, itl_slo_s: float, *, budgets=(256,
                           for row in preds.to_dict("records")]
     rec["step_cost"] = {"mape": cost.mape, "r2": cost.r2, "n_steps": cost.n_steps}
     return rec
+
+
+BUDGETS = (128, 256, 512, 1024, 2048, 4096)
+
+
+def whatif_from_frames(steps: pd.DataFrame, samples: pd.DataFrame | None, itl_slo_s: float, *,
+                       budgets=BUDGETS, max_duration_s: float = 60.0, seed: int = 0) -> dict:
+    """Predictions and the recommendation from a dashboard's or report's frames (one target).
+
+    Step cost: fitted on `steps`. Workload: the samples' length histograms and request rate, else the
+    steps' per-request counts, else their per-step counts (a coarse steady-decoders model).
+    Returns {"predictions": frame, "recommendation": dict, "step_cost": dict, "workload": dict}.
+    Raises InputError when the steps cannot be fitted.
+    """
+    from stallscope.analyzers.step_cost import fit_step_cost
+    from stallscope.analyzers.workload import (workload_from_samples, workload_from_step_counts,
+                                               workload_from_steps, workload_with)
+
+    cost = fit_step_cost(steps, source="the steps")
+    w, reasons = None, []
+    for make in (lambda: workload_from_samples(samples, source="the metrics"),
+                 lambda: workload_from_steps(steps), lambda: workload_from_step_counts(steps)):
+        try:
+            w = make()
+            break
+        except (InputError, TypeError, KeyError) as exc:
+            reasons.append(str(exc))
+    if w is None:
+        raise InputError("no workload: " + "; ".join(reasons))
+    w = workload_with(w, duration_s=min(w.duration_s, max_duration_s))
+    blocks = steps["kv_blocks_total"].max() if "kv_blocks_total" in steps else float("nan")
+    longest = max(2048, int(max(w.prompt_tokens.hi)) + 2, w.long_prompt_tokens + w.long_output_tokens + 1)
+    shape = ServerShape(max_model_len=longest,
+                        num_kv_blocks=int(blocks) if np.isfinite(blocks) and blocks > 0 else ServerShape.num_kv_blocks)
+    preds = predict(w, cost, budgets, include_unchunked=True, shape=shape, seed=seed)
+    return {"predictions": preds, "recommendation": recommend(preds, itl_slo_s), "step_cost": cost.summary(),
+            "workload": w.summary()}

@@ -267,3 +267,32 @@ def workload_from_steps(steps: pd.DataFrame, *, source: str = "steps") -> Worklo
     span_s = (int(steps["end_ns"].max()) - int(steps["start_ns"].min())) / 1e9
     return Workload(LengthDist.empirical([p for p, _ in done]), LengthDist.empirical([o for _, o in done]),
                     rate_hz=len(done) / max(span_s, 1e-9), duration_s=max(span_s, 1e-3), source=source)
+
+
+def workload_from_step_counts(steps: pd.DataFrame, *, source: str = "step counts") -> Workload:
+    """A coarse workload from per-step token counts alone (an nsys steps frame, a trace without
+    `num_scheduled_tokens`): steady decoders and periodic prefills, the article's scenario.
+
+    Sessions = the median decode batch of decode-only steps, each output about twice the mean context
+    the KV pool shows per session (median `kv_blocks_used` x 16 tokens / sessions; 256 without it);
+    long prompts = the median prefill of the steps that prefilled, once per span / their count. From
+    a chunked trace the "prompt" is a chunk, so prefer the metrics or a full step trace.
+    """
+    pf = steps["num_prefill_tokens"].to_numpy(dtype=float)
+    dec = steps["num_decode_tokens"].to_numpy(dtype=float)
+    ok = np.isfinite(pf) & np.isfinite(dec)
+    if ok.sum() < 2:
+        raise InputError(f"{source}: the steps carry no prefill/decode token counts")
+    pf, dec = pf[ok], dec[ok]
+    span_s = (int(steps["end_ns"].max()) - int(steps["start_ns"].min())) / 1e9
+    decode_only = dec[pf == 0]
+    sessions = int(round(np.median(decode_only))) if len(decode_only) else int(round(np.median(dec)))
+    prefills = pf[pf > 0]
+    long_tokens = int(np.median(prefills)) if len(prefills) else 0
+    used = steps["kv_blocks_used"].to_numpy(dtype=float) if "kv_blocks_used" in steps else np.empty(0)
+    used = used[np.isfinite(used)]
+    output = int(np.clip(2 * np.median(used) * 16 / max(sessions, 1), 8, 4096)) if len(used) else 256
+    return Workload(LengthDist.fixed(1), LengthDist.fixed(output), sessions=max(sessions, 1 if not long_tokens else 0),
+                    long_prompt_tokens=long_tokens, long_output_tokens=1,
+                    long_every_s=span_s / len(prefills) if len(prefills) else 0.0,
+                    duration_s=max(span_s, 1e-3), source=source)

@@ -1,21 +1,67 @@
-"""What-if: chunk-budget simulation; says "not available" until `stallscope.analyzers.whatif` exists."""
+"""What-if: a budget slider over the predicted ITL/TTFT/throughput curves of the loaded steps and metrics.
+
+The simulation (stallscope.analyzers.whatif.whatif_from_frames) runs once per data version through the
+data source's memo; the callbacks only read it. Without a step trace there is nothing to fit, and the
+page says so.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 
 import dash
-from dash import Input, Output, callback, html
+from dash import Input, Output, callback, dcc, html
 
 from stallscope.dashboards import data
+from stallscope.dashboards.figures import empty_figure
+from stallscope.errors import ToolkitError
 
 dash.register_page(__name__, path="/whatif", name="What-if", order=5)
 
-layout = html.Div([html.H2("What-if: chunk budgets"), html.Div(id="whatif-body")], className="page")
+BUDGETS = (128, 256, 512, 1024, 2048, 4096)
+
+layout = html.Div([
+    html.H2("What-if: chunk budgets"),
+    html.P("The engine's own scheduler replayed in simulated time on this workload, with step costs fitted on the "
+           "recorded steps (docs/whatif.md). Move the slider to read one budget.", className="note"),
+    html.Div(id="whatif-body"),
+    dcc.Slider(id="whatif-budget", min=0, max=len(BUDGETS) - 1, step=1, value=2,
+               marks={i: str(b) for i, b in enumerate(BUDGETS)}),
+    dcc.Graph(id="whatif-curves"),
+    html.Div(id="whatif-selected"),
+], className="page")
 
 
 def available() -> bool:
     return importlib.util.find_spec("stallscope.analyzers.whatif") is not None
+
+
+def _steps_and_samples(src):
+    """One arm's steps (the first, when a run has several) and the samples when there is one target."""
+    frames = src.frames()
+    steps, samples = frames.get("steps"), frames.get("samples")
+    arms = src.step_targets()
+    if arms:
+        steps = steps[steps["target"] == arms[0]]
+    if samples is not None and "target" in samples and samples["target"].nunique() > 1:
+        samples = None
+    return steps, samples, (arms[0] if arms else "")
+
+
+def result(src) -> dict | str:
+    """The what-if result for the current data, or a sentence saying why there is none."""
+    def compute():
+        from stallscope.analyzers.whatif import whatif_from_frames
+        steps, samples, arm = _steps_and_samples(src)
+        if steps is None or len(steps) == 0:
+            return "What-if needs recorded engine steps (a run directory's steps.jsonl, --trace FILE)."
+        try:
+            out = whatif_from_frames(steps, samples, float(src.thresholds["itl_slo_s"]), budgets=BUDGETS)
+        except ToolkitError as exc:
+            return f"What-if cannot run on these steps: {exc}"
+        out["arm"], out["num_steps"] = arm, len(steps)
+        return out
+    return src.memo(("whatif",), compute)
 
 
 @callback(Output("whatif-body", "children"), Input("app-live", "n_intervals"))
@@ -23,6 +69,38 @@ def update(_tick):
     if not available():
         return html.P("What-if simulation is not available in this build (stallscope.analyzers.whatif "
                       "is not installed).", id="whatif-unavailable")
-    steps = data.current().steps(max_bars=10**12)
-    return html.P(f"What-if simulation is installed; {len(steps):,} recorded steps available. "
-                  "Run `stallscope whatif` for recommendations.", id="whatif-ready")
+    src = data.current()
+    res = result(src)
+    steps = src.frames()["steps"]
+    if isinstance(res, str):
+        return html.P(f"What-if simulation is installed; {len(steps):,} recorded steps available. {res}",
+                      id="whatif-ready")
+    rec, cost = res["recommendation"], res["step_cost"]
+    fit = (f"MAPE {cost['mape']:.0%}, R² {cost['r2']:.2f}" if cost.get("mape") is not None else "fit error unknown")
+    arm = f" of arm {res['arm']}" if res["arm"] else ""
+    return html.P(f"What-if simulation is installed; {len(steps):,} recorded steps available. Step cost fitted on "
+                  f"{cost['n_steps']:,} steps{arm} ({fit}); workload from {res['workload']['source']}. "
+                  f"{'Recommended' if rec['meets_slo'] else 'No budget meets the SLO; closest'}: {rec['flags']}.",
+                  id="whatif-ready")
+
+
+@callback(Output("whatif-curves", "figure"), Output("whatif-selected", "children"),
+          Input("whatif-budget", "value"), Input("app-live", "n_intervals"))
+def curves(budget_index, _tick):
+    from stallscope.dashboards.figures_whatif import whatif_curves
+
+    src = data.current()
+    res = result(src) if available() else "What-if simulation is not available in this build."
+    if isinstance(res, str):
+        return empty_figure("Predicted per --max-num-batched-tokens", res), ""
+    budget = BUDGETS[int(budget_index if budget_index is not None else 2)]
+    preds = res["predictions"]
+    rec = res["recommendation"]
+    fig = whatif_curves(preds, slo_s=rec["itl_slo_s"], selected=budget, recommended=rec["max_num_batched_tokens"])
+    row = preds[(preds["max_num_batched_tokens"] == budget) & preds["enable_chunked_prefill"]].iloc[0]
+    verdict = "meets" if row["itl_p99_s"] <= rec["itl_slo_s"] else "misses"
+    text = (f"--max-num-batched-tokens {budget}: ITL P99 {row['itl_p99_s'] * 1e3:.0f} ms ({verdict} the "
+            f"{rec['itl_slo_s'] * 1e3:.0f} ms SLO), ITL P50 {row['itl_p50_s'] * 1e3:.0f} ms, TTFT P99 long "
+            f"{row['ttft_long_p99_s']:.2f} s / short {row['ttft_short_p99_s']:.2f} s, "
+            f"{row['output_tok_s']:.1f} output tokens/s.")
+    return fig, text
