@@ -6,8 +6,9 @@ time between those steps' ends. So, over the `steps` frame sorted by start:
 1. Keep steps that computed decode tokens; the gap of each is `end_ns` minus the previous decode
    step's `end_ns` (a prefill-only step in between is inside the gap, as it is for the streams).
 2. The baseline is the rolling median gap (centred, `window_steps` steps).
-3. A stall is a gap above max(`min_gap_s`, k x baseline). Its cause is `prefill` when any step in the
-   gap computed prompt tokens, else `preemption` when a step preempted, else `other`.
+3. A stall is a gap above max(`min_gap_s`, k x baseline). Its cause is `prefill` when the steps in the
+   gap computed at least `min_prefill_tokens` prompt tokens, else `preemption` when a step preempted,
+   else `short_prefill` (fewer prompt tokens) or `other`.
 4. `window_truth` marks which sliding metric windows contain a stall end, for precision/recall of a
    detector's flagged windows against this ground truth.
 """
@@ -22,7 +23,7 @@ COLUMNS = ["step", "start_ns", "end_ns", "gap_s", "baseline_s", "num_prefill_tok
 
 
 def find_stalls(steps: pd.DataFrame, *, min_gap_s: float = 0.2, k: float = 3.0, window_steps: int = 51,
-                cause: str | None = None) -> pd.DataFrame:
+                cause: str | None = None, min_prefill_tokens: float = 1) -> pd.DataFrame:
     """Stalled decode gaps (columns `COLUMNS`), longest first within time order.
 
     >>> s = pd.DataFrame({"step": [0, 1, 2, 3], "start_ns": [0, 10, 20, 1000], "end_ns": [10, 20, 1000, 1010],
@@ -48,7 +49,8 @@ def find_stalls(steps: pd.DataFrame, *, min_gap_s: float = 0.2, k: float = 3.0, 
     stalled = gap > np.maximum(min_gap_s, k * baseline)
     pre_tokens = prefill_cum[cur + 1] - prefill_cum[prev + 1]  # prompt tokens in steps (prev, cur]
     pre_empt = preempt_cum[cur + 1] - preempt_cum[prev + 1]
-    causes = np.where(pre_tokens > 0, "prefill", np.where(pre_empt > 0, "preemption", "other"))
+    causes = np.where(pre_tokens >= min_prefill_tokens, "prefill",
+                      np.where(pre_empt > 0, "preemption", np.where(pre_tokens > 0, "short_prefill", "other")))
     idx = np.flatnonzero(stalled)
     out = pd.DataFrame({
         "step": st["step"].to_numpy()[cur[idx]].astype(np.int64),

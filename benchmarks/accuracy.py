@@ -83,8 +83,10 @@ def evaluate_arm(arm: Path, th: dict) -> dict:
     sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
     stalled, prefill = decode_starvation.flags(sig, th)
     flagged = stalled & prefill
-    # truth: decode gaps above the SLO that contained prompt tokens (k=0: the SLO alone, as the detector claims)
-    stalls = step_stalls.find_stalls(steps, min_gap_s=float(th["itl_slo_s"]), k=0.0, cause="prefill")
+    # truth: decode gaps above the SLO (k=0: the SLO alone, as the detector claims) in which a long prefill ran
+    # (>= 512 prompt tokens, the detector's own "long prefill" cut)
+    stalls = step_stalls.find_stalls(steps, min_gap_s=float(th["itl_slo_s"]), k=0.0, cause="prefill",
+                                     min_prefill_tokens=512)
     truth = step_stalls.window_truth(stalls, eval_ts, window, scrape_ts=samples["ts"].to_numpy())
     p, r = step_stalls.precision_recall(flagged, truth)
     _, found = diagnose(samples, None, steps, thresholds=th)
@@ -92,6 +94,17 @@ def evaluate_arm(arm: Path, th: dict) -> dict:
             "truth": int(truth.sum()), "stalls": int(len(stalls)), "precision": p, "recall": r,
             "findings": sorted(set(found["kind"])), "max_gap_s": float(stalls["gap_s"].max()) if len(stalls) else 0.0,
             "median_step_s": float(np.median((steps["end_ns"] - steps["start_ns"]) / 1e9))}
+
+
+def calibrated_slo(run: Path) -> float:
+    """sqrt(slowest `on` step (P99.9) x fastest `off` step that prefilled a long prompt whole)."""
+    from stallscope.analyzers.step_cost import read_step_trace
+
+    off, on = read_step_trace(run / "off" / "steps.jsonl"), read_step_trace(run / "on" / "steps.jsonl")
+    dur = lambda s: (s["end_ns"] - s["start_ns"]).to_numpy() / 1e9  # noqa: E731
+    longest = off["num_prefill_tokens"].max()
+    whole = dur(off)[off["num_prefill_tokens"].to_numpy() >= 0.9 * longest].min()
+    return float(np.sqrt(whole * np.quantile(dur(on), 0.999)))
 
 
 def main() -> int:
@@ -106,12 +119,15 @@ def main() -> int:
     ap.add_argument("--long-every", type=float, default=8.0)
     ap.add_argument("--budget", type=int, default=32, help="token budget of the chunked arm")
     ap.add_argument("--interval", default="0.5s")
-    ap.add_argument("--itl-slo", type=float, default=None, help="ITL SLO for detector and truth (default 0.2 s)")
+    ap.add_argument("--itl-slo", default=None,
+                    help="ITL SLO for detector and truth: seconds (default 0.2) or `calibrated` (per run, between "
+                         "the on arm's slowest step and the off arm's fastest whole-long-prompt step)")
     ap.add_argument("--evaluate-only", action="store_true", help="do not record missing arms")
     args = ap.parse_args()
     from stallscope.config import load_thresholds
 
-    th = load_thresholds(itl_slo_s=args.itl_slo)
+    fixed = None if args.itl_slo in (None, "calibrated") else float(args.itl_slo)
+    th = load_thresholds(itl_slo_s=fixed)
     if args.runs:
         runs = [Path(r) for r in args.runs.split(",")]
     else:
@@ -124,15 +140,17 @@ def main() -> int:
             runs.append(run)
     rows = []
     for run in runs:
+        if args.itl_slo == "calibrated":
+            th = load_thresholds(itl_slo_s=round(calibrated_slo(run), 4))
         off, on = evaluate_arm(run / "off", th), evaluate_arm(run / "on", th)
-        rows.append({"run": str(run), "off": off, "on": on})
-        print(f"{run}: off precision {off['precision']:.3f} recall {off['recall']:.3f} "
+        rows.append({"run": str(run), "itl_slo_s": th["itl_slo_s"], "off": off, "on": on})
+        print(f"{run} (SLO {th['itl_slo_s']} s): off precision {off['precision']:.3f} recall {off['recall']:.3f} "
               f"({off['flagged']} flagged / {off['truth']} true windows of {off['windows']}, {off['stalls']} stalls, "
               f"max gap {off['max_gap_s']:.2f} s, findings {off['findings']}); on: {on['flagged']} flagged, "
               f"{on['stalls']} stalls, precision {on['precision']:.3f} recall {on['recall']:.3f}, findings {on['findings']}")
     ps = [r["off"]["precision"] for r in rows]
     rs = [r["off"]["recall"] for r in rows]
-    print(f"ITL SLO {th['itl_slo_s']} s; over {len(rows)} seeds: precision min {min(ps):.3f} mean {np.mean(ps):.3f}; recall min {min(rs):.3f} "
+    print(f"ITL SLO {args.itl_slo or th['itl_slo_s']}; over {len(rows)} seeds: precision min {min(ps):.3f} mean {np.mean(ps):.3f}; recall min {min(rs):.3f} "
           f"mean {np.mean(rs):.3f} (target >= 0.9 each)")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "accuracy.json").write_text(json.dumps(rows, indent=2, default=float))
