@@ -79,7 +79,8 @@ class PagedKVCache:
 
     def gather(self, layer: int, block_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """block_ids: int array of shape S -> k, v float32 of shape (num_kv_heads,) + S + (block_size, head_dim)."""
-        return self.k[layer][:, block_ids], self.v[layer][:, block_ids]
+        # np.take, not k[layer][:, ids]: fancy indexing after a slice returns a non-contiguous array
+        return np.take(self.k[layer], block_ids, axis=1), np.take(self.v[layer], block_ids, axis=1)
 
 
 def _softmax_inplace(scores: np.ndarray) -> np.ndarray:

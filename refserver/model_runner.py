@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import sys
+
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
@@ -32,6 +35,22 @@ class _BlasThreads:
             self._current = n
 
 
+def _keep_freed_memory_in_the_heap() -> None:
+    """Let glibc reuse freed memory for numpy temporaries (< 32 MiB) instead of unmapping it.
+
+    By default each multi-MiB temporary (gathered KV, activations) is a fresh mmap, and writing it costs a
+    page fault per 4 KiB: a 4 MiB KV gather took 6 ms instead of 0.2 ms. Linux/glibc only; a no-op elsewhere.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 32 * 2**20)                    # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 512 * 2**20)                   # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 class ModelRunner:
     """Owns the model and the KV tensors; `execute(out)` -> {request_id: sampled token} (+ their logits)."""
 
@@ -44,6 +63,7 @@ class ModelRunner:
                                   mc.num_kv_heads, mc.head_dim, config.kv_cache_dtype)
         self.sampler = Sampler(mc.vocab_size)
         self.blas_threads = _BlasThreads()
+        _keep_freed_memory_in_the_heap()
 
     def prepare(self, out: SchedulerOutput) -> tuple[np.ndarray, np.ndarray, AttentionMetadata, list[int], list]:
         """Flatten the step: (input_ids (T,), positions (T,), metadata, logits rows, requests to sample)."""
