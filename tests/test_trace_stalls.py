@@ -95,3 +95,16 @@ def test_cli_without_a_source_is_a_usage_error(capsys):
     assert main(["analyze"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("stallscope: error: nothing to analyze") and "--nsys FILE" in err
+
+
+def test_progress_bar_callback_sees_every_kernel_row(monkeypatch):
+    from stallscope.commands import analyze
+
+    monkeypatch.setattr(analyze, "LARGE_FILE_BYTES", 0)  # treat the sample as a large file
+    path = str(SAMPLE_TRACES / "starvation.sqlite")
+    callback, bar = analyze._progress_for(path)
+    assert callback is not None
+    with bar:
+        trace = read_export(path, progress=callback)
+    (task,) = bar.tasks
+    assert task.completed == task.total == len(trace.kernels) == 3803

@@ -77,3 +77,20 @@ def test_without_launch_calls_kernels_go_to_the_range_they_start_in():
     ranges = _nvtx_ranges("starvation")
     assert steps["num_kernels"].tolist() == [47.0] * 40 + [43.0] + [47.0] * 40
     assert steps["end_ns"].tolist() == [e for _, e, _ in ranges]
+
+
+def test_vllm_nvtx_scopes_ranges_give_steps_without_token_counts():
+    trace, k = _load("starvation")
+    nvtx = trace.nvtx.assign(name="gpu_model_runner: forward")  # VLLM_NVTX_SCOPES_FOR_PROFILING=1 naming
+    steps, info = reconstruct_steps(k, nvtx)
+    assert info["source"] == "nvtx:vllm-scopes" and len(steps) == 81
+    assert steps["num_prefill_tokens"].isna().all()
+    assert steps["has_prefill"].sum() == 1 and steps.loc[steps["has_prefill"], "max_attention_grid_x"].item() == 128
+
+
+def test_detailed_vllm_step_names_parse():
+    from stallscope.analyzers.trace_steps import VLLM_STEP
+
+    m = VLLM_STEP.search("execute_544_context_1(sq512sk512sqsq262144sqsk262144)_generation_32(sq32sk40960sqsq32sqsk40960)")
+    assert m.groups() == ("1", "512", "32", "32")
+    assert VLLM_STEP.search("execute_context_0(0)_generation_32(32)").groups() == ("0", "0", "32", "32")
