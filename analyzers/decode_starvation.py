@@ -121,8 +121,10 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         cols = {c: sig[c].to_numpy() for c in sig.columns if c != "target"}
         soon = prefill_ahead(prefill, sig)
         cols["prefill_soon"] = soon
-        for kind, mask in (("decode_starvation", stalled & prefill), ("itl_high", stalled & ~prefill)):
-            for i, j in episodes(mask, merge_gap=window // step):  # windows that overlap belong together
+        starving, other = stalled & prefill, stalled & ~prefill
+        for kind, mask, barrier in (("decode_starvation", starving, other), ("itl_high", other, starving)):
+            # windows that overlap belong together, unless the other kind sits between them
+            for i, j in episodes(mask, merge_gap=window // step, barrier=barrier):
                 part = {c: a[i:j + 1] for c, a in cols.items()}
                 start, end = int(ts[i] - window), int(ts[j])
                 out.append(_finding(kind, target, part, start, end, slo, th, cost, stalls, window))

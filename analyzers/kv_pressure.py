@@ -6,7 +6,8 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
    (`num_requests_waiting` >= `waiting_high`) or preemptions rose (`rate(num_preemptions_total)` > 0).
    The gauge counts *blocks* pinned by running requests (prefix-cached free blocks excluded), not tokens:
    a request holds ceil(tokens / block_size) blocks, so usage can read 1.0 with part-empty last blocks.
-2. It must be sustained: at least two consecutive windows.
+2. It must be sustained: at least two consecutive windows; dips shorter than one window do not split
+   an episode.
 3. Severity is critical when preemptions reach `preemptions_rate_high` per second, else warning.
 4. The recommendation quotes the capacity N from `vllm:cache_config_info` (num_gpu_blocks x block_size)
    when scraped: `--kv-cache-dtype fp8` gives 2N tokens; `--max-num-seqs` sized so peak usage fits.
@@ -61,7 +62,9 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
         preempt = sig["preempt_rate"].to_numpy(dtype=float)
         mask = (kv >= high) & ((waiting >= float(th["waiting_high"])) | (preempt > 0))
         ts = sig["ts"].to_numpy(dtype=np.int64)
-        for i, j in episodes(mask, min_len=min_windows):
+        step = int(signals.attrs.get("step_ns", 0)) or 1
+        gap = int(signals.attrs.get("window_ns", 0)) // step  # dips shorter than a window stay one episode
+        for i, j in episodes(mask, min_len=min_windows, merge_gap=gap):
             part = sig.iloc[i:j + 1]
             peak_usage = float(np.nanmax(part["kv_usage"]))
             peak_preempt = float(np.nanmax(part["preempt_rate"].fillna(0)))

@@ -150,9 +150,10 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     return out
 
 
-def episodes(mask: np.ndarray, *, min_len: int = 1, merge_gap: int = 0) -> list[tuple[int, int]]:
+def episodes(mask: np.ndarray, *, min_len: int = 1, merge_gap: int = 0,
+             barrier: np.ndarray | None = None) -> list[tuple[int, int]]:
     """Index ranges [i, j] of consecutive True values of `mask`, at least `min_len` long; runs separated
-    by at most `merge_gap` False values are merged first.
+    by at most `merge_gap` False values are merged first, unless a `barrier` value is True in between.
 
     >>> episodes(np.array([0, 1, 1, 0, 1], dtype=bool)), episodes(np.array([0, 1, 1, 0, 1], dtype=bool), merge_gap=1)
     ([(1, 2), (4, 4)], [(1, 4)])
@@ -168,7 +169,8 @@ def episodes(mask: np.ndarray, *, min_len: int = 1, merge_gap: int = 0) -> list[
         out.append((start, len(mask) - 1))
     merged: list[tuple[int, int]] = []
     for a, b in out:
-        if merged and a - merged[-1][1] - 1 <= merge_gap:
+        blocked = barrier is not None and merged and np.asarray(barrier)[merged[-1][1] + 1:a].any()
+        if merged and a - merged[-1][1] - 1 <= merge_gap and not blocked:
             merged[-1] = (merged[-1][0], b)
         else:
             merged.append((a, b))
