@@ -9,9 +9,11 @@ Views delegate the analysis to `stallscope.analyzers` (see `views.py`).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -22,6 +24,7 @@ from stallscope import schema
 from stallscope.config import load_thresholds
 from stallscope.errors import InputError
 
+log = logging.getLogger(__name__)
 FRAME_KINDS = ("samples", "gpu", "steps", "findings")
 SERIES_LABELS = ("model_name", "instance", "pod", "engine")
 
@@ -84,11 +87,8 @@ class DataSource:
         self.max_points = max_points
         self.thresholds = thresholds or load_thresholds()
         self._lock = threading.Lock()
-        self._frames: dict | None = None
-        self._stamp: object = None
-        self._memo: dict = {}
-        self.version = 0
-        self.loaded_at_ns = 0
+        self._snap: _Snapshot | None = None
+        self._reloading = False
 
     # --- constructors -------------------------------------------------------------------------
     @classmethod
@@ -137,32 +137,59 @@ class DataSource:
         return self
 
     # --- frames and caching -------------------------------------------------------------------
-    def frames(self) -> dict:
-        """All frames (empty ones for kinds the source lacks); reloads in live mode when the data changed."""
+    def snapshot(self) -> "_Snapshot":
+        """The current data version. The first load is synchronous; in live mode a changed probe starts
+        a background reload and pages keep reading the last complete version until it lands."""
         with self._lock:
-            stamp = self._probe() if self._probe else None
-            if self._frames is None or (self.live and stamp != self._stamp):
-                loaded = self._load() or {}
-                self._frames = {k: _checked(loaded.get(k), k) for k in FRAME_KINDS}
-                self._stamp, self._memo = stamp, {}
-                for kind in ("samples", "gpu"):   # part of loading: row positions of each metric
-                    self._memo[(kind, "index")] = self._frames[kind].groupby("metric", sort=False).indices
-                self.version += 1
-                self.loaded_at_ns = time.time_ns()
-            return self._frames
+            if self._snap is None:
+                self._snap = self._build(self._probe() if self._probe else None, 1)
+            elif self.live and not self._reloading:
+                stamp = self._probe() if self._probe else None
+                if stamp != self._snap.stamp:
+                    self._reloading = True
+                    threading.Thread(target=self._reload, args=(stamp,), daemon=True,
+                                     name="stallscope-dashboard-reload").start()
+            return self._snap
+
+    def _reload(self, stamp) -> None:
+        try:
+            snap = self._build(stamp, self._snap.version + 1)
+            with self._lock:
+                self._snap = snap
+        except Exception as exc:  # keep serving the last good version; say why once per attempt
+            log.warning("dashboard reload of %s failed: %s", self.name, exc)
+        finally:
+            self._reloading = False
+
+    def _build(self, stamp, version: int) -> "_Snapshot":
+        from stallscope.dashboards import views
+        loaded = self._load() or {}
+        frames = {k: _checked(loaded.get(k), k) for k in FRAME_KINDS}
+        memo = {(kind, "index"): frames[kind].groupby("metric", sort=False).indices  # rows of each metric
+                for kind in ("samples", "gpu")}
+        memo[("findings",)] = views.findings(frames, self.thresholds)     # the diagnosis is part of loading
+        return _Snapshot(frames, memo, stamp, version, time.time_ns())
+
+    @property
+    def version(self) -> int:
+        return self.snapshot().version
+
+    def frames(self) -> dict:
+        """All frames of the current version (empty ones for kinds the source lacks)."""
+        return self.snapshot().frames
 
     def memo(self, key, compute: Callable[[], object]):
         """`compute()` once per data version (views are pure functions of the frames)."""
-        self.frames()
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return self._memo[key]
+        memo = self.snapshot().memo
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
 
     def metric_rows(self, metric: str) -> pd.DataFrame:
         """Rows of one samples metric with a `series` column, sorted by time."""
         def compute():
             s = self.frames()["samples"]
-            index = self._memo[("samples", "index")]
+            index = self.snapshot().memo[("samples", "index")]
             rows = s.iloc[index.get(metric, np.array([], dtype=np.int64))]
             target = rows["target"].fillna("").to_numpy(dtype=object) if "target" in rows else np.full(len(rows), "", object)
             labels = rows["labels"].to_numpy(dtype=object)
@@ -205,7 +232,7 @@ class DataSource:
         """`ts, series, value` of one canonical GPU metric, a series per GPU, downsampled."""
         def compute():
             g = self.frames()["gpu"]
-            index = self._memo[("gpu", "index")]
+            index = self.snapshot().memo[("gpu", "index")]
             rows = g.iloc[index.get(metric, np.array([], dtype=np.int64))]
             host_codes, hosts = pd.factorize(rows["hostname"].astype(object))
             gpu_codes, gpus = pd.factorize(rows["gpu"].astype(object))
@@ -216,9 +243,8 @@ class DataSource:
         return self.memo(("gpu", metric), compute)
 
     def findings(self) -> pd.DataFrame:
-        """The findings frame: the loaded one, else what the analyzers find in the frames."""
-        from stallscope.dashboards import views
-        return self.memo(("findings",), lambda: views.findings(self.frames(), self.thresholds))
+        """The findings frame: the loaded one, else what the analyzers found when the data was loaded."""
+        return self.snapshot().memo[("findings",)]
 
     def health(self) -> pd.DataFrame:
         """Per scrape target: `target, up, last_scrape_ns, samples`."""
@@ -246,6 +272,16 @@ class DataSource:
         if target is None or "target" not in steps:
             return steps
         return steps[steps["target"] == target].reset_index(drop=True)
+
+
+@dataclass
+class _Snapshot:
+    """One loaded data version: the frames and what has been computed from them."""
+    frames: dict
+    memo: dict
+    stamp: object
+    version: int
+    loaded_at_ns: int
 
 
 def _stat(p: Path):

@@ -147,17 +147,21 @@ def test_24h_source_is_downsampled_per_page():
 
 
 def test_live_source_reloads_when_the_probe_changes():
-    stamp = {"v": 0}
+    import time
+    stamp = {"v": 20}
     frames = F.all_frames(duration_s=60)
 
     def load():
         s = frames["samples"]
         return {"samples": s[s["ts"] <= F.T0_NS + stamp["v"] * 10**9]}
     src = DataSource(load, name="live", probe=lambda: stamp["v"], live=True)
-    stamp["v"] = 20
-    assert src.health()["samples"].iloc[0] == 5 * 37               # 5 scrapes of 37 rows
-    stamp["v"] = 40
-    assert src.health()["samples"].iloc[0] == 9 * 37 and src.version == 2
+    assert src.health()["samples"].iloc[0] == 5 * 37 and src.version == 1    # 5 scrapes of 37 rows
+    stamp["v"] = 40                                  # the store grew: reloaded in the background
+    deadline = time.monotonic() + 30
+    while src.version < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert src.version == 2 and src.health()["samples"].iloc[0] == 9 * 37
+    assert DataSource(load, name="static", probe=lambda: stamp["v"], live=False).version == 1
 
 
 def test_series_names_and_figures_escape_markup():

@@ -12,6 +12,8 @@ from stallscope.dashboards import data, figures as figs
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
 
+MAX_CARDS = 50  # the most severe first; the timeline above shows every finding
+
 layout = html.Div([
     html.H2("Findings"),
     dcc.Graph(id="overview-timeline", style={"height": "260px"}),
@@ -73,8 +75,10 @@ def update(_tick):
     found = src.findings()
     rank = found["severity"].map({"critical": 0, "warning": 1, "info": 2}).fillna(3)
     ordered = found.assign(_rank=rank).sort_values(["_rank", "start_ns"], kind="stable")
-    cards = [html.P(summary_line(found), id="overview-summary"),
-             *(finding_card(r) for r in ordered.itertuples(index=False))]
+    shown = ordered.head(MAX_CARDS)
+    more = f" Showing the {MAX_CARDS} most severe; the timeline shows all." if len(found) > MAX_CARDS else ""
+    cards = [html.P(summary_line(found) + more, id="overview-summary"),
+             *(finding_card(r) for r in shown.itertuples(index=False))]
     health = src.health()
     table = health_table(health, time.time_ns()) if len(health) else html.P("No scrape samples in this source.")
     return cards, figs.findings_timeline(found), table
