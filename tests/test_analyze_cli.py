@@ -109,3 +109,46 @@ def test_prometheus_source_gives_the_same_diagnosis(tmp_path, capsys):
     starts = [f["start"] for f in out["findings"]]
     assert len(starts) in (1, 2, 3, 4) and sum(f["evidence"].get("long_prefills", 0) > 0 for f in out["findings"])
     assert out["sources"] and all(v["kind"] == "prometheus" for v in out["sources"].values())
+
+
+def _dcgm_texts(t0_ns: int, seconds: int, dram: float, tensor: float) -> list:
+    """dcgm-exporter expositions (its metric names and labels) of one H100, one per second."""
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    reg = CollectorRegistry()
+    labels = ["gpu", "UUID", "device", "modelName", "Hostname"]
+    values = dict(gpu="0", UUID="GPU-22dbdd79", device="nvidia0", modelName="NVIDIA H100 80GB HBM3", Hostname="h1")
+    d = Gauge("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active.", labels,
+              registry=reg).labels(**values)
+    t = Gauge("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active.", labels,
+              registry=reg).labels(**values)
+    out = []
+    for i in range(seconds):
+        d.set(dram)
+        t.set(tensor)
+        out.append((t0_ns + i * NS, generate_latest(reg).decode()))
+    return out
+
+
+def test_gpu_data_gives_memory_bound_decode_and_the_roofline(tmp_path, capsys):
+    import json as _json
+
+    from expo_frames import T0_NS
+
+    texts = []
+    simulate_starvation(20, long_tokens=100, texts=texts)  # decode-dominated: short prompts only
+    arm = tmp_path / "run" / "decode"
+    write_arm(arm, texts)
+    with open(arm / "scrapes.jsonl", "a") as fh:
+        for ts, text in _dcgm_texts(T0_NS, 20, dram=0.85, tensor=0.08):
+            fh.write(_json.dumps({"ts": ts / 1e9, "target": "dcgm", "text": text}) + "\n")
+    html = tmp_path / "r.html"
+    code = main(["analyze", str(arm), "--format", "json", "--html", str(html)])
+    out = _json.loads(capsys.readouterr().out)
+    assert code == 0  # info only: below the default --fail-on critical
+    mb = [f for f in out["findings"] if f["kind"] == "memory_bound_decode"]
+    assert len(mb) == 1 and mb[0]["severity"] == "info" and mb[0]["target"] == "h1/gpu0"
+    assert mb[0]["evidence"]["dram_active_mean"] == pytest.approx(0.85)
+    assert "Roofline: H100-SXM" in html.read_text()
+    assert main(["analyze", str(arm), "--format", "json", "--fail-on", "info"]) == 1
+    capsys.readouterr()
