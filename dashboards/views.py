@@ -94,10 +94,16 @@ def load_steps(path: Path) -> pd.DataFrame:
         keep = [c for c in schema.columns("steps") if c in raw]
         out = raw[keep].astype({c: "float64" for c in keep if c not in ("step", "start_ns", "end_ns")})
         return schema.validate(out.astype({"step": "int64", "start_ns": "int64", "end_ns": "int64"}), "steps")
-    mod = _analyzer("trace_steps")
-    if mod is None:
-        raise InputError(f"cannot read {path}: nsys traces need stallscope.analyzers.trace_steps")
-    return schema.validate(mod.steps_from_nsys(path), "steps")
+    from stallscope.analyzers.kernel_roles import classify
+    from stallscope.analyzers.trace_steps import reconstruct_steps
+    from stallscope.collectors.nsight_sqlite import KERNEL, read_export
+    from stallscope.errors import TraceError
+
+    trace = read_export(str(path), with_launches=False)
+    if KERNEL not in trace.tables:
+        raise TraceError(f"{path} has no kernel table: export with `nsys export --type sqlite` after a CUDA trace")
+    steps, _info = reconstruct_steps(classify(trace.kernels), trace.nvtx, trace.graph_launches)
+    return schema.validate(steps, "steps")
 
 
 # --- counters and histograms ----------------------------------------------------------------
@@ -266,7 +272,12 @@ def mark_steps(steps: pd.DataFrame, stall_factor: float = 3.0) -> pd.DataFrame:
                             stall=pd.Series(dtype=bool))
     dur = steps["end_ns"] - steps["start_ns"]
     prefill = steps["num_prefill_tokens"].fillna(0) > 0
-    decode_only = dur[~prefill & (steps["num_decode_tokens"].fillna(0) > 0)]
+    if "has_prefill" in steps:                                # nsys: known from the attention grids
+        prefill |= steps["has_prefill"].fillna(False).astype(bool)
+    decoding = steps["num_decode_tokens"].fillna(0) > 0
+    if "is_decode" in steps:
+        decoding |= steps["is_decode"].fillna(False).astype(bool)
+    decode_only = dur[~prefill & decoding]
     typical = float(decode_only.median()) if len(decode_only) else float(dur.median())
     running = steps["num_running"].fillna(1) if "num_running" in steps else pd.Series(1, index=steps.index)
     stall = (dur > stall_factor * typical) & (running > 0)

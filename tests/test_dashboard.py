@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import dashboard_frames as F
+from conftest import ROOT
 from stallscope.cli import main
 from stallscope.dashboards import data, views
 from stallscope.dashboards.app import PAGES_FOLDER, create_app, page_module
@@ -117,6 +118,14 @@ def test_trace_callback_picks_an_arm():
     fig, summary = trace.update(None, "on", 0)
     assert summary == "60 steps shown of this range, 1 stalls, 1 with prefill"
     assert fig.layout.title.text == "Engine steps of arm on"
+
+
+@pytest.mark.parametrize("name, steps, prefill, stalls", [("starvation.sqlite", 81, 1, 1), ("chunked.sqlite", 112, 32, 0)])
+def test_trace_page_from_an_nsys_export(app, name, steps, prefill, stalls):
+    data.use(DataSource.from_frames({}).with_trace(ROOT / "sample_traces" / name))
+    fig, summary = page_module("trace").update(None, None, 0)
+    assert summary == f"{steps} steps shown of this range, {stalls} stalls, {prefill} with prefill"
+    assert sum(len(t.y) for t in fig.data if t.name in ("prefill", "decode")) == steps
 
 
 def test_whatif_callback(source):
@@ -241,6 +250,18 @@ def test_dashboard_command_bad_input(argv, message, capsys, monkeypatch):
     assert main(["dashboard", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("stallscope: error:") and message in err and err.count("\n") == 1
+
+
+def test_dashboard_command_rejects_a_trace_that_is_not_an_export(tmp_path, capsys):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database")
+    run = tmp_path / "run"
+    run.mkdir()
+    text = '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 1.0\n'
+    (run / "scrapes.jsonl").write_text(json.dumps({"ts": 1764400000, "target": "vllm", "text": text}) + "\n")
+    assert main(["dashboard", "--run", str(run), "--trace", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stallscope: error:") and err.count("\n") == 1 and "bad.sqlite" in err
 
 
 def test_dashboard_command_needs_a_source():
