@@ -85,9 +85,10 @@ def render_html(result: dict) -> str:
                           v.get("start", ""), v.get("end", "")] for k, v in srcs.items()]))
     parts.append("<h2>Whole-run quantiles</h2>")
     q = result.get("quantiles") or {}
-    parts.append(_table(["target", "ITL P50", "ITL P99", "TTFT P50", "TTFT P99"],
+    parts.append(_table(["target", "ITL P50", "ITL P99", "TTFT P50", "TTFT P99", "stream time in ITL gaps > SLO"],
                         [[t, *(v.get(k, {}).get("text", "n/a") for k in ("itl_p50", "itl_p99", "ttft_p50",
-                                                                          "ttft_p99"))] for t, v in q.items()]))
+                                                                          "ttft_p99", "itl_time_above_slo"))]
+                         for t, v in q.items()]))
     findings = result.get("findings") or []
     parts.append(f"<h2>Findings ({len(findings)})</h2>")
     parts.append(_findings_html(findings))

@@ -42,6 +42,10 @@ def test_off_arm_is_flagged_and_on_arm_is_not(run_dir, capsys):
     assert "--max-num-batched-tokens 128" in f["recommendation"]
     q = out["quantiles"]["on/vllm"]["itl_p99"]
     assert q["bucket_s"] == [0.15, 0.2] and q["text"] == "150 ms-200 ms"
+    # the whole-run P99 of the off arm hides its stalls (one ITL sample per output); the time share does not
+    assert out["quantiles"]["off/vllm"]["itl_p99"]["bucket_s"][1] <= 0.05
+    assert out["quantiles"]["off/vllm"]["itl_time_above_slo"]["share"] > 0.05
+    assert out["quantiles"]["on/vllm"]["itl_time_above_slo"]["share"] == 0.0
     code, out = _json(capsys, ["analyze", str(run_dir / "starvation" / "on")])
     assert code == 0 and out["findings"] == []
 

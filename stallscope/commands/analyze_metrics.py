@@ -142,8 +142,9 @@ def whole_run_quantiles(samples, thresholds: dict) -> dict:
         return out
     t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
     window = t1 - t0 + scrape_interval_ns(samples)
-    parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT)])
+    parts = split_metrics(samples, [f + s for f in (*ITL, TTFT) for s in ("_bucket", "_sum")])
     itl = next((f for f in ITL if f + "_bucket" in parts), ITL[0])
+    out["itl_time_above_slo"] = _time_above_slo(parts, itl, t1, window, float(thresholds["itl_slo_s"]))
     for family, tag in ((itl, "itl"), (TTFT, "ttft")):
         rows = parts.get(family + "_bucket", samples.iloc[:0])
         for q in (0.5, 0.99):
@@ -156,6 +157,27 @@ def whole_run_quantiles(samples, thresholds: dict) -> dict:
             else:
                 out[key] = {"value_s": None, "bucket_s": None, "text": "n/a"}
     return out
+
+
+def _time_above_slo(parts: dict, family: str, t1: int, window: int, slo: float) -> dict:
+    """Share of stream time spent in ITL gaps above the SLO over the whole run (a lower bound: each gap
+    counts as its bucket's lower edge). Unlike P99 it does not under-weight a long stall."""
+    import numpy as np
+
+    from stallscope.analyzers import quantiles as Q
+
+    empty = {"share": None, "text": "n/a"}
+    if family + "_bucket" not in parts or family + "_sum" not in parts:
+        return empty
+    rates = Q.bucket_rates(parts[family + "_bucket"], family, np.array([t1]), window, by=())
+    total = Q.rate_range(parts[family + "_sum"], family + "_sum", np.array([t1]), window, by=())
+    if not rates or not len(total) or not total["value"].iloc[0] > 0:
+        return empty
+    _, les, counts = next(iter(rates.values()))
+    per_bucket = np.diff(np.concatenate([[0.0], np.maximum.accumulate(np.nan_to_num(counts[0]))]))
+    lower = np.concatenate([[0.0], les[:-1]])
+    share = float((per_bucket * lower)[lower >= slo].sum() / total["value"].iloc[0])
+    return {"share": min(share, 1.0), "slo_s": slo, "text": f">= {min(share, 1.0):.1%}"}
 
 
 def _roofline(args, frames: dict):
@@ -227,10 +249,11 @@ def render_text(result: dict) -> str:
         src.add_row(k, v["source"], str(v["samples"]), str(v["gpu"]), str(v["steps"]), str(v["start"]), str(v["end"]))
     con.print(src)
     q = Table(title="whole-run quantiles (the bucket each falls in)")
-    for c in ("target", "ITL P50", "ITL P99", "TTFT P50", "TTFT P99"):
+    for c in ("target", "ITL P50", "ITL P99", "TTFT P50", "TTFT P99", "stream time in ITL gaps > SLO"):
         q.add_column(c)
     for t, v in result["quantiles"].items():
-        q.add_row(t, *(v[k]["text"] for k in ("itl_p50", "itl_p99", "ttft_p50", "ttft_p99")))
+        q.add_row(t, *(v.get(k, {}).get("text", "n/a") for k in ("itl_p50", "itl_p99", "ttft_p50", "ttft_p99",
+                                                                  "itl_time_above_slo")))
     con.print(q)
     fs = result["findings"]
     con.print(f"[bold]findings: {len(fs)}[/]" if fs else "findings: none")
