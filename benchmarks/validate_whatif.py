@@ -60,6 +60,7 @@ def run_arm(out: Path, name: str, args, *, budget: int, chunked: bool) -> dict:
            "--max-num-batched-tokens", str(budget), "--step-trace", str(arm / "steps.jsonl"),
            "--enable-chunked-prefill" if chunked else "--no-enable-chunked-prefill"]
     (arm / "steps.jsonl").unlink(missing_ok=True)
+    (arm / "server.json").write_text(json.dumps({"argv": cmd[1:], "port": port}))  # as `repro` writes it
     # one BLAS thread: on a shared 2-core machine, OpenBLAS's spinning worker threads turn other
     # processes' load into 10-30x step-time spikes; single-threaded steps are slower but steady
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

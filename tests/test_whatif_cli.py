@@ -20,7 +20,8 @@ def loadgen_result(sessions=4, duration=6.0):
             "max_requests": 100000, "drain_s": 60.0, "request_timeout_s": 300.0}
     records = [{"kind": "short", "prompt_tokens": 32, "max_tokens": m, "start_ts": 0.0, "chunk_ts": [],
                 "output_tokens": m, "status": 200, "error": None, "done": True} for m in (24, 48, 72, 48)]
-    return {"spec": spec, "records": records, "requests": {"sent": 4, "completed": 4}}
+    return {"spec": spec, "records": records, "requests": {"sent": 4, "completed": 4},
+            "short": {"ttft_s": {"p50": 0.25}}}
 
 
 @pytest.fixture
@@ -71,6 +72,16 @@ def test_run_directory_supplies_steps_workload_and_pool(tmp_path, capsys):
     assert data["workload"]["sessions"] == 4 and data["workload"]["long_threshold_tokens"] == 1200
     assert data["workload"]["output_tokens_mean"] == pytest.approx(48.0)
     assert data["server_shape"]["num_kv_blocks"] == 512        # kv_blocks_total of the trace
+    assert data["request_overhead_s"] == 0.0                   # no server.json: no arm to calibrate on
+    # with the server's flags (as `repro` records them) the shape and the request overhead follow the run
+    argv = ["-m", "stallscope.cli", "refserver", "--model", "tiny", "--max-num-batched-tokens", "256",
+            "--kv-cache-mb", "4", "--max-num-seqs", "64", "--port", "1234"]
+    (run / "off" / "server.json").write_text(json.dumps({"argv": argv, "port": 1234}))
+    data = run_json(["--from", str(run), "--budgets", "256,512"], capsys)
+    assert data["server_shape"] == {"max_num_seqs": 64, "block_size": 16, "num_kv_blocks": 256, "max_model_len": 2048}
+    assert 0.1 < data["request_overhead_s"] < 0.25              # short TTFT P50 0.25 s = overhead + a step or two
+    assert run_json(["--from", str(run), "--budgets", "256", "--request-overhead", "0.01"],
+                    capsys)["request_overhead_s"] == 0.01
     # explicit flags override the measured workload
     data = run_json(["--from", str(run / "on"), "--budgets", "256", "--sessions", "2"], capsys)
     assert data["workload"]["sessions"] == 2 and data["step_cost"]["n_steps"] == 300
@@ -84,6 +95,7 @@ def test_run_directory_supplies_steps_workload_and_pool(tmp_path, capsys):
     (["--steps", "{trace}", *FLAGS, "--budgets", "0,256"], "--budgets must be positive integers, got '0,256'"),
     (["--steps", "{trace}", *FLAGS, "--budgets", "big"], "--budgets must be comma-separated integers"),
     (["--steps", "{trace}", *FLAGS, "--itl-slo", "-1"], "argument --itl-slo: must be > 0, got '-1'"),
+    (["--steps", "{trace}", *FLAGS, "--request-overhead", "-0.1"], "--request-overhead: must be >= 0"),
     (["--gpu", "H100-SXM", *FLAGS], "needs both --gpu and --roofline-model"),
     (["--nsys", "/nonexistent/x.sqlite", *FLAGS], "nsys export not found: /nonexistent/x.sqlite"),
     (["--steps", "{trace}", "--db", "/nonexistent/store.db"], "/nonexistent/store.db"),

@@ -38,6 +38,16 @@ def _positive(kind):
     return parse
 
 
+def _nonnegative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--from", dest="run_dir", metavar="RUN_DIR", help="a `stallscope repro` run directory or one arm of it")
@@ -69,6 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--block-size", type=_positive(int), default=None)
     s.add_argument("--num-kv-blocks", type=_positive(int), default=None)
     s.add_argument("--max-model-len", type=_positive(int), default=None)
+    p.add_argument("--request-overhead", type=_nonnegative, default=None, metavar="S",
+                   help="seconds from send to the scheduler (HTTP, tokenization); default: calibrated on the "
+                        "run's short-prompt TTFT P50 when --from has a loadgen result, else 0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-noise", action="store_true", help="do not replay the fit's residuals as step-time noise")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -83,8 +96,9 @@ def run(args) -> int:
     cost = inputs.resolve_cost(args)
     workload = inputs.resolve_workload(args)
     shape = inputs.resolve_shape(args)
+    overhead = inputs.calibrate_from_run(args, workload, cost, shape)
     preds = whatif.predict(workload, cost, args.budgets, include_unchunked=args.include_unchunked,
-                           shape=shape, seed=args.seed, noise=not args.no_noise)
+                           shape=shape, seed=args.seed, noise=not args.no_noise, request_overhead_s=overhead)
     rec = whatif.recommend(preds, slo)
     result = {
         "predictions": [{k: _jsonable(v) for k, v in row.items()} for row in preds.to_dict("records")],
@@ -92,6 +106,7 @@ def run(args) -> int:
         "step_cost": cost.summary(),
         "workload": workload.summary(),
         "server_shape": vars(shape),
+        "request_overhead_s": overhead,
     }
     if args.format == "json":
         json.dump(result, sys.stdout, indent=2)
@@ -121,7 +136,8 @@ def _print_text(result: dict) -> None:
     c, w = result["step_cost"], result["workload"]
     if c["kind"] == "linear":
         fit = f"MAPE {c['mape']:.1%}, R² {c['r2']:.3f}" if c["mape"] is not None and c["r2"] is not None else "fit error unknown"
-        console.print(f"step cost: fitted on {c['n_steps']} steps from {c['source']} ({fit}); gap {c['gap_s'] * 1e3:.1f} ms")
+        console.print(f"step cost: fitted on {c['n_steps']} steps from {c['source']} ({fit}); gap {c['gap_s'] * 1e3:.1f} ms; "
+                      f"request overhead {result['request_overhead_s'] * 1e3:.0f} ms")
     else:
         console.print(f"step cost: {c['source']} (no measured steps; fit error unknown)")
     console.print(f"workload: {w['source']}: {w['sessions']} sessions, {w['rate_hz']:.2f} req/s open-loop, "

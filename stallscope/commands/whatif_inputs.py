@@ -192,13 +192,62 @@ def _one_target_workload(frames: dict, source: str) -> Workload:
     return workload_from_samples(samples, source=f"{source} [{target}]")
 
 
+def arm_engine_config(arm: Path):
+    """The EngineConfig an arm's server ran with, from its `server.json` argv; None when absent."""
+    import argparse
+
+    from stallscope.commands.refserver import add_arguments, engine_config
+
+    path = Path(arm) / "server.json"
+    if not path.is_file():
+        return None
+    argv = read_json(path).get("argv")
+    if not isinstance(argv, list) or "refserver" not in argv:
+        raise InputError(f"{path}: expected {{\"argv\": [..., \"refserver\", flags...]}}")
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    try:
+        ns, _ = parser.parse_known_args([str(a) for a in argv[argv.index("refserver") + 1:]])
+    except SystemExit:
+        raise InputError(f"{path}: the server's flags do not parse") from None
+    return engine_config(ns)
+
+
+def calibrate_from_run(args, workload: Workload, cost: StepCostModel, shape: ServerShape) -> float:
+    """The request overhead (s) that makes the simulated run match its measured short-prompt TTFT P50.
+
+    Uses the first arm with both a loadgen result and a server.json (its budget and chunking); 0
+    without one. `--request-overhead` overrides.
+    """
+    from stallscope.analyzers.whatif import calibrate_overhead
+
+    if args.request_overhead is not None:
+        return float(args.request_overhead)
+    if not args.run_dir:
+        return 0.0
+    for arm in arm_dirs(args.run_dir):
+        cfg = arm_engine_config(arm)
+        if cfg is None or not (arm / "loadgen.json").is_file():
+            continue
+        p50 = ((read_json(arm / "loadgen.json").get("short") or {}).get("ttft_s") or {}).get("p50")
+        if not isinstance(p50, (int, float)):
+            continue
+        return calibrate_overhead(workload, cost, float(p50), max_num_batched_tokens=cfg.max_num_batched_tokens,
+                                  enable_chunked_prefill=cfg.enable_chunked_prefill, shape=shape, seed=args.seed)
+    return 0.0
+
+
 def resolve_shape(args) -> ServerShape:
     """Server flags held fixed: explicit flags, else what the run shows, else vLLM's defaults."""
     shape = ServerShape()
     found = {}
     if args.run_dir:
         steps = run_steps(args.run_dir)
-        if steps is not None and "kv_blocks_total" in steps and steps["kv_blocks_total"].notna().any():
+        cfgs = [c for c in (arm_engine_config(a) for a in arm_dirs(args.run_dir)) if c is not None]
+        if cfgs:
+            found.update(max_num_seqs=cfgs[0].max_num_seqs, block_size=cfgs[0].block_size,
+                         num_kv_blocks=cfgs[0].num_kv_blocks, max_model_len=cfgs[0].resolved_max_model_len)
+        elif steps is not None and "kv_blocks_total" in steps and steps["kv_blocks_total"].notna().any():
             found["num_kv_blocks"] = int(steps["kv_blocks_total"].max())
     for name in ("max_num_seqs", "block_size", "num_kv_blocks", "max_model_len"):
         value = getattr(args, name, None)
