@@ -153,6 +153,8 @@ def _finding(kind, target, part, start, end, slo, th, cost, stalls, window) -> F
         "prompt_tokens_per_s_max": _nanmax(part["prompt_rate"]),
         "long_prefills": float(np.nansum(part["long_prefill_rate"].astype(float)) * window / 1e9 / max(n, 1)),
         "ttft_p99_s_max": _nanmax(part["ttft_p99"]), "running_median": _nanmedian(part["running"]),
+        # recorded when requests finish, so it lags the stall: evidence, never the trigger
+        "request_prefill_time_s_per_s_max": _nanmax(part["prefill_time_rate"]),
         "waiting_max": _nanmax(part["waiting"]), "preemptions_per_s_max": _nanmax(part["preempt_rate"]),
         "windows": int(n),
     }
