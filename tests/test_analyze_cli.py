@@ -79,6 +79,8 @@ def test_text_output_and_several_sources_on_one_timeline(run_dir, tmp_path, caps
     (["RUN", "--itl-slo", "-1"], "--itl-slo must be positive"),
     (["RUN", "--html", "/nonexistent/dir/r.html"], "cannot write --html"),
     (["RUN", "--gpu", "Z80"], "unknown GPU 'Z80'"),
+    (["RUN", "--steps", "/nonexistent/steps.jsonl"], "step trace not found"),
+    (["RUN", "--since", "yesterday"], "is not a time"),
     (["--prometheus", "http://127.0.0.1:9", "--selector", 'pod=~"a.*"'], "only equality matchers"),
 ])
 def test_bad_input_is_one_line_and_exit_2(run_dir, capsys, argv, message):
