@@ -58,9 +58,10 @@ class PagedKVCache:
             return
         if self.kv_cache_dtype in ("auto", "fp16"):
             k, v = k.astype(np.float16), v.astype(np.float16)
-        flat = (self.num_kv_heads, -1, self.head_dim)
-        self.k[layer].reshape(flat)[:, slot_mapping] = k.transpose(1, 0, 2)
-        self.v[layer].reshape(flat)[:, slot_mapping] = v.transpose(1, 0, 2)
+        flat = (-1, self.head_dim)
+        for h in range(self.num_kv_heads):              # 2-D scatters take numpy's fast path
+            self.k[layer, h].reshape(flat)[slot_mapping] = k[:, h]
+            self.v[layer, h].reshape(flat)[slot_mapping] = v[:, h]
 
     def _write_fp8(self, store: np.ndarray, scale: np.ndarray, x: np.ndarray, slots: np.ndarray) -> None:
         # Re-quantise each touched block with a scale that covers its old and new values.
@@ -83,33 +84,37 @@ class PagedKVCache:
         return np.take(self.k[layer], block_ids, axis=1), np.take(self.v[layer], block_ids, axis=1)
 
 
-def _softmax_inplace(scores: np.ndarray) -> np.ndarray:
+def _softmax_weighted_sum(scores: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """softmax(scores) @ v over the last axis, normalising after the product (one pass fewer over scores)."""
     scores -= scores.max(axis=-1, keepdims=True)
     np.exp(scores, out=scores)
-    scores /= scores.sum(axis=-1, keepdims=True)
-    return scores
+    denom = scores.sum(axis=-1, keepdims=True)
+    out = np.matmul(scores, v)
+    out /= denom
+    return out
 
 
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_positions: np.ndarray) -> np.ndarray:
     """Grouped-query attention of queries at absolute `q_positions` over keys 0..L-1 (key j visible iff j <= pos).
 
     q: (n, num_heads, head_dim); k, v: (num_kv_heads, L, head_dim) -> (n, num_heads * head_dim).
+    Queries are consecutive positions (a prefill chunk), so keys before the first query are always visible.
     """
     n, num_heads, hd = q.shape
     kvh = k.shape[0]
     group = num_heads // kvh
     out = np.empty((n, num_heads * hd), dtype=np.float32)
+    q = q * np.float32(hd ** -0.5)
     for t0 in range(0, n, QUERY_TILE):                  # tiles of queries bound the score memory
         t1 = min(n, t0 + QUERY_TILE)
         pos = q_positions[t0:t1]
-        span = int(pos.max()) + 1                       # keys past the tile's last position are all masked
+        first, span = int(pos.min()), int(pos.max()) + 1   # keys past the tile's last position are all masked
         qt = q[t0:t1].reshape(t1 - t0, kvh, group, hd).transpose(1, 0, 2, 3).reshape(kvh, -1, hd)
         kt = k[:, :span].transpose(0, 2, 1)             # (kvh, hd, span), a BLAS-ready transposed view
-        scores = np.matmul(qt, kt) * hd ** -0.5   # (kvh, t*group, span)
-        scores = scores.reshape(kvh, t1 - t0, group, span)
-        scores += np.where(np.arange(span)[None, :] > pos[:, None], -np.inf, 0.0).astype(np.float32)[None, :, None, :]
-        probs = _softmax_inplace(scores).reshape(kvh, -1, span)
-        ctx = np.matmul(probs, v[:, :span])             # (kvh, t*group, hd)
+        scores = np.matmul(qt, kt).reshape(kvh, t1 - t0, group, span)
+        hidden = np.arange(first, span)[None, :] > pos[:, None]           # (t, span - first): the diagonal band
+        scores[..., first:] += np.where(hidden, -np.inf, 0.0).astype(np.float32)[None, :, None, :]
+        ctx = _softmax_weighted_sum(scores.reshape(kvh, -1, span), v[:, :span])   # (kvh, t*group, hd)
         out[t0:t1] = ctx.reshape(kvh, t1 - t0, group, hd).transpose(1, 0, 2, 3).reshape(t1 - t0, -1)
     return out
 
@@ -135,9 +140,9 @@ def paged_decode_attention(q: np.ndarray, cache: PagedKVCache, layer: int, block
     span = k.shape[2] * k.shape[3]
     k = k.reshape(kvh, r, span, hd)
     v = v.reshape(kvh, r, span, hd)
-    qg = q.reshape(r, kvh, group, hd).transpose(1, 0, 2, 3)           # (kvh, R, group, hd)
-    scores = np.matmul(qg, k.transpose(0, 1, 3, 2)) * hd ** -0.5      # (kvh, R, group, span)
+    qg = (q * np.float32(hd ** -0.5)).reshape(r, kvh, group, hd).transpose(1, 0, 2, 3)   # (kvh, R, group, hd)
+    scores = np.matmul(qg, k.transpose(0, 1, 3, 2))                   # (kvh, R, group, span)
     invisible = np.arange(span)[None, :] >= context_lens[:, None]     # (R, span)
     scores += np.where(invisible, -np.inf, 0.0).astype(np.float32)[None, :, None, :]
-    probs = _softmax_inplace(scores)
-    return np.matmul(probs, v).transpose(1, 0, 2, 3).reshape(r, num_heads * hd)   # (R, num_heads * hd)
+    ctx = _softmax_weighted_sum(scores, v)                            # (kvh, R, group, hd)
+    return ctx.transpose(1, 0, 2, 3).reshape(r, num_heads * hd)       # (R, num_heads * hd)
