@@ -55,8 +55,8 @@ def selector_dict(text: str) -> dict:
 def merge_targets(per_target: dict) -> dict:
     """The loader's `{target: {"samples", "gpu"}}` as one samples and one gpu frame (each keeps `target`)."""
     out = {}
-    for kind in ("samples", "gpu"):
-        parts = [f[kind] for f in per_target.values() if kind in f and len(f[kind])]
+    for kind in ("samples", "gpu"):          # the key names the target (a run's arms: "<arm>/<target>")
+        parts = [f[kind].assign(target=name) for name, f in per_target.items() if kind in f and len(f[kind])]
         if parts:
             out[kind] = pd.concat(parts, ignore_index=True)
     return out
