@@ -3,6 +3,8 @@ the Overview shows the findings; a screenshot of each page is saved under the te
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import pytest
 
 import dashboard_frames as F
@@ -63,16 +65,16 @@ def test_every_page_renders_with_data_and_no_console_errors(browser, tmp_path):
 
 @pytest.mark.slow
 def test_repro_findings_are_visible_on_overview(browser, demo_run, tmp_path):  # noqa: F811
+    """The dashboard `stallscope demo` serves, in Chromium: every page, and the run's findings on Overview."""
     from stallscope.dashboards import views
-    from stallscope.dashboards.app import create_app
     from stallscope.dashboards.data import DataSource
 
-    out, proc = demo_run
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    source = DataSource.from_db(out / "stallscope.db").with_steps(lambda: views.run_steps(out / "run"))
-    expected = source.findings()
+    out = demo_run.out
+    assert demo_run.url, demo_run.stderr[-2000:]
+    source = DataSource.from_db(out / "stallscope.db", live=False).with_steps(lambda: views.run_steps(out / "run"))
+    expected = source.findings()                      # what the demo's own server diagnosed from the same data
     assert len(expected) > 0
-    with served(create_app(source)) as base:
+    with nullcontext(demo_run.url.rstrip("/")) as base:
         for path, filled_id, graphs in PAGES:
             browser.get(base + path)
             wait_for(browser, lambda d: d.find_element("id", filled_id).get_attribute("innerHTML").strip(),
@@ -86,7 +88,7 @@ def test_repro_findings_are_visible_on_overview(browser, demo_run, tmp_path):  #
             if path == "/":
                 text = browser.find_element("id", "overview-findings").text
                 shown = browser.find_elements("css selector", "#overview-findings .finding")
-                assert len(shown) == len(expected)
+                assert len(shown) == min(len(expected), 50)
                 for row in expected.itertuples():
                     assert row.kind in text and row.target in text
                 assert "off/vllm" in browser.find_element("id", "overview-health").text

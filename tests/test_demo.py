@@ -17,11 +17,11 @@ from stallscope.cli import main
 
 
 @pytest.mark.slow
-def test_demo_runs_both_arms_collects_analyzes_and_reports(demo_run):  # noqa: F811
-    out, proc = demo_run
-    assert proc.returncode == 0, proc.stderr[-2000:]
+def test_demo_runs_both_arms_collects_analyzes_reports_and_serves(demo_run):  # noqa: F811
+    out, stderr = demo_run.out, demo_run.stderr
+    assert demo_run.url.startswith("http://127.0.0.1:"), stderr[-2000:]
     for n in range(1, 6):
-        assert f"[{n}/5]" in proc.stderr
+        assert f"[{n}/5]" in stderr
     summary = json.loads((out / "run" / "summary.json").read_text())
     assert summary["arm_order"] == ["off", "on"] and summary["scenario"] == "starvation"
     for arm in ("off", "on"):
@@ -32,11 +32,12 @@ def test_demo_runs_both_arms_collects_analyzes_and_reports(demo_run):  # noqa: F
     finally:
         con.close()
     assert tables, "the store has no tables"
-    assert "off/vllm" in proc.stdout and "on/vllm" in proc.stdout
-    n_found = int(proc.stdout.split("findings: ")[1].split()[0])
-    assert n_found > 0
+    assert "off/vllm" in demo_run.stdout and "on/vllm" in demo_run.stdout
+    assert int(demo_run.stdout.split("findings: ")[1].split()[0]) > 0
     html = (out / "report.html").read_text()
     assert "off/vllm" in html and len(html) > 10_000
+    page = requests.get(demo_run.url, timeout=30)            # the dashboard it serves, on loopback
+    assert page.status_code == 200 and "stallscope" in page.text
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -58,8 +59,7 @@ def test_demo_out_must_be_a_directory(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_dashboard_command_serves_the_demo_store(demo_run):  # noqa: F811
-    out, proc = demo_run
-    assert proc.returncode == 0
+    out = demo_run.out
     server = subprocess.Popen([sys.executable, "-m", "stallscope.cli", "dashboard", "--db", str(out / "stallscope.db"),
                                "--port", "0", "--no-live"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -83,8 +83,7 @@ def test_dashboard_command_serves_the_demo_store(demo_run):  # noqa: F811
 def test_run_directory_source_keeps_arms_apart(demo_run):  # noqa: F811
     from stallscope.dashboards.data import DataSource
 
-    out, proc = demo_run
-    assert proc.returncode == 0
+    out = demo_run.out
     src = DataSource.from_run(out / "run")
     assert sorted(src.frames()["samples"]["target"].unique()) == ["off/vllm", "on/vllm"]
     assert src.step_targets() == ["off", "on"]
