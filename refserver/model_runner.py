@@ -18,6 +18,8 @@ from .scheduler import SchedulerOutput
 
 # BLAS threads per step: small batches run single-threaded (multi-threaded OpenBLAS on a few rows spins
 # and, on a busy 2-core machine, runs ~10x slower); one more thread per this many tokens, up to all cores.
+# A fixed rule, not a measured choice: re-trying the slow option now and then would itself inject the
+# periodic step-time spikes (fake ITL stalls) this project exists to find.
 TOKENS_PER_BLAS_THREAD = 256
 
 
