@@ -1,6 +1,6 @@
 """Reference-engine roofline: `small` prefill vs this machine's matmul peak, decode vs its memory bandwidth.
 
-    python benchmarks/bench_engine.py [--quick]
+    python benchmarks/bench_engine.py [--quick] [--model small|tiny]
 
 1. Matmul peak: best GFLOP/s of a float32 (n x n) @ (n x n) numpy GEMM, with 1 and with all BLAS threads
    (on a busy machine one thread is often faster).
@@ -65,8 +65,8 @@ def prefill_flops(mc, tokens: int) -> float:
     return linear + attention
 
 
-def fresh_engine(kv_mb: float, budget: int) -> LLMEngine:
-    return LLMEngine(EngineConfig(model="small", kv_cache_mb=kv_mb, max_num_batched_tokens=budget,
+def fresh_engine(kv_mb: float, budget: int, model: str = "small") -> LLMEngine:
+    return LLMEngine(EngineConfig(model=model, kv_cache_mb=kv_mb, max_num_batched_tokens=budget,
                                   max_num_seqs=256))
 
 
@@ -114,6 +114,7 @@ def bench_decode(engine: LLMEngine, batch: int, context: int, steps: int) -> flo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, 1024-token prefill, batches 1 and 16")
+    ap.add_argument("--model", default="small", choices=("small", "tiny"), help="preset to measure (default small)")
     args = ap.parse_args()
     reps = 2 if args.quick else 5
     prompt = 1024 if args.quick else 2048
@@ -124,11 +125,12 @@ def main() -> None:
     bw = read_bandwidth_gbs(512, reps)
     print(f"machine: matmul peak {peak:.1f} GFLOP/s (float32 2048^3 GEMM), read bandwidth {bw:.1f} GB/s (512 MiB read)")
 
-    engine = fresh_engine(kv_mb=1024, budget=max(prompt, 2048))
+    engine = fresh_engine(kv_mb=1024, budget=max(prompt, 2048), model=args.model)
     mc = engine.model_config
+    prompt = min(prompt, engine.max_model_len - 1)
     weight_bytes = 4 * (mc.num_params - mc.vocab_size * mc.hidden_size)   # all but the embedding table
     kv_token_bytes = 4 * engine.config.bytes_per_token // KV_DTYPE_BYTES[engine.config.kv_cache_dtype]  # float32 arrays
-    print(f"model small: {mc.num_params / 1e6:.1f}M params ({weight_bytes / 2**20:.0f} MiB float32 read per step), "
+    print(f"model {mc.name}: {mc.num_params / 1e6:.1f}M params ({weight_bytes / 2**20:.0f} MiB float32 read per step), "
           f"KV {kv_token_bytes} B/token read ({engine.config.kv_cache_dtype} values in float32 arrays)")
 
     t = bench_prefill(engine, prompt, max(1, reps // 2))
