@@ -144,3 +144,26 @@ def test_prometheus_source_feeds_the_pages(tmp_path):
     finally:
         target.shutdown()
         target.server_close()
+
+
+def test_live_store_refreshes_while_it_is_written(demo_run, tmp_path):  # noqa: F811
+    """Import half of a repro arm's scrapes, open the store live, import the rest: the pages see it."""
+    from stallscope.collectors.importer import import_run
+    from stallscope.dashboards.data import DataSource
+
+    lines = (demo_run.out / "run" / "off" / "scrapes.jsonl").read_text().splitlines(keepends=True)
+    half = len(lines) // 2
+    (tmp_path / "a.jsonl").write_text("".join(lines[:half]))
+    (tmp_path / "b.jsonl").write_text("".join(lines[half:]))
+    db = tmp_path / "live.db"
+    import_run(tmp_path / "a.jsonl", db)
+    src = DataSource.from_db(db, live=True)
+    first = src.health()["samples"].sum()
+    assert src.version == 1 and first > 0
+    import_run(tmp_path / "b.jsonl", db)
+    last_ns = int(round(json.loads(lines[-1])["ts"] * 1e9))
+    deadline = time.monotonic() + 60         # each probe change reloads in the background, until it settles
+    while src.health()["last_scrape_ns"].max() != last_ns and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert src.version >= 2 and src.health()["samples"].sum() > first
+    assert src.health()["last_scrape_ns"].max() == last_ns
