@@ -199,6 +199,7 @@ def test_step_trace_jsonl_is_read(tmp_path):
 # --- the token gate -------------------------------------------------------------------------------
 def test_requests_without_the_token_get_401():
     app = create_app(DataSource.from_frames(F.all_frames(duration_s=60)), auth_token="s3cret-token")
+    assert app.server.debug is False and not app.config.get("dev_tools_ui")
     client = app.server.test_client()
     assert client.get("/").status_code == 401
     assert client.get("/_dash-layout").status_code == 401
