@@ -2,12 +2,14 @@
 
 Each of the N sessions sends a short prompt with a long output (`ignore_eos`, so lengths are exact),
 streams it, and sends the next when it ends; a separate ticker fires one long-prompt request every
-`long_every_s`. Every SSE chunk's arrival time is kept, and the figures follow `vllm bench serve`:
-TTFT = first chunk with `choices` − send time; ITL = the gaps between consecutive chunks (per chunk,
-pooled over requests); E2E = last chunk − send time; TPOT = (E2E − TTFT)/(output tokens − 1);
-output tok/s = completed requests' output tokens / run time. P50/P90/P99 are reported separately for
-`short` and `long` requests (and `all`). The run is bounded: no new request after `duration_s`, at most
-`max_requests`, and in-flight streams are cut `drain_s` after the deadline.
+`long_every_s` (or, for `repro`, each time the sessions have streamed `long_every_tokens` tokens each
+since the previous long prompt's first token). Every SSE chunk's arrival time is kept, and the figures
+follow `vllm bench serve`: TTFT = first chunk with `choices` − send time; ITL = the gaps between
+consecutive chunks (per chunk, pooled over requests); E2E = last chunk − send time; TPOT = (E2E −
+TTFT)/(output tokens − 1); output tok/s = chunks that arrived during the load window / its length.
+P50/P90/P99 are reported separately for `short` and `long` requests (and `all`). The run is bounded:
+no new request after `duration_s`, at most `max_requests`, and in-flight streams are cut `drain_s`
+after the deadline.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class LoadSpec:
     duration_s: float = 60.0
     long_prompt_tokens: int = 1536
     long_every_s: float = 5.0
+    long_every_tokens: int | None = None  # pace long prompts by session progress instead (repro)
     seed: int = 0
     max_tokens: int = 128
     short_prompt_tokens: int = 32
@@ -54,6 +57,8 @@ class LoadSpec:
             raise InputError(f"--duration must be in (0, 3600] seconds, got {self.duration_s}")
         if self.long_every_s <= 0:
             raise InputError(f"--long-every must be positive, got {self.long_every_s}")
+        if self.long_every_tokens is not None and self.long_every_tokens < 1:
+            raise InputError(f"--long-every-tokens must be at least 1, got {self.long_every_tokens}")
 
 
 @dataclass
@@ -104,9 +109,16 @@ def request_metrics(rec: RequestRecord) -> dict:
     return {"ttft": ttft, "e2e": e2e, "itls": itls, "tpot": tpot}
 
 
-def summarize(records: list[RequestRecord], elapsed_s: float) -> dict:
-    """Aggregate completed requests into P50/P90/P99 per kind plus throughput; pure (no I/O)."""
+def summarize(records: list[RequestRecord], elapsed_s: float, window: tuple[float, float] | None = None) -> dict:
+    """P50/P90/P99 per kind plus throughput; pure (no I/O). TTFT and ITL use every request that streamed
+    (a request cut at the deadline still measured its gaps); E2E and TPOT only completed ones.
+
+    `output_tok_s` counts the chunks (one per token) of every request that arrived inside `window`
+    (start, end of the load, Unix s) per second of it, so the drain after the deadline does not dilute
+    it; `completed_output_tok_s` is `vllm bench serve`'s figure (completed tokens / `elapsed_s`).
+    """
     ok = [r for r in records if r.done and r.error is None and r.chunk_ts]
+    streamed = [r for r in records if r.error is None and r.chunk_ts]  # completed or cut at the deadline
     out = {"elapsed_s": elapsed_s, "requests": {"sent": len(records), "completed": len(ok),
                                                 "failed": sum(r.error is not None for r in records),
                                                 "incomplete": sum(not r.done and r.error is None for r in records)},
@@ -116,15 +128,21 @@ def summarize(records: list[RequestRecord], elapsed_s: float) -> dict:
         out["by_status"][key] = out["by_status"].get(key, 0) + 1
     total_out = sum(r.output_tokens for r in ok)
     out["total_output_tokens"] = total_out
-    out["output_tok_s"] = total_out / elapsed_s if elapsed_s > 0 else 0.0
+    out["completed_output_tok_s"] = total_out / elapsed_s if elapsed_s > 0 else 0.0
+    if window is None:
+        out["output_tok_s"] = out["completed_output_tok_s"]
+    else:
+        lo, hi = window
+        in_window = sum(lo <= t <= hi for r in records for t in r.chunk_ts)
+        out["output_tok_s"] = in_window / (hi - lo)
     for kind in ("short", "long", "all"):
-        group = [request_metrics(r) for r in ok if kind == "all" or r.kind == kind]
+        group = [(r.done, request_metrics(r)) for r in streamed if kind == "all" or r.kind == kind]
         out[kind] = {
-            "count": len(group),
-            "ttft_s": _quantiles([g["ttft"] for g in group]),
-            "itl_s": _quantiles([x for g in group for x in g["itls"]]),
-            "tpot_s": _quantiles([g["tpot"] for g in group if g["tpot"] is not None]),
-            "e2e_s": _quantiles([g["e2e"] for g in group]),
+            "count": sum(done for done, _ in group),
+            "ttft_s": _quantiles([g["ttft"] for _, g in group]),
+            "itl_s": _quantiles([x for _, g in group for x in g["itls"]]),
+            "tpot_s": _quantiles([g["tpot"] for done, g in group if done and g["tpot"] is not None]),
+            "e2e_s": _quantiles([g["e2e"] for done, g in group if done]),
         }
     return out
 
@@ -198,18 +216,41 @@ async def run_load(spec: LoadSpec, progress: bool = True) -> dict:
 
         long_tasks: list[asyncio.Task] = []
 
+        def fire_long() -> bool:
+            if (item := new_request("long")) is None:
+                return False
+            long_tasks.append(asyncio.create_task(
+                _stream_one(client, endpoint, item[0], item[1], spec.request_timeout_s)))
+            return True
+
         async def long_ticker():
             k = 1
             while t0 + k * spec.long_every_s < deadline:
                 await asyncio.sleep(max(0.0, t0 + k * spec.long_every_s - time.time()))
-                if (item := new_request("long")) is None:
+                if not fire_long():
                     return
-                long_tasks.append(asyncio.create_task(
-                    _stream_one(client, endpoint, item[0], item[1], spec.request_timeout_s)))
                 k += 1
 
+        def short_chunks() -> int:
+            return sum(len(r.chunk_ts) for r in records if r.kind == "short")
+
+        async def long_pacer():
+            # next long prompt once the previous one has its first token and the sessions have streamed
+            # `long_every_tokens` more tokens each since then
+            mark = 0
+            while time.time() < deadline:
+                await asyncio.sleep(0.01)
+                if short_chunks() - mark < spec.long_every_tokens * spec.sessions:
+                    continue
+                if not fire_long():
+                    return
+                rec = records[-1]
+                while not rec.chunk_ts and rec.error is None and time.time() < deadline + spec.drain_s:
+                    await asyncio.sleep(0.01)
+                mark = short_chunks()
+
         tasks = [asyncio.create_task(session()) for _ in range(spec.sessions)]
-        tasks.append(asyncio.create_task(long_ticker()))
+        tasks.append(asyncio.create_task(long_pacer() if spec.long_every_tokens else long_ticker()))
         watcher = asyncio.create_task(_progress(records, t0, spec.duration_s)) if progress else None
         hard_stop = deadline + spec.drain_s
         while time.time() < hard_stop and not all(t.done() for t in tasks + long_tasks):
@@ -221,7 +262,7 @@ async def run_load(spec: LoadSpec, progress: bool = True) -> dict:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
         last = max((r.chunk_ts[-1] for r in records if r.done and r.chunk_ts), default=time.time())
-    result = summarize(records, max(last - t0, 1e-9))
+    result = summarize(records, max(last - t0, 1e-9), window=(t0, t0 + spec.duration_s))
     result["spec"] = asdict(spec)
     result["start_ts"] = t0
     result["records"] = [asdict(r) for r in records]

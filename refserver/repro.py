@@ -31,8 +31,9 @@ from stallscope.refserver.loadgen import LoadSpec, run_load
 from stallscope.refserver.server_thread import free_port
 
 SCENARIOS = {"starvation": ("off", "on"), "kv-pressure": ("auto", "fp8")}
-DEFAULT_BUDGET = 96           # tokens per step for the chunked arms: a 1,536-token prompt in ~20 chunks
-TARGET_DECODE_STEPS = 55      # decode steps between long prompts in the `off` arm (calibrated period)
+DEFAULT_BUDGET = 80           # tokens per step: 32 decodes + a 48-token chunk, a 1,900-token prompt in 40 chunks
+LONG_EVERY_TOKENS = 65        # session tokens between long prompts: stalls are ~1/66 of the `off` ITLs
+LONG_PROMPT_TOKENS = 1900     # long enough that one unchunked prefill is ~100 decode steps on `tiny`
 KV_PRESSURE_POOL_MB = 2.5     # tiny: 160 blocks with auto, 320 with fp8, vs ~300 blocks of peak demand
 
 
@@ -58,42 +59,17 @@ def arms_for(scenario: str, model: str, budget: int, kv_cache_mb: float | None =
 
 
 def default_load(scenario: str, quick: bool, seed: int = 0) -> LoadSpec:
-    """The load both arms get: 16 steady sessions plus a 1,536-token prompt every 6 s (quick: 40 s).
-
-    For `starvation` the period is recalibrated by `calibrate_long_every` unless the user sets it.
-    """
-    spec = LoadSpec(url="http://127.0.0.1:8000", sessions=16, duration_s=40.0 if quick else 120.0,
-                    long_prompt_tokens=1536, long_every_s=6.0, seed=seed, max_tokens=256, short_prompt_tokens=32,
-                    long_max_tokens=1, drain_s=30.0 if quick else 60.0)
+    """The load both arms get: 32 steady sessions (32-token prompts, ~256-token outputs) plus a 1,900-token
+    prompt each time every session has streamed `LONG_EVERY_TOKENS` more tokens (90 s; 180 s without
+    --quick; streams still open 5 s after that are cut, which the server answers by aborting them).
+    Pacing by progress rather than by seconds keeps the mix of long-prompt work and decode work the
+    same in both arms however fast the shared machine is at the moment."""
+    spec = LoadSpec(url="http://127.0.0.1:8000", sessions=32, duration_s=90.0 if quick else 180.0,
+                    long_prompt_tokens=LONG_PROMPT_TOKENS, long_every_s=6.0, long_every_tokens=LONG_EVERY_TOKENS,
+                    seed=seed, max_tokens=256, short_prompt_tokens=32, long_max_tokens=1, drain_s=5.0)
     if scenario == "kv-pressure":
-        spec = replace(spec, long_every_s=4.0, max_tokens=128, long_max_tokens=16)
+        spec = replace(spec, sessions=16, long_prompt_tokens=1536, max_tokens=128, long_max_tokens=16)
     return spec
-
-
-def calibrate_long_every(arm: Arm, out_dir: Path, load: LoadSpec) -> dict:
-    """Measure this machine, now: one long prefill (P, s) and the steady ITL (d, s) on the first arm's
-    server; the period is then P + TARGET_DECODE_STEPS x d, so long-prompt stalls are ~1.4% of the `off`
-    arm's ITL samples (visible at P99) while chunked prefill stays a minority of `on` steps (P50)."""
-    probe = replace(load, duration_s=7.0, long_every_s=3.0, max_tokens=64, drain_s=20.0)
-    cal_dir = out_dir / "calibration"
-    cal_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    proc = _start_server(arm, cal_dir, port)
-    try:
-        result = asyncio.run(run_load(replace(probe, url=f"http://127.0.0.1:{port}"), progress=False))
-    finally:
-        _stop_server(proc)
-    steps = read_steps(cal_dir / "steps.jsonl")
-    prefill_s = max(((s["end_ns"] - s["start_ns"]) * 1e-9 for s in steps
-                     if s["num_prefill_tokens"] >= load.long_prompt_tokens), default=None)
-    itl_s = result["short"]["itl_s"]["p50"]
-    if prefill_s is None or itl_s is None:
-        raise ToolkitError(f"calibration on arm {arm.name} saw no long prefill or no ITL; see {cal_dir}/server.log")
-    long_every = min(30.0, max(2.0, prefill_s + TARGET_DECODE_STEPS * itl_s))
-    calibration = {"long_prefill_s": prefill_s, "itl_p50_s": itl_s, "target_decode_steps": TARGET_DECODE_STEPS,
-                   "long_every_s": round(long_every, 2)}
-    (cal_dir / "calibration.json").write_text(json.dumps(calibration, indent=1))
-    return calibration
 
 
 class _Scraper(threading.Thread):
@@ -180,28 +156,41 @@ def arm_summary(loadgen: dict, steps: list[dict]) -> dict:
     }
 
 
-def run_arm(arm: Arm, out_dir: Path, load: LoadSpec, progress: bool = True) -> dict:
-    arm_dir = out_dir / arm.name
-    arm_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("scrapes.jsonl", "steps.jsonl"):
-        (arm_dir / name).unlink(missing_ok=True)
-    port = free_port()
-    proc = _start_server(arm, arm_dir, port)
-    scraper = _Scraper(f"http://127.0.0.1:{port}", arm_dir / "scrapes.jsonl")
+def run_arms(arms: list[Arm], dirs: list[Path], load: LoadSpec, progress: bool = True) -> list[dict]:
+    """Serve every arm at once and drive each with the same load, concurrently: background load on the
+    shared machine then hits both arms alike (each gets about half the CPU). Returns the loadgen results."""
+    procs, scrapers = [], []
     try:
-        scraper.start()
-        result = asyncio.run(run_load(replace(load, url=f"http://127.0.0.1:{port}"), progress=progress))
+        for arm, arm_dir in zip(arms, dirs):
+            arm_dir.mkdir(parents=True, exist_ok=True)
+            for name in ("scrapes.jsonl", "steps.jsonl"):
+                (arm_dir / name).unlink(missing_ok=True)
+            port = free_port()
+            procs.append(_start_server(arm, arm_dir, port))
+            scrapers.append(_Scraper(f"http://127.0.0.1:{port}", arm_dir / "scrapes.jsonl"))
+        for scraper in scrapers:
+            scraper.start()
+
+        async def drive():
+            return await asyncio.gather(*(run_load(replace(load, url=sc.url[:-len("/metrics")]),
+                                                   progress=progress and i == 0)
+                                          for i, sc in enumerate(scrapers)))
+        results = asyncio.run(drive())
     finally:
-        scraper.stopped.set()
-        scraper.join(10)
-        _stop_server(proc)
-    (arm_dir / "loadgen.json").write_text(json.dumps(result))
-    return arm_summary(result, read_steps(arm_dir / "steps.jsonl"))
+        for scraper in scrapers:
+            scraper.stopped.set()
+        for scraper in scrapers:
+            scraper.join(10)
+        for proc in procs:
+            _stop_server(proc)
+    for arm_dir, result in zip(dirs, results):
+        (arm_dir / "loadgen.json").write_text(json.dumps(result))
+    return results
 
 
 def run_repro(scenario: str, out_dir: Path, *, quick: bool = False, model: str = "tiny",
               budget: int = DEFAULT_BUDGET, load: LoadSpec | None = None, kv_cache_mb: float | None = None,
-              progress: bool = True, on_arm=None, calibrate: bool = False) -> dict:
+              progress: bool = True, on_arm=None) -> dict:
     """Run both arms of `scenario` and write `summary.json`; returns the summary.
 
     Example:
@@ -212,12 +201,12 @@ def run_repro(scenario: str, out_dir: Path, *, quick: bool = False, model: str =
     load = load or default_load(scenario, quick)
     load.validate()
     out_dir.mkdir(parents=True, exist_ok=True)
-    if calibrate:
-        load = replace(load, long_every_s=calibrate_long_every(arms[0], out_dir, load)["long_every_s"])
     summary = {"scenario": scenario, "arms": {}, "arm_order": [a.name for a in arms]}
-    for arm in arms:
-        if on_arm:
+    if on_arm:
+        for arm in arms:
             on_arm(arm)
-        summary["arms"][arm.name] = run_arm(arm, out_dir, load, progress)
+    dirs = [out_dir / arm.name for arm in arms]
+    for arm, arm_dir, result in zip(arms, dirs, run_arms(arms, dirs, load, progress)):
+        summary["arms"][arm.name] = arm_summary(result, read_steps(arm_dir / "steps.jsonl"))
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

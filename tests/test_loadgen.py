@@ -50,12 +50,14 @@ def test_summarize_splits_kinds_and_skips_failed():
     long = [RequestRecord("long", 900, 2, 0.0, [5.0, 6.0], 2, 200, done=True)]
     failed = [RequestRecord("short", 8, 3, 0.0, [], 0, 503, error="full"),
               RequestRecord("short", 8, 3, 0.0, [9.0], 0, 200)]  # cut at the deadline
-    out = summarize(short + long + failed, elapsed_s=4.0)
+    out = summarize(short + long + failed, elapsed_s=4.0, window=(0.0, 5.0))
     assert out["requests"] == {"sent": 5, "completed": 3, "failed": 1, "incomplete": 1}
     assert out["by_status"] == {"200": 4, "503": 1}
-    assert out["total_output_tokens"] == 8 and out["output_tok_s"] == 2.0
+    assert out["total_output_tokens"] == 8 and out["completed_output_tok_s"] == 2.0
+    assert out["output_tok_s"] == 7 / 5.0  # chunks inside the 5 s window, the cut request's included
     assert out["short"]["count"] == 2 and out["long"]["count"] == 1
-    assert out["short"]["ttft_s"]["p50"] == pytest.approx(1.5)
+    assert out["short"]["ttft_s"]["p50"] == pytest.approx(2.0)  # 1.0, 2.0 and the cut request's 9.0
+    assert out["short"]["e2e_s"]["count"] == 2 and out["short"]["e2e_s"]["p50"] == pytest.approx(1.9)
     # short ITLs pooled: 0.1, 0.2, 0.4, 0.1 -> sorted 0.1, 0.1, 0.2, 0.4; P50 = 0.15, P90 = 0.34 (linear)
     assert out["short"]["itl_s"]["p50"] == pytest.approx(0.15)
     assert out["short"]["itl_s"]["p90"] == pytest.approx(0.34)

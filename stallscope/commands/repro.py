@@ -12,14 +12,16 @@ KV_ROWS = [("preemptions", "preemptions", True), ("waiting peak", "waiting_peak"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", default="starvation", help="starvation (default) | kv-pressure")
-    parser.add_argument("--quick", action="store_true", help="40 s of load per arm instead of 120 s")
+    parser.add_argument("--quick", action="store_true", help="90 s of load instead of 180 s")
     parser.add_argument("--model", default="tiny", help="model preset for both arms (default tiny)")
     parser.add_argument("--budget", type=int, default=None, metavar="N",
-                        help="--max-num-batched-tokens of the chunked arms (default 96)")
+                        help="--max-num-batched-tokens of the chunked arms (default 80)")
     parser.add_argument("--duration", type=float, default=None, metavar="S", help="override the load duration")
     parser.add_argument("--sessions", type=int, default=None, metavar="N", help="override the steady sessions")
     parser.add_argument("--long-every", type=float, default=None, metavar="T",
-                        help="long-prompt period in s (starvation default: calibrated on this machine first)")
+                        help="one long prompt every T s (default: paced by session progress, see --long-every-tokens)")
+    parser.add_argument("--long-every-tokens", type=int, default=None, metavar="X",
+                        help="one long prompt each time every session has streamed X tokens (default 65)")
     parser.add_argument("--long-prompt-tokens", type=int, default=None, metavar="L", help="override the long prompt")
     parser.add_argument("--long-max-tokens", type=int, default=None, metavar="N",
                         help="override the long requests' output length")
@@ -77,15 +79,16 @@ def run(args) -> int:
         if not 0 < args.duration <= 3600:
             raise InputError(f"--duration must be in (0, 3600] seconds, got {args.duration}")
         load = replace(load, duration_s=args.duration)
+    if args.long_every is not None:
+        load = replace(load, long_every_tokens=None)
     overrides = {"sessions": args.sessions, "long_every_s": args.long_every,
+                 "long_every_tokens": args.long_every_tokens,
                  "long_prompt_tokens": args.long_prompt_tokens, "long_max_tokens": args.long_max_tokens}
     load = replace(load, **{k: v for k, v in overrides.items() if v is not None})
     console = Console()
-    if args.scenario == "starvation" and args.long_every is None:
-        console.print("calibrating the long-prompt period on this machine (one long prefill) ...")
     summary = run_repro(args.scenario, out, quick=args.quick, model=args.model,
                         budget=args.budget or DEFAULT_BUDGET, load=load, kv_cache_mb=args.kv_cache_mb,
-                        calibrate=args.scenario == "starvation" and args.long_every is None, progress=not args.no_progress,
+                        progress=not args.no_progress,
                         on_arm=lambda arm: console.print(f"[bold]arm {arm.name}[/]: refserver "
                                                          + " ".join(arm.server_args)))
     console.print(ab_table(summary))
