@@ -1,9 +1,8 @@
 """What the pages show, computed from frames by the analyzers; the data layer memoises the results.
 
-Each function here is a thin adapter: it calls the analyzer that owns the method and reshapes the
-answer into the `ts, series, ...` tables the figure helpers draw. Until an analyzer module exists
-the adapter uses a small local equivalent, so every page still renders (the equivalents follow
-PromQL semantics: counter resets restart from zero; quantiles interpolate inside the bucket).
+Each function here is a thin adapter: it calls the analyzer or collector that owns the method
+(quantiles, findings, roofline, trace steps, the loader) and reshapes the answer into the
+`ts, series, ...` tables the figure helpers draw, thinned first so a day of data stays fast.
 """
 
 from __future__ import annotations
@@ -142,58 +141,18 @@ def quantiles(bucket_rows: pd.DataFrame, qs, *, max_points: int, window_s: float
         b = (bucket_rows["ts"].to_numpy() - int(ts[0])) // bin_ns
         last = bucket_rows.assign(_b=b).groupby(["series", "le", "_b"], sort=False)["ts"].idxmax()
         bucket_rows = bucket_rows.loc[np.sort(last.to_numpy())]
-    mod = _analyzer("quantiles")
-    if mod is not None and hasattr(mod, "quantile_range"):
-        family = str(bucket_rows["metric"].iloc[0])[: -len("_bucket")]
-        out = []
-        for q in qs:
-            r = mod.quantile_range(bucket_rows, family, q, eval_ts, window_ns, by=("target", *_BY))
-            names = [series_name(lab.get("target", ""), lab) for lab in r["labels"]]
-            out.append(pd.DataFrame({"ts": r["ts"].to_numpy(dtype=np.int64), "series": names, "q": q,
-                                     "value": r["value"].to_numpy(dtype=float),
-                                     "lower": r["bucket_lo"].to_numpy(dtype=float),
-                                     "upper": r["bucket_hi"].to_numpy(dtype=float)}))
-        return pd.concat(out, ignore_index=True).dropna(subset=["value"])[cols]
-    return _local_quantiles(bucket_rows, qs, eval_ts, window_ns)
+    from stallscope.analyzers.quantiles import quantile_range
 
-
-def _local_quantiles(bucket_rows, qs, eval_ts, window_ns):
+    family = str(bucket_rows["metric"].iloc[0])[: -len("_bucket")]
     out = []
-    for name, g in bucket_rows.groupby("series", sort=True):
-        cum = g.pivot_table(index="ts", columns="le", values="value", aggfunc="last").sort_index()
-        cum = cum.ffill().fillna(0.0)
-        les = cum.columns.to_numpy(dtype=float)               # sorted ascending, inf last
-        ts = cum.index.to_numpy()
-        raw = cum.to_numpy()
-        inc = np.diff(raw, axis=0)
-        inc = np.where(inc < 0, raw[1:], inc)                 # counter reset
-        total = np.vstack([np.zeros((1, raw.shape[1])), np.cumsum(inc, axis=0)])
-        end_idx = np.searchsorted(ts, eval_ts, side="right") - 1
-        start_idx = np.searchsorted(ts, eval_ts - window_ns, side="left")
-        ok = (end_idx >= 0) & (start_idx < end_idx)
-        delta = total[end_idx[ok]] - total[start_idx[ok]]     # (evals, buckets), cumulative in le
-        for q in qs:
-            value, lower, upper = _bucket_quantile(q, les, delta)
-            out.append(pd.DataFrame({"ts": eval_ts[ok], "series": name, "q": q, "value": value,
-                                     "lower": lower, "upper": upper}))
-    cols = ["ts", "series", "q", "value", "lower", "upper"]
-    return pd.concat(out, ignore_index=True).dropna(subset=["value"])[cols] if out else pd.DataFrame(columns=cols)
-
-
-def _bucket_quantile(q: float, les: np.ndarray, cum: np.ndarray):
-    """PromQL's histogram_quantile for each row of `cum` (cumulative counts per `les`, inf last)."""
-    n = cum[:, -1]
-    rank = q * n
-    idx = np.argmax(cum >= rank[:, None], axis=1)             # first bucket reaching the rank
-    finite = les[np.isfinite(les)]
-    lower = np.where(idx > 0, les[np.maximum(idx - 1, 0)], 0.0)
-    upper = les[idx]
-    below = np.where(idx > 0, cum[np.arange(len(cum)), np.maximum(idx - 1, 0)], 0.0)
-    inside = cum[np.arange(len(cum)), idx] - below
-    frac = np.divide(rank - below, inside, out=np.zeros_like(rank), where=inside > 0)
-    value = np.where(np.isinf(upper), finite[-1] if len(finite) else np.nan, lower + (upper - lower) * frac)
-    value = np.where(n > 0, value, np.nan)
-    return value, np.where(n > 0, lower, np.nan), np.where(n > 0, upper, np.nan)
+    for q in qs:
+        r = quantile_range(bucket_rows, family, q, eval_ts, window_ns, by=("target", *_BY))
+        names = [series_name(lab.get("target", ""), lab) for lab in r["labels"]]
+        out.append(pd.DataFrame({"ts": r["ts"].to_numpy(dtype=np.int64), "series": names, "q": q,
+                                 "value": r["value"].to_numpy(dtype=float),
+                                 "lower": r["bucket_lo"].to_numpy(dtype=float),
+                                 "upper": r["bucket_hi"].to_numpy(dtype=float)}))
+    return pd.concat(out, ignore_index=True).dropna(subset=["value"])[cols]
 
 
 def spans_above(frame: pd.DataFrame, threshold: float, max_spans: int = 300) -> list[tuple[int, int]]:
