@@ -74,6 +74,8 @@ def wrong_npz(tmp_path_factory):
     (["--prompt", "hi", "--weights", "WRONG"], "'embed_tokens' has shape (10, 3), model 'tiny' needs (264, 256)"),
     (["--prompt", "hi", "--weights", "/nonexistent.npz"], "does not exist"),
     (["--prompt", "hi", "--kv-cache-dtype", "int3"], "unknown --kv-cache-dtype 'int3'"),
+    (["--prompt", "hi", "--step-trace", "/nonexistent-dir/steps.jsonl"], "cannot write step trace"),
+    (["--prompt", "hi", "--top-p", "1.5"], "top_p must be in (0, 1], got 1.5"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, wrong_npz):
     args = [wrong_npz if a == "WRONG" else a for a in args]
