@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
 
 
 def _say(console, n: int, text: str, t0: float) -> None:
-    console.print(f"[bold cyan][{n}/{STEPS}][/] {text}  [dim]({time.monotonic() - t0:.0f} s)[/]")
+    console.print(f"[bold cyan][{n}/{STEPS}][/] {text}  [dim]({time.monotonic() - t0:.0f} s)[/]", soft_wrap=True)
 
 
 def run(args) -> int:
