@@ -2,7 +2,8 @@
 
 Method, per target, on the signals grid (stallscope.analyzers.signals):
 
-1. A window *stalls* when ITL P99 > `itl_slo_s`, or when at least 1 % of stream time sat in gaps above the
+1. A window *stalls* when ITL P99 is above `itl_slo_s` (its whole bucket: interpolation inside a bucket
+   that straddles the SLO decides nothing), or when at least 1 % of stream time sat in gaps above the
    SLO (`itl_stall_share`): ITL is one sample per output event, so a 2 s freeze of 16 streams is 16 samples
    among thousands of fast ones and can hide below a per-observation P99.
 2. A window has *prefill load* when the prompt-token rate is >= `prefill_tokens_rate_high`, or an engine
@@ -48,7 +49,9 @@ def _nanmedian(a) -> float:
 def flags(signals: pd.DataFrame, thresholds: dict) -> tuple[np.ndarray, np.ndarray]:
     """(stalled, prefill_load) boolean arrays aligned with the rows of `signals`."""
     slo = float(thresholds["itl_slo_s"])
-    stalled = (signals["itl_p99"].to_numpy(dtype=float) > slo) | (
+    # the P99 is known only to its bucket: a breach needs the whole bucket above the SLO (identical to
+    # `histogram_quantile > slo` when the SLO is a bucket bound, as the default 0.2 s is)
+    stalled = (signals["itl_p99_lo"].to_numpy(dtype=float) >= slo) | (
         signals["itl_stall_share"].to_numpy(dtype=float) >= STALL_SHARE)
     prefill = (signals["prompt_rate"].to_numpy(dtype=float) >= float(thresholds["prefill_tokens_rate_high"])) | (
         signals["long_prefill_rate"].to_numpy(dtype=float) > 0)
