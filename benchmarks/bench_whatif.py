@@ -20,7 +20,7 @@ LIMIT_S = 10.0
 
 def main() -> int:
     cost = StepCostModel(intercept_s=0.006, coef_s={"prefill_tokens": 3e-4, "kv_tokens_read": 2e-6,
-                                                    "prefill_attn_pairs": 5e-7, "decode_kv_padded": 5e-6},
+                                                    "prefill_attn_pairs": 5e-8, "decode_kv_padded": 5e-7},
                          gap_s=0.003, residuals=(0.8, 0.9, 1.0, 1.1, 1.4))
     w = Workload(LengthDist.fixed(32), LengthDist((31.0,), (96.0,), (1.0,)), sessions=32, long_prompt_tokens=2048,
                  long_output_tokens=16, long_every_s=2.0, duration_s=60.0)

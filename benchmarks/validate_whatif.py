@@ -93,18 +93,39 @@ def run_arm(out: Path, name: str, args, *, budget: int, chunked: bool) -> dict:
     return result
 
 
-def measured_figures(results: list[dict], budget: int, chunked: bool, arm_dir: Path) -> dict:
-    """One arm's figures pooled over its rounds: client side (loadgen) and engine side (step traces)."""
+def measured_figures(results: list[dict], budget: int, chunked: bool, arm_dir: Path, rounds=None) -> dict:
+    """One arm's figures pooled over its rounds (or the given round numbers): client side (loadgen) and
+    engine side (step traces)."""
     records = [RequestRecord(**r) for res in results for r in res["records"]]
     result = loadgen_summary(records, sum(res["elapsed_s"] for res in results))
     a = result["all"]
-    engine_itl = np.concatenate([trace_itl(read_step_trace(p)) for p in sorted(arm_dir.glob("r*/steps.jsonl"))])
+    paths = sorted(arm_dir.glob("r*/steps.jsonl")) if rounds is None else [arm_dir / f"r{k}" / "steps.jsonl" for k in rounds]
+    engine_itl = np.concatenate([trace_itl(read_step_trace(p)) for p in paths])
     return {"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked,
             "engine_itl_p50_s": float(np.percentile(engine_itl, 50)), "engine_itl_p99_s": float(np.percentile(engine_itl, 99)),
             "itl_p50_s": a["itl_s"]["p50"], "itl_p99_s": a["itl_s"]["p99"],
             "ttft_long_p99_s": result["long"]["ttft_s"]["p99"], "ttft_short_p99_s": result["short"]["ttft_s"]["p99"],
             "ttft_short_p50_s": result["short"]["ttft_s"]["p50"],
             "output_tok_s": result["output_tok_s"], "completed": result["requests"]["completed"]}
+
+
+def markdown(report: dict) -> str:
+    """The report's predicted-vs-measured table, as docs/whatif.md shows it (client ITL P50 left out:
+    the server's bursty delivery puts it near 0)."""
+    figures = [(k, label) for k, label in FIGURES if k != "itl_p50_s"]
+    head = ("| arm | " + " | ".join(f"{label} pred / meas (err)" for _, label in figures) + " |\n|---|"
+            + "---|" * len(figures) + "\n")
+    lines = []
+    for r in report["rows"]:
+        cells = []
+        for k, _ in figures:
+            p, m, e = r[f"pred_{k}"], r[f"meas_{k}"], r[f"err_{k}"]
+            fmt = "{:.1f}" if k == "output_tok_s" else "{:.3f}"
+            cells.append(f"{fmt.format(p)} / {'–' if m is None else fmt.format(m)} "
+                         f"({'–' if e is None else f'{e:+.0%}'})")
+        arm = r["arm"] + (" (calibration)" if r["calibration"] else "")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return head + "\n".join(lines) + "\n"
 
 
 def arm_name(key: str) -> str:
@@ -161,6 +182,12 @@ def main(argv=None) -> int:
             b, chunked = arms[key]
             results[key].append(run_arm(out, f"{arm_name(key)}/r{rnd}", args, budget=b, chunked=chunked))
     measured = {k: measured_figures(v, *arms[k], out / arm_name(k)) for k, v in results.items()}
+    # the noise floor: how far one round of an arm lands from another round of the same arm
+    per_round = {k: [measured_figures([res], *arms[k], out / arm_name(k), rounds=[i]) for i, res in enumerate(v)]
+                 for k, v in results.items()}
+    spread = {k: {f: (max(x[f] for x in v) / min(x[f] for x in v) - 1) if min(x[f] for x in v) else None
+                  for f in ("itl_p99_s", "engine_itl_p99_s", "ttft_long_p99_s", "ttft_short_p99_s", "output_tok_s")}
+              for k, v in per_round.items() if len(v) > 1}
     cost = fit_step_cost(run_steps(out / cal_dir), source=f"{cal_dir} arm")
     workload = workload_from_loadgen(results[args.calibrate_on][0], f"{cal_dir} loadgen")
     cfg = EngineConfig(model=args.model)
@@ -198,7 +225,8 @@ def main(argv=None) -> int:
         closed = {"budget": rec["max_num_batched_tokens"], "measured_itl_p99_s": m["itl_p99_s"],
                   "measured_engine_itl_p99_s": m["engine_itl_p99_s"],
                   "itl_slo_s": args.itl_slo, "meets_slo": m["itl_p99_s"] <= args.itl_slo, "measured": m}
-    report = {"args": vars(args), "step_cost": cost.summary(), "request_overhead_s": overhead, "workload": workload.summary(), "rows": rows,
+    report = {"args": vars(args), "per_round": per_round, "round_spread": spread,
+              "step_cost": cost.summary(), "request_overhead_s": overhead, "workload": workload.summary(), "rows": rows,
               "shape": shape_check, "recommendation": rec, "closed_loop": closed, "wall_s": time.time() - t0}
     (out / "validation.json").write_text(json.dumps(report, indent=2))
     print(f"calibration arm {cal_dir}: step cost fitted on {cost.n_steps} steps, MAPE {cost.mape:.1%}, "
@@ -217,12 +245,16 @@ def main(argv=None) -> int:
         print(f"{k}: {within}/{len(errs)} held-out arms within {LIMIT:.0%} (goal {GOAL:.0%}); "
               f"worst {max(errs, default=float('nan')):.0%}")
     print("trade-off shape:", json.dumps(shape_check))
+    for k, v in spread.items():
+        print(f"noise floor, arm {k}: rounds differ by up to " +
+              ", ".join(f"{f} {x:.0%}" for f, x in v.items() if x is not None))
     print(f"recommendation for ITL SLO {args.itl_slo} s: {rec['flags']} ({rec['reason']})")
     if closed:
         print(f"closed loop: measured ITL P99 at {closed['budget']} = {closed['measured_itl_p99_s']:.3f} s "
               f"(engine side {closed['measured_engine_itl_p99_s']:.3f} s) "
               f"-> {'meets' if closed['meets_slo'] else 'MISSES'} the SLO {args.itl_slo} s")
-    print(f"wall time {report['wall_s']:.0f} s; report in {out / 'validation.json'}")
+    (out / "validation.md").write_text(markdown(report))
+    print(f"wall time {report['wall_s']:.0f} s; report in {out / 'validation.json'}, table in {out / 'validation.md'}")
     return 0
 
 

@@ -121,3 +121,22 @@ def test_bad_lengths_and_missing_histograms():
         workload_from_samples(samples_frame([(0, flat), (10, flat)]))
     with pytest.raises(InputError, match="one scrape"):
         workload_from_samples(samples_frame([(0, flat)]))
+
+
+def test_workload_rebuilt_from_a_step_trace_and_from_step_counts():
+    from stallscope.analyzers.step_cost import StepCostModel
+    from stallscope.analyzers.whatif import simulate
+    from stallscope.analyzers.workload import workload_from_step_counts, workload_from_steps
+
+    w = Workload(LengthDist.fixed(40), LengthDist.fixed(10), sessions=3, duration_s=2.0)
+    res = simulate(w, StepCostModel(intercept_s=0.01), max_num_batched_tokens=32, record_steps=True)
+    steps = pd.DataFrame(res.steps)
+    rebuilt = workload_from_steps(steps)
+    assert rebuilt.prompt_tokens.p == (1.0,) and rebuilt.prompt_tokens.hi == (40.0,)   # chunks 32 + 8
+    assert rebuilt.output_tokens.hi == (10.0,)
+    assert rebuilt.rate_hz == pytest.approx(len(res.requests) / (res.steps[-1]["end_ns"] / 1e9), rel=1e-6)
+    coarse = workload_from_step_counts(steps.drop(columns="num_scheduled_tokens"))
+    # the median prefill step is a chunk (32-token budget less a decode or two), not a prompt: coarse
+    assert coarse.sessions == 3 and coarse.long_prompt_tokens == 31
+    with pytest.raises(InputError, match="no per-request token counts"):
+        workload_from_steps(steps.drop(columns="num_scheduled_tokens"))
