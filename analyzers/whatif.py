@@ -98,16 +98,21 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
         prompt = max(1, min(int(prompt), shape.max_model_len - 1))
         out = max(1, min(int(out), shape.max_model_len - prompt))
         if -(-(prompt + out) // shape.block_size) > shape.num_kv_blocks:
-            return                      # the engine rejects a request the whole pool cannot hold
+            return None                 # the engine rejects a request the whole pool cannot hold
         sr = SimRequest(f"sim-{seq}", kind, t, prompt, out, session)
         heapq.heappush(arrivals, (t + request_overhead_s, seq, sr))
         seq += 1
+        return sr
 
     for t, p, o, kind in workload.open_arrivals(rng):
         push(t, kind, p, o)
     for s in range(workload.sessions):
         push(0.0, "session", *workload.draw(rng), session=s)
 
+    # progress-paced long prompts (repro): next one when the last has its first token and the sessions
+    # have streamed `long_every_tokens` each since
+    paced = workload.long_every_tokens > 0 and workload.long_prompt_tokens > 0 and workload.sessions > 0
+    session_tokens, mark, last_long = 0, 0, None
     t, steps, preemptions, trace = 0.0, 0, 0, []
     while True:
         while arrivals and arrivals[0][0] <= t:
@@ -140,8 +145,14 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
         for req in sched.update_from_output(out, sampled):
             sr = sims[req.request_id]
             sr.token_times_s.append(t_end)
+            session_tokens += sr.session is not None
+            if sr is last_long and len(sr.token_times_s) == 1:
+                mark = session_tokens
             if req.is_finished and sr.session is not None and t_end < workload.duration_s:
                 push(t_end, "session", *workload.draw(rng), session=sr.session)
+        if (paced and t_end < workload.duration_s and (last_long is None or last_long.token_times_s)
+                and session_tokens - mark >= workload.long_every_tokens * workload.sessions):
+            last_long = push(t_end, "long", workload.long_prompt_tokens, workload.long_output_tokens)
         if record_steps:
             trace.append({
                 "step": steps, "start_ns": int(round(t * 1e9)), "end_ns": int(round(t_end * 1e9)),

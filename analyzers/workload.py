@@ -6,7 +6,9 @@ A `Workload` mixes up to three arrival processes, all bounded by `duration_s`:
    the request rate);
 2. `sessions` closed-loop streams that send their next request as soon as the previous one ends
    (the `stallscope loadgen` steady sessions);
-3. one long prompt every `long_every_s` seconds (the loadgen's prefill spikes).
+3. one long prompt every `long_every_s` seconds (the loadgen's prefill spikes), or, paced by progress
+   as `stallscope repro` does, once the previous long prompt has its first token and the sessions have
+   streamed `long_every_tokens` tokens each since (the simulator fires those).
 Lengths are `LengthDist`s: bucket masses sampled uniformly inside each bucket `(lo, hi]`, so a
 Prometheus histogram, an exact list of observed lengths and a fixed flag value share one type.
 A request is "long" when its prompt has at least `long_threshold_tokens` tokens; predictions
@@ -116,6 +118,7 @@ class Workload:
     long_output_tokens: int = 1
     long_every_s: float = 0.0
     long_first_s: float | None = None      # first long prompt (default: long_every_s)
+    long_every_tokens: int = 0             # > 0: pace long prompts by session progress instead of time
     duration_s: float = 60.0
     long_threshold_tokens: int = 0
     source: str = "flags"
@@ -126,6 +129,8 @@ class Workload:
         if self.rate_hz < 0 or self.sessions < 0 or self.long_every_s < 0:
             raise InputError(f"workload rates and counts must be >= 0 (rate {self.rate_hz}, "
                              f"sessions {self.sessions}, long_every {self.long_every_s})")
+        if self.long_every_tokens < 0:
+            raise InputError(f"long_every_tokens must be >= 0, got {self.long_every_tokens}")
         if self.rate_hz == 0 and self.sessions == 0 and not (self.long_every_s and self.long_prompt_tokens):
             raise InputError("workload has no arrivals: give a request rate, sessions, or long prompts")
         if self.long_threshold_tokens <= 0:
@@ -144,7 +149,7 @@ class Workload:
         `kind` is "long" for the periodic long prompts and "open" for Poisson arrivals.
         """
         out = []
-        if self.long_every_s > 0 and self.long_prompt_tokens > 0:
+        if self.long_every_s > 0 and self.long_prompt_tokens > 0 and not self.long_every_tokens:
             t = self.long_every_s if self.long_first_s is None else self.long_first_s
             while t < self.duration_s:
                 out.append((t, self.long_prompt_tokens, self.long_output_tokens, "long"))
@@ -162,6 +167,7 @@ class Workload:
             "source": self.source, "rate_hz": self.rate_hz, "sessions": self.sessions,
             "prompt_tokens_mean": self.prompt_tokens.mean(), "output_tokens_mean": self.output_tokens.mean(),
             "long_prompt_tokens": self.long_prompt_tokens, "long_every_s": self.long_every_s,
+            "long_every_tokens": self.long_every_tokens,
             "long_threshold_tokens": self.long_threshold_tokens, "duration_s": self.duration_s,
         }
 

@@ -198,3 +198,18 @@ def test_analyze_takes_the_starvation_budget_from_the_simulation():
     # without per-request detail (an nsys steps frame) the finding keeps its own recommendation
     bare = steps.drop(columns="num_scheduled_tokens")
     assert findings._whatif_budget(frame, bare, 0.05).iloc[0]["recommendation"] == "old"
+
+
+def test_long_prompts_paced_by_session_progress_as_repro_does():
+    # 2 sessions of 16-token prompts; a 300-token prompt once the sessions streamed 20 tokens each since
+    # the previous long prompt's first token. Constant 10 ms steps: each step gives each session a token.
+    w = fixed(16, 1000, sessions=2, long_prompt_tokens=300, long_output_tokens=2, long_every_tokens=20,
+              long_every_s=99.0, duration_s=2.0)
+    res = simulate(w, CONST, max_num_batched_tokens=64, record_steps=True)
+    longs = sorted((r for r in res.requests if r.kind == "long"), key=lambda r: r.arrival_s)
+    assert len(longs) >= 3
+    first_tokens = [r.token_times_s[0] for r in longs]
+    for prev_first, nxt in zip(first_tokens, longs[1:]):
+        # 20 tokens each for 2 sessions = 20 more steps of 10 ms after the previous long got its token
+        assert nxt.arrival_s == pytest.approx(prev_first + 20 * 0.010, abs=1e-9)
+    assert longs[0].arrival_s == pytest.approx(0.010 * 20, abs=1e-9)   # 20 steps from the start

@@ -126,8 +126,9 @@ def resolve_workload(args) -> Workload:
 def workload_from_loadgen(data: dict, source: str) -> Workload:
     """The loadgen's scenario (refserver/loadgen.py `LoadSpec` + its request records) as a Workload.
 
-    Sessions, prompt lengths, long-prompt cadence (first at `long_every_s`) and duration come from
-    `spec`; session output lengths are the records' exact `max_tokens` (the loadgen draws them from
+    Sessions, prompt lengths, long-prompt cadence (first at `long_every_s`, or paced by session
+    progress with `long_every_tokens` as `repro` does) and duration come from `spec`; session output
+    lengths are the records' exact `max_tokens` (the loadgen draws them from
     [N/2, 3N/2]); a prompt is long exactly when the loadgen sent it as a long request.
     """
     spec = data.get("spec")
@@ -141,6 +142,7 @@ def workload_from_loadgen(data: dict, source: str) -> Workload:
         long_tokens = int(spec["long_prompt_tokens"])
         long_every = float(spec["long_every_s"])
         long_out = int(spec["long_max_tokens"])
+        long_every_tokens = int(spec.get("long_every_tokens") or 0)
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{source}: loadgen spec field {exc} missing or not a number") from None
     outs = [r.get("max_tokens") for r in data.get("records", ()) if isinstance(r, dict) and r.get("kind") == "short"]
@@ -149,6 +151,7 @@ def workload_from_loadgen(data: dict, source: str) -> Workload:
               LengthDist((float(max(1, mean_out // 2) - 1),), (float(max(1, mean_out * 3 // 2)),), (1.0,)))
     return Workload(LengthDist.fixed(prompt), output, sessions=sessions, long_prompt_tokens=long_tokens,
                     long_output_tokens=long_out, long_every_s=long_every, duration_s=duration,
+                    long_every_tokens=long_every_tokens,
                     long_threshold_tokens=long_tokens if long_tokens > prompt else 0, source=source)
 
 
