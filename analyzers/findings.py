@@ -185,13 +185,14 @@ def _whatif_budget(out: pd.DataFrame, steps: pd.DataFrame | None, slo_s: float) 
         return out
     from stallscope.analyzers.whatif import recommend_from_trace
 
-    rec = recommend_from_trace(steps, slo_s, budgets=(128, 256, 512, 1024, 2048, 4096))
+    budgets = (64, 128, 256, 512, 1024, 2048, 4096)
+    rec = recommend_from_trace(steps, slo_s, budgets=budgets)
     if rec is None:
         return out
     n = rec["max_num_batched_tokens"]
     verdict = ("meets" if rec["meets_slo"] else "is the closest to, but misses,")
     text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: simulating this trace's workload through the "
-            f"engine's scheduler at budgets 128-4096 predicts ITL P99 {rec['predicted_itl_p99_s'] * 1e3:.0f} ms at "
+            f"engine's scheduler at budgets {budgets[0]}-{budgets[-1]} predicts ITL P99 {rec['predicted_itl_p99_s'] * 1e3:.0f} ms at "
             f"{n}, which {verdict} the {slo_s * 1e3:.0f} ms SLO"
             + (f", with long-prompt TTFT P99 {rec['predicted_ttft_long_p99_s']:.2f} s"
                if math.isfinite(rec["predicted_ttft_long_p99_s"]) else "")
