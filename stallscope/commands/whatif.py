@@ -11,9 +11,6 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
-
-from stallscope.errors import InputError
 
 
 def _budgets(text: str) -> list[int]:
