@@ -129,3 +129,24 @@ def test_bad_run_directory_contents(tmp_path, capsys):
     (arm / "loadgen.json").write_text("{oops")
     assert main(["whatif", "--from", str(arm)]) == 2
     assert "loadgen.json: not JSON" in capsys.readouterr().err
+
+
+def test_store_source_gives_an_open_loop_workload_from_the_histograms(trace, tmp_path, capsys):
+    from test_workload import exposition
+
+    scrapes = tmp_path / "scrapes.jsonl"
+    before = exposition([0] * 12, [0] * 12)
+    after = exposition([0, 0, 0, 0, 0, 30, 30, 30, 30, 30, 40, 40], [0, 0, 0, 0, 0, 0, 0, 40, 40, 40, 40, 40])
+    scrapes.write_text("".join(json.dumps({"ts": 1_700_000_000.0 + 60 * i, "target": t, "text": text}) + "\n"
+                               for t in ("a", "b") for i, text in enumerate((before, after))))
+    db = tmp_path / "store.db"
+    assert main(["collect", "--import", str(scrapes), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["whatif", "--db", str(db), "--steps", str(trace)]) == 2
+    assert "several targets (a, b); pick one with --target" in capsys.readouterr().err
+    data = run_json(["--db", str(db), "--target", "b", "--steps", str(trace), "--budgets", "256", "--duration", "20"],
+                    capsys)
+    w = data["workload"]
+    assert w["rate_hz"] == pytest.approx(40 / 60) and w["sessions"] == 0 and w["duration_s"] == 20
+    assert w["prompt_tokens_mean"] == pytest.approx(0.75 * 35.5 + 0.25 * 1500.5)
+    assert "(target b)" in w["source"] and data["predictions"][0]["num_requests"] > 0

@@ -50,8 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--from", dest="run_dir", metavar="RUN_DIR", help="a `stallscope repro` run directory or one arm of it")
     src.add_argument("--db", metavar="FILE", help="a `stallscope collect` store")
     src.add_argument("--prometheus", metavar="URL", help="a Prometheus server scraping vLLM")
-    p.add_argument("--since", default="1h", help="with --db/--prometheus: how far back (default 1h)")
+    p.add_argument("--since", default=None,
+                   help="with --db/--prometheus: how far back, e.g. 30m (default: the whole store; 1h of Prometheus)")
     p.add_argument("--selector", default=None, help="with --db/--prometheus: label matchers, e.g. model_name=\"x\"")
+    p.add_argument("--target", default=None, help="with --db/--prometheus: the scrape target to model (when several)")
     cost = p.add_mutually_exclusive_group()
     cost.add_argument("--steps", metavar="FILE", help="engine step trace (JSONL) to fit the step-cost model")
     cost.add_argument("--nsys", metavar="FILE", help="Nsight Systems SQLite export to rebuild steps from")

@@ -180,7 +180,7 @@ def _metrics_workload(args) -> Workload:
             start = end - int(parse_duration(args.since or "1h") * 1e9)
         except ToolkitError as exc:
             raise InputError(f"--since: {exc}") from None
-    frames = load(source, start, end, selector=selector)
+    frames = load(source, start, end, selector=selector, targets=[args.target] if args.target else None)
     return _one_target_workload(frames, source)
 
 
@@ -190,9 +190,9 @@ def _one_target_workload(frames: dict, source: str) -> Workload:
         raise InputError(f"{source}: no vLLM samples in the selected range")
     if len(with_samples) > 1:
         raise InputError(f"{source}: several targets ({', '.join(sorted(with_samples))}); "
-                         "pick one with --selector or --from DIR/<arm>")
+                         "pick one with --target (or --from DIR/<arm>)")
     (target, samples), = with_samples.items()
-    return workload_from_samples(samples, source=f"{source} [{target}]")
+    return workload_from_samples(samples, source=f"{source} (target {target})")
 
 
 def arm_engine_config(arm: Path):
