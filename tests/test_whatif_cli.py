@@ -99,6 +99,7 @@ def test_run_directory_supplies_steps_workload_and_pool(tmp_path, capsys):
     (["--gpu", "H100-SXM", *FLAGS], "needs both --gpu and --roofline-model"),
     (["--nsys", "/nonexistent/x.sqlite", *FLAGS], "nsys export not found: /nonexistent/x.sqlite"),
     (["--steps", "{trace}", "--db", "/nonexistent/store.db"], "/nonexistent/store.db"),
+    (["--steps", "{trace}", "--db", "/nonexistent/store.db", "--since", "soon"], "--since 'soon' is neither a duration"),
     (["--steps", "{trace}", "--sessions", "-2", "--prompt-tokens", "8", "--output-tokens", "8"], "must be >= 0"),
 ])
 def test_bad_inputs_are_one_line_exit_2(trace, capsys, args, message):
@@ -150,3 +151,26 @@ def test_store_source_gives_an_open_loop_workload_from_the_histograms(trace, tmp
     assert w["rate_hz"] == pytest.approx(40 / 60) and w["sessions"] == 0 and w["duration_s"] == 20
     assert w["prompt_tokens_mean"] == pytest.approx(0.75 * 35.5 + 0.25 * 1500.5)
     assert "(target b)" in w["source"] and data["predictions"][0]["num_requests"] > 0
+
+
+@pytest.mark.slow
+def test_prometheus_source(trace, tmp_path, capsys):
+    """A real Prometheus (backfilled with two scrapes of the length histograms) feeds the workload."""
+    import time
+
+    from expo_frames import to_openmetrics
+    from promserver import PrometheusServer, backfill_openmetrics
+    from test_workload import exposition, samples_frame
+
+    t0 = (int(time.time()) // 3600 - 2) * 3600
+    after = exposition([0, 0, 0, 0, 0, 30, 30, 30, 30, 30, 40, 40], [0, 0, 0, 0, 0, 0, 0, 40, 40, 40, 40, 40])
+    frame = samples_frame([(t0, exposition([0] * 12, [0] * 12)), (t0 + 60, after)])
+    storage = tmp_path / "tsdb"
+    backfill_openmetrics(to_openmetrics(frame), storage, tmp_path)
+    with PrometheusServer(tmp_path, storage=storage) as prom:
+        data = run_json(["--prometheus", prom.url, "--since", str(t0 * 10**9), "--until", str((t0 + 60) * 10**9),
+                         "--steps", str(trace), "--budgets", "256", "--duration", "10"], capsys)
+    w = data["workload"]
+    assert w["rate_hz"] == pytest.approx(40 / 60) and w["sessions"] == 0
+    assert w["prompt_tokens_mean"] == pytest.approx(0.75 * 35.5 + 0.25 * 1500.5)
+    assert data["predictions"][0]["num_requests"] > 0

@@ -51,7 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--db", metavar="FILE", help="a `stallscope collect` store")
     src.add_argument("--prometheus", metavar="URL", help="a Prometheus server scraping vLLM")
     p.add_argument("--since", default=None,
-                   help="with --db/--prometheus: how far back, e.g. 30m (default: the whole store; 1h of Prometheus)")
+                   help="with --db/--prometheus: a duration back (30m) or a time (int ns, ISO-8601); default: "
+                        "the whole store, or the last hour of Prometheus")
+    p.add_argument("--until", default=None, help="with --db/--prometheus: end time (int ns, ISO-8601; default now)")
     p.add_argument("--selector", default=None, help="with --db/--prometheus: label matchers, e.g. model_name=\"x\"")
     p.add_argument("--target", default=None, help="with --db/--prometheus: the scrape target to model (when several)")
     cost = p.add_mutually_exclusive_group()

@@ -169,19 +169,33 @@ def _run_workload(run_dir: str) -> Workload:
 def _metrics_workload(args) -> Workload:
     from stallscope.analyzers.quantiles import parse_selector
     from stallscope.collectors.loader import load
-    from stallscope.config import parse_duration
 
     selector = {k: v for k, op, v in parse_selector(args.selector) if op == "="} if args.selector else None
     source = args.db or args.prometheus
-    start = end = None
-    if args.since or args.prometheus:
-        end = time.time_ns()
-        try:
-            start = end - int(parse_duration(args.since or "1h") * 1e9)
-        except ToolkitError as exc:
-            raise InputError(f"--since: {exc}") from None
+    now = time.time_ns()
+    end = _when(args.until, now, "--until") if args.until else (now if args.prometheus else None)
+    since = args.since or ("1h" if args.prometheus else None)
+    start = _when(since, end if end is not None else now, "--since") if since else None
     frames = load(source, start, end, selector=selector, targets=[args.target] if args.target else None)
     return _one_target_workload(frames, source)
+
+
+def _when(text: str, ref_ns: int, flag: str) -> int:
+    """A duration back from `ref_ns` (`30m`), or a time: int ns since the epoch or ISO-8601."""
+    from stallscope.collectors.loader import to_ns
+    from stallscope.config import parse_duration
+
+    text = str(text).strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        return ref_ns - int(parse_duration(text) * 1e9)
+    except ToolkitError:
+        pass
+    try:
+        return to_ns(text, flag)
+    except ToolkitError:
+        raise InputError(f"{flag} {text!r} is neither a duration (30m) nor a time (int ns or ISO-8601)") from None
 
 
 def _one_target_workload(frames: dict, source: str) -> Workload:
