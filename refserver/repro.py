@@ -4,11 +4,12 @@ Each arm starts `stallscope refserver` as a subprocess (its own process, so the 
 server do not share a GIL; BLAS limited to one thread so the 2-core budget is split predictably),
 scrapes `/metrics` every second into `<arm>/scrapes.jsonl`, has the server write its step trace to
 `<arm>/steps.jsonl`, runs the load generator into `<arm>/loadgen.json`, then stops the server. The
-arms' headline figures land in `summary.json` (layout: docs/run-directory.md).
+default load runs both arms at the same time (see `run_repro`). The arms' headline figures land in
+`summary.json` (layout: docs/run-directory.md).
 
-Scenarios: `starvation` runs chunked prefill off, then on with a token budget; `kv-pressure` runs a
-KV pool small enough to preempt with `--kv-cache-dtype auto`, then `fp8` (half the bytes per token,
-so twice the blocks).
+Scenarios: `starvation` runs chunked prefill off and on with a token budget; `kv-pressure` runs a
+KV pool small enough to preempt with `--kv-cache-dtype auto` and with `fp8` (half the bytes per
+token, so twice the blocks).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from stallscope.refserver.server_thread import free_port
 
 SCENARIOS = {"starvation": ("off", "on"), "kv-pressure": ("auto", "fp8")}
 DEFAULT_BUDGET = 80           # tokens per step: 32 decodes + a 48-token chunk, a 1,900-token prompt in 40 chunks
-LONG_EVERY_TOKENS = 65        # session tokens between long prompts: stalls are ~1/66 of the `off` ITLs
+LONG_EVERY_TOKENS = 50        # session tokens between long prompts: stalls are ~1/51 of the `off` ITLs
 LONG_PROMPT_TOKENS = 1900     # long enough that one unchunked prefill is ~100 decode steps on `tiny`
 KV_PRESSURE_POOL_MB = 2.5     # tiny: 160 blocks with auto, 320 with fp8, vs ~300 blocks of peak demand
 
@@ -157,8 +158,9 @@ def arm_summary(loadgen: dict, steps: list[dict]) -> dict:
 
 
 def run_arms(arms: list[Arm], dirs: list[Path], load: LoadSpec, progress: bool = True) -> list[dict]:
-    """Serve every arm at once and drive each with the same load, concurrently: background load on the
-    shared machine then hits both arms alike (each gets about half the CPU). Returns the loadgen results."""
+    """Serve the given arms at once and drive each with the same load, concurrently: background load on
+    the shared machine then hits them alike (two arms get about half the CPU each). Returns the loadgen
+    results in arm order."""
     procs, scrapers = [], []
     try:
         for arm, arm_dir in zip(arms, dirs):
@@ -190,8 +192,12 @@ def run_arms(arms: list[Arm], dirs: list[Path], load: LoadSpec, progress: bool =
 
 def run_repro(scenario: str, out_dir: Path, *, quick: bool = False, model: str = "tiny",
               budget: int = DEFAULT_BUDGET, load: LoadSpec | None = None, kv_cache_mb: float | None = None,
-              progress: bool = True, on_arm=None) -> dict:
+              progress: bool = True, on_arm=None, concurrent: bool | None = None) -> dict:
     """Run both arms of `scenario` and write `summary.json`; returns the summary.
+
+    `concurrent=None` runs the arms at once when the load is paced by session progress (the default
+    load: both arms then share the machine's noise and the work mix stays fixed) and one after the
+    other when it is paced by seconds (each arm then has the whole machine for its periods).
 
     Example:
         summary = run_repro("starvation", Path("runs/r1"), quick=True)
@@ -202,11 +208,16 @@ def run_repro(scenario: str, out_dir: Path, *, quick: bool = False, model: str =
     load.validate()
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = {"scenario": scenario, "arms": {}, "arm_order": [a.name for a in arms]}
-    if on_arm:
-        for arm in arms:
-            on_arm(arm)
+    if concurrent is None:
+        concurrent = load.long_every_tokens is not None
     dirs = [out_dir / arm.name for arm in arms]
-    for arm, arm_dir, result in zip(arms, dirs, run_arms(arms, dirs, load, progress)):
-        summary["arms"][arm.name] = arm_summary(result, read_steps(arm_dir / "steps.jsonl"))
+    groups = [list(zip(arms, dirs))] if concurrent else [[pair] for pair in zip(arms, dirs)]
+    for group in groups:
+        if on_arm:
+            for arm, _ in group:
+                on_arm(arm)
+        results = run_arms([a for a, _ in group], [d for _, d in group], load, progress)
+        for (arm, arm_dir), result in zip(group, results):
+            summary["arms"][arm.name] = arm_summary(result, read_steps(arm_dir / "steps.jsonl"))
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

@@ -80,3 +80,18 @@ def test_short_run_against_the_real_server():
             assert 4 <= rec["max_tokens"] <= 12 and rec["prompt_tokens"] == 16
     assert result["all"]["itl_s"]["count"] == sum(r["output_tokens"] - 1 for r in result["records"])
     assert result["output_tok_s"] > 0 and used == 0
+
+
+def test_long_prompts_paced_by_session_progress():
+    with ServerThread(EngineConfig(model="tiny", max_model_len=1024)) as srv:
+        spec = LoadSpec(url=srv.url, sessions=2, duration_s=3.0, long_prompt_tokens=200, long_every_tokens=5,
+                        seed=5, max_tokens=8, short_prompt_tokens=16, long_max_tokens=1, drain_s=30)
+        result = asyncio.run(run_load(spec, progress=False))
+    records = result["records"]
+    longs = [r for r in records if r["kind"] == "long"]
+    short_ts = sorted(t for r in records if r["kind"] == "short" for t in r["chunk_ts"])
+    assert len(longs) >= 2 and result["requests"]["failed"] == 0
+    mark = 0.0
+    for rec in longs:  # each long prompt waits for 5 tokens per session after the previous one's first token
+        assert sum(mark < t <= rec["start_ts"] for t in short_ts) >= 5 * 2
+        mark = rec["chunk_ts"][0]

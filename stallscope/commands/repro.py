@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--long-every", type=float, default=None, metavar="T",
                         help="one long prompt every T s (default: paced by session progress, see --long-every-tokens)")
     parser.add_argument("--long-every-tokens", type=int, default=None, metavar="X",
-                        help="one long prompt each time every session has streamed X tokens (default 65)")
+                        help="one long prompt each time every session has streamed X tokens (default 50)")
     parser.add_argument("--long-prompt-tokens", type=int, default=None, metavar="L", help="override the long prompt")
     parser.add_argument("--long-max-tokens", type=int, default=None, metavar="N",
                         help="override the long requests' output length")
