@@ -11,6 +11,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds of load (max 3600)")
     parser.add_argument("--long-prompt-tokens", type=int, default=1536, metavar="L", help="long prompt length")
     parser.add_argument("--long-every", type=float, default=5.0, metavar="T", help="one long prompt every T s")
+    parser.add_argument("--long-every-tokens", type=int, default=None, metavar="X",
+                        help="instead of --long-every: a long prompt each time every session has streamed X tokens "
+                             "since the previous long prompt's first token")
     parser.add_argument("--long-max-tokens", type=int, default=16, metavar="N", help="output tokens of long requests")
     parser.add_argument("--short-prompt-tokens", type=int, default=32, metavar="N", help="session prompt length")
     parser.add_argument("--max-tokens", type=int, default=128, metavar="N",
@@ -50,7 +53,8 @@ def run(args) -> int:
     from stallscope.refserver.loadgen import LoadSpec, run_load
 
     spec = LoadSpec(url=args.url, sessions=args.sessions, duration_s=args.duration,
-                    long_prompt_tokens=args.long_prompt_tokens, long_every_s=args.long_every, seed=args.seed,
+                    long_prompt_tokens=args.long_prompt_tokens, long_every_s=args.long_every,
+                    long_every_tokens=args.long_every_tokens, seed=args.seed,
                     max_tokens=args.max_tokens, short_prompt_tokens=args.short_prompt_tokens,
                     long_max_tokens=args.long_max_tokens, max_requests=args.max_requests)
     spec.validate()
