@@ -71,11 +71,12 @@ class SimResult:
 def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens: int,
              enable_chunked_prefill: bool = True, shape: ServerShape = ServerShape(), seed: int = 0,
              noise: bool = True, drain: bool = True, record_steps: bool = False,
-             request_overhead_s: float = 0.0) -> SimResult:
+             request_overhead_s=0.0) -> SimResult:
     """Run one budget. Returns every request with its token times (simulated seconds from 0).
 
     `request_overhead_s` delays each request's arrival at the scheduler after it is sent (HTTP,
-    tokenization, the engine thread's command hop); TTFT still counts from the send.
+    tokenization, the engine thread's command hop): seconds, or a sequence of measured delays to
+    draw from per request; TTFT still counts from the send.
     With `record_steps`, `SimResult.steps` holds one step-trace record per simulated step, with
     simulated times in ns from 0, so the simulation can be compared with (or fitted like) a real trace.
 
@@ -86,6 +87,7 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
     if max_num_batched_tokens < 1:
         raise InputError(f"max_num_batched_tokens must be >= 1, got {max_num_batched_tokens}")
     rng = np.random.default_rng(seed)
+    overheads = np.atleast_1d(np.asarray(request_overhead_s, dtype=float))
     kv = KVCacheManager(shape.num_kv_blocks, shape.block_size)
     sched = Scheduler(kv, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=shape.max_num_seqs,
                       enable_chunked_prefill=enable_chunked_prefill, max_model_len=shape.max_model_len)
@@ -100,7 +102,8 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
         if -(-(prompt + out) // shape.block_size) > shape.num_kv_blocks:
             return None                 # the engine rejects a request the whole pool cannot hold
         sr = SimRequest(f"sim-{seq}", kind, t, prompt, out, session)
-        heapq.heappush(arrivals, (t + request_overhead_s, seq, sr))
+        heapq.heappush(arrivals, (t + (overheads[rng.integers(overheads.size)] if overheads.size > 1
+                                       else float(overheads[0])), seq, sr))
         seq += 1
         return sr
 
@@ -193,7 +196,7 @@ def summarize(result: SimResult, workload: Workload) -> dict:
 
 def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunked: bool = False,
             shape: ServerShape = ServerShape(), seed: int = 0, noise: bool = True,
-            request_overhead_s: float = 0.0, seeds: int = 1) -> pd.DataFrame:
+            request_overhead_s=0.0, seeds: int = 1) -> pd.DataFrame:
     """One row per budget (and one for chunked prefill off): the predicted latencies and throughput.
 
     With `seeds` > 1 each figure is the mean over that many seeded simulations (P99s of short runs

@@ -3,7 +3,8 @@
 1. Runs the reference server (a subprocess, loopback) with chunked prefill OFF under the loadgen's
    load (refserver/loadgen.py: steady sessions + one long prompt every T s) and records its step trace.
 2. Fits the step-cost model on that one run only and takes the workload from its loadgen result;
-   predicts TTFT P99 (long, short), ITL P99 and output tok/s for every budget and for chunking off.
+   predicts TTFT P99 (long, short), ITL P99 and output tok/s for every budget and for chunking off;
+   requests reach the scheduler after the send -> first-scheduled delays measured in that run.
 3. Runs the server again at each budget (chunked) under the same load and measures the same figures.
 4. Prints predicted vs measured and the relative error (limit 20 %, goal 10 %), checks the trade-off
    shape in both, then closes the loop: recommends the largest budget meeting --itl-slo, runs the
@@ -28,10 +29,10 @@ import numpy as np
 import requests
 
 from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
-from stallscope.analyzers.whatif import ServerShape, calibrate_overhead, predict, recommend, trace_itl
+from stallscope.analyzers.whatif import ServerShape, predict, recommend, trace_itl
 from stallscope.commands.whatif_inputs import workload_from_loadgen
 from stallscope.refserver.config import EngineConfig
-from stallscope.commands.whatif_inputs import run_steps
+from stallscope.commands.whatif_inputs import intake_delays, run_steps
 from stallscope.refserver.loadgen import LoadSpec, RequestRecord, run_load
 from stallscope.refserver.loadgen import summarize as loadgen_summary
 from stallscope.refserver.server_thread import free_port
@@ -193,8 +194,8 @@ def main(argv=None) -> int:
     cfg = EngineConfig(model=args.model)
     shape = ServerShape(max_num_seqs=cfg.max_num_seqs, block_size=cfg.block_size, num_kv_blocks=cfg.num_kv_blocks,
                         max_model_len=cfg.resolved_max_model_len)
-    overhead = calibrate_overhead(workload, cost, measured[args.calibrate_on]["ttft_short_p50_s"] or 0.0,
-                                  max_num_batched_tokens=cal_budget, enable_chunked_prefill=cal_chunked, shape=shape)
+    # the request overhead: the calibration arm's measured send -> first-scheduled delays, drawn per request
+    overhead = np.concatenate([intake_delays(p.parent) for p in sorted((out / cal_dir).glob("r*/steps.jsonl"))])
     pred = predict(workload, cost, budgets, include_unchunked=True, shape=shape, seeds=args.sim_seeds,
                    request_overhead_s=overhead)
 
@@ -225,12 +226,15 @@ def main(argv=None) -> int:
         closed = {"budget": rec["max_num_batched_tokens"], "measured_itl_p99_s": m["itl_p99_s"],
                   "measured_engine_itl_p99_s": m["engine_itl_p99_s"],
                   "itl_slo_s": args.itl_slo, "meets_slo": m["itl_p99_s"] <= args.itl_slo, "measured": m}
-    report = {"args": vars(args), "per_round": per_round, "round_spread": spread,
-              "step_cost": cost.summary(), "request_overhead_s": overhead, "workload": workload.summary(), "rows": rows,
+    report = {"args": vars(args), "per_round": per_round, "round_spread": spread, "step_cost": cost.summary(),
+              "request_overhead_s": {"measured_requests": int(overhead.size),
+                                     **{f"p{q}_s": float(np.percentile(overhead, q)) for q in (50, 90, 99)}}, "workload": workload.summary(), "rows": rows,
               "shape": shape_check, "recommendation": rec, "closed_loop": closed, "wall_s": time.time() - t0}
     (out / "validation.json").write_text(json.dumps(report, indent=2))
     print(f"calibration arm {cal_dir}: step cost fitted on {cost.n_steps} steps, MAPE {cost.mape:.1%}, "
-          f"R² {cost.r2:.3f}; request overhead {overhead * 1e3:.0f} ms (the other arms are held out)")
+          f"R² {cost.r2:.3f}; request overhead measured on {overhead.size} requests, P50 "
+          f"{np.percentile(overhead, 50) * 1e3:.0f} ms / P99 {np.percentile(overhead, 99) * 1e3:.0f} ms "
+          "(the other arms are held out)")
     print(f"{'figure':<16} {'arm':>6} {'predicted':>10} {'measured':>10} {'error':>8}")
     for k, label in FIGURES:
         for r in rows:

@@ -18,8 +18,10 @@ def loadgen_result(sessions=4, duration=6.0):
     spec = {"url": "http://127.0.0.1:8000", "sessions": sessions, "duration_s": duration, "long_prompt_tokens": 1200,
             "long_every_s": 1.5, "seed": 0, "max_tokens": 48, "short_prompt_tokens": 32, "long_max_tokens": 8,
             "max_requests": 100000, "drain_s": 60.0, "request_timeout_s": 300.0}
-    records = [{"kind": "short", "prompt_tokens": 32, "max_tokens": m, "start_ts": 0.0, "chunk_ts": [],
-                "output_tokens": m, "status": 200, "error": None, "done": True} for m in (24, 48, 72, 48)]
+    # sent just before the synthetic trace's steps (which start at 1.7e9 s)
+    records = [{"kind": "short", "prompt_tokens": 32, "max_tokens": m, "start_ts": 1.7e9 + 0.5 * i, "chunk_ts": [],
+                "output_tokens": m, "status": 200, "error": None, "done": True}
+               for i, m in enumerate((24, 48, 72, 48))]
     return {"spec": spec, "records": records, "requests": {"sent": 4, "completed": 4},
             "short": {"ttft_s": {"p50": 0.25}}}
 
@@ -72,14 +74,15 @@ def test_run_directory_supplies_steps_workload_and_pool(tmp_path, capsys):
     assert data["workload"]["sessions"] == 4 and data["workload"]["long_threshold_tokens"] == 1200
     assert data["workload"]["output_tokens_mean"] == pytest.approx(48.0)
     assert data["server_shape"]["num_kv_blocks"] == 512        # kv_blocks_total of the trace
-    assert data["request_overhead_s"] == 0.0                   # no server.json: no arm to calibrate on
-    # with the server's flags (as `repro` records them) the shape and the request overhead follow the run
+    # the loadgen's send times against the trace's first scheduled steps: the measured intake delays
+    over = data["request_overhead_s"]
+    assert over["measured_requests"] == 4 and 0 <= over["p50_s"] <= over["p99_s"] < 66.0   # the off arm's 4
+    # with the server's flags (as `repro` records them) the shape follows the run
     argv = ["-m", "stallscope.cli", "refserver", "--model", "tiny", "--max-num-batched-tokens", "256",
             "--kv-cache-mb", "4", "--max-num-seqs", "64", "--port", "1234"]
     (run / "off" / "server.json").write_text(json.dumps({"argv": argv, "port": 1234}))
     data = run_json(["--from", str(run), "--budgets", "256,512"], capsys)
     assert data["server_shape"] == {"max_num_seqs": 64, "block_size": 16, "num_kv_blocks": 256, "max_model_len": 2048}
-    assert 0.1 < data["request_overhead_s"] < 0.25              # short TTFT P50 0.25 s = overhead + a step or two
     assert run_json(["--from", str(run), "--budgets", "256", "--request-overhead", "0.01"],
                     capsys)["request_overhead_s"] == 0.01
     # explicit flags override the measured workload
@@ -187,3 +190,26 @@ def test_nsys_steps_fit_the_step_cost(capsys):
     plain = require_shared("nsys_samples", "torch_tiny_rtx3080_nsys2026.1.1.sqlite")
     assert main(["whatif", "--nsys", str(plain), *FLAGS]) == 2
     assert "carry no token counts" in capsys.readouterr().err
+
+
+def test_intake_delays_measure_send_to_first_schedule(tmp_path):
+    """A simulated run with a 50 ms intake: its trace and its sends give delays of 50 ms plus at most the
+    remainder of the step in flight (10 ms steps)."""
+    import numpy as np
+
+    from stallscope.analyzers.step_cost import StepCostModel
+    from stallscope.analyzers.whatif import simulate
+    from stallscope.analyzers.workload import LengthDist, Workload
+    from stallscope.commands.whatif_inputs import intake_delays
+
+    w = Workload(LengthDist.fixed(16), LengthDist.fixed(4), sessions=2, duration_s=1.0)
+    res = simulate(w, StepCostModel(intercept_s=0.010), max_num_batched_tokens=64, record_steps=True,
+                   request_overhead_s=0.05)
+    t0 = 1_700_000_000
+    steps = [{**s, "start_ns": s["start_ns"] + t0 * 10**9, "end_ns": s["end_ns"] + t0 * 10**9} for s in res.steps]
+    (tmp_path / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    spec = {**loadgen_result()["spec"], "long_prompt_tokens": 1000, "duration_s": 1.0}
+    records = [{"kind": "short", "start_ts": t0 + r.arrival_s, "max_tokens": 4} for r in res.requests]
+    (tmp_path / "loadgen.json").write_text(json.dumps({"spec": spec, "records": records}))
+    d = intake_delays(tmp_path)
+    assert len(d) == len(res.requests) and np.all(d >= 0.05 - 1e-6) and np.all(d <= 0.06 + 1e-6)

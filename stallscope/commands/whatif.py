@@ -81,8 +81,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--num-kv-blocks", type=_positive(int), default=None)
     s.add_argument("--max-model-len", type=_positive(int), default=None)
     p.add_argument("--request-overhead", type=_nonnegative, default=None, metavar="S",
-                   help="seconds from send to the scheduler (HTTP, tokenization); default: calibrated on the "
-                        "run's short-prompt TTFT P50 when --from has a loadgen result, else 0")
+                   help="seconds from send to the scheduler (HTTP, tokenization); default: the delays measured "
+                        "in the run (loadgen send times vs the step trace) with --from, else 0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-noise", action="store_true", help="do not replay the fit's residuals as step-time noise")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -107,7 +107,7 @@ def run(args) -> int:
         "step_cost": cost.summary(),
         "workload": workload.summary(),
         "server_shape": vars(shape),
-        "request_overhead_s": overhead,
+        "request_overhead_s": _overhead_summary(overhead),
     }
     if args.format == "json":
         json.dump(result, sys.stdout, indent=2)
@@ -117,12 +117,29 @@ def run(args) -> int:
     return 0
 
 
+def _overhead_summary(overhead):
+    """A constant overhead as seconds; measured delays as their count and quantiles."""
+    import numpy as np
+
+    if np.ndim(overhead) == 0:
+        return float(overhead)
+    q = np.percentile(overhead, [50, 90, 99])
+    return {"measured_requests": int(np.size(overhead)), "p50_s": float(q[0]), "p90_s": float(q[1]), "p99_s": float(q[2])}
+
+
 def _jsonable(v):
     if hasattr(v, "item"):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
+
+
+def _overhead_text(o) -> str:
+    if isinstance(o, dict):
+        return (f"measured on {o['measured_requests']} requests: P50 {o['p50_s'] * 1e3:.0f} ms, "
+                f"P99 {o['p99_s'] * 1e3:.0f} ms")
+    return f"{o * 1e3:.0f} ms"
 
 
 def _ms(v) -> str:
@@ -138,7 +155,7 @@ def _print_text(result: dict) -> None:
     if c["kind"] == "linear":
         fit = f"MAPE {c['mape']:.1%}, R² {c['r2']:.3f}" if c["mape"] is not None and c["r2"] is not None else "fit error unknown"
         console.print(f"step cost: fitted on {c['n_steps']} steps from {c['source']} ({fit}); gap {c['gap_s'] * 1e3:.1f} ms; "
-                      f"request overhead {result['request_overhead_s'] * 1e3:.0f} ms")
+                      f"request overhead {_overhead_text(result['request_overhead_s'])}")
     else:
         console.print(f"step cost: {c['source']} (no measured steps; fit error unknown)")
     console.print(f"workload: {w['source']}: {w['sessions']} sessions, {w['rate_hz']:.2f} req/s open-loop, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost, read_step_trace, roofline_cost
@@ -230,27 +231,53 @@ def arm_engine_config(arm: Path):
     return engine_config(ns)
 
 
-def calibrate_from_run(args, workload: Workload, cost: StepCostModel, shape: ServerShape) -> float:
-    """The request overhead (s) that makes the simulated run match its measured short-prompt TTFT P50.
+def intake_delays(arm: Path) -> np.ndarray:
+    """Seconds from each request's send (loadgen) to its first scheduled step (step trace), per arm.
 
-    Uses the first arm with both a loadgen result and a server.json (its budget and chunking); 0
-    without one. `--request-overhead` overrides.
+    The trace does not name the loadgen's requests, so each kind (short, long: total scheduled
+    tokens >= the spec's long prompt) is matched in order, first sent to first scheduled. What this
+    measures is the server's intake (HTTP, tokenization, the engine thread's command hop) plus any
+    wait in WAITING; arms with spare budget keep the second small.
     """
-    from stallscope.analyzers.whatif import calibrate_overhead
+    arm = Path(arm)
+    steps = read_step_trace(arm / "steps.jsonl").sort_values("start_ns", kind="stable")
+    run = read_json(arm / "loadgen.json")
+    if "num_scheduled_tokens" not in steps or not isinstance(run.get("spec"), dict):
+        return np.empty(0)
+    first: dict = {}
+    total: dict = {}
+    for start, sched in zip(steps["start_ns"], steps["num_scheduled_tokens"]):
+        for rid, n in (sched.items() if isinstance(sched, dict) else ()):
+            first.setdefault(rid, int(start))
+            total[rid] = total.get(rid, 0) + int(n)
+    long_tokens = int(run["spec"].get("long_prompt_tokens") or 0)
+    out = []
+    for kind, is_long in (("short", False), ("long", True)):
+        served = sorted(first[r] for r in first if long_tokens and (total[r] >= long_tokens) == is_long)
+        sent = sorted(float(r["start_ts"]) for r in run.get("records", ()) if r.get("kind") == kind)
+        n = min(len(served), len(sent))
+        out.extend(np.maximum(np.asarray(served[:n]) / 1e9 - np.asarray(sent[:n]), 0.0))
+    out = np.asarray(out, dtype=float)
+    horizon = float(run["spec"].get("duration_s") or 0) + float(run["spec"].get("drain_s") or 0)
+    sane = out[out <= horizon]
+    return sane if sane.size * 2 >= out.size else np.empty(0)  # clocks that do not line up: no figure
 
+
+def calibrate_from_run(args, workload: Workload, cost: StepCostModel, shape: ServerShape):
+    """The request overhead: `--request-overhead` seconds, else the intake delays measured in the run
+    (`intake_delays` of the arm that supplies the workload; the simulator draws one per request),
+    else 0.
+    """
     if args.request_overhead is not None:
         return float(args.request_overhead)
     if not args.run_dir:
         return 0.0
+    # the arm whose loadgen result is the workload (the first with one): other arms may have queued
+    # far longer in WAITING, which the simulation adds by itself
     for arm in arm_dirs(args.run_dir):
-        cfg = arm_engine_config(arm)
-        if cfg is None or not (arm / "loadgen.json").is_file():
-            continue
-        p50 = ((read_json(arm / "loadgen.json").get("short") or {}).get("ttft_s") or {}).get("p50")
-        if not isinstance(p50, (int, float)):
-            continue
-        return calibrate_overhead(workload, cost, float(p50), max_num_batched_tokens=cfg.max_num_batched_tokens,
-                                  enable_chunked_prefill=cfg.enable_chunked_prefill, shape=shape, seed=args.seed)
+        if (arm / "loadgen.json").is_file():
+            delays = intake_delays(arm) if (arm / "steps.jsonl").is_file() else np.empty(0)
+            return delays if delays.size else 0.0
     return 0.0
 
 
