@@ -6,6 +6,9 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
    (`num_requests_waiting` >= `waiting_high`) or preemptions rose (`rate(num_preemptions_total)` > 0).
    The gauge counts *blocks* pinned by running requests (prefix-cached free blocks excluded), not tokens:
    a request holds ceil(tokens / block_size) blocks, so usage can read 1.0 with part-empty last blocks.
+   Preemptions at or above `preemptions_rate_high` per second count on their own: V1 preempts (by
+   recompute) only when an allocation fails, i.e. the pool was full at that instant, and a scrape every
+   few seconds easily samples the gauge just after the victim's blocks were freed.
 2. It must be sustained: at least two consecutive windows; dips shorter than one window do not split
    an episode.
 3. Severity is critical when preemptions reach `preemptions_rate_high` per second, else warning.
@@ -60,7 +63,8 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
         kv = sig["kv_usage"].to_numpy(dtype=float)
         waiting = sig["waiting"].to_numpy(dtype=float)
         preempt = sig["preempt_rate"].to_numpy(dtype=float)
-        mask = (kv >= high) & ((waiting >= float(th["waiting_high"])) | (preempt > 0))
+        mask = ((kv >= high) & ((waiting >= float(th["waiting_high"])) | (preempt > 0))) \
+            | (np.nan_to_num(preempt) >= float(th["preemptions_rate_high"]))
         ts = sig["ts"].to_numpy(dtype=np.int64)
         step = int(signals.attrs.get("step_ns", 0)) or 1
         gap = int(signals.attrs.get("window_ns", 0)) // step  # dips shorter than a window stay one episode
@@ -82,8 +86,8 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
             evidence.update(extra)
             where = f" on {target}" if target else ""
             explanation = (
-                f"The KV cache{where} stayed at or above {high:.0%} block usage (peak {peak_usage:.0%}) for "
-                f"{len(part)} windows while up to {evidence['waiting_max']:.0f} requests waited and preemptions "
+                f"The KV cache{where} ran full for {len(part)} windows (block usage peaked at {peak_usage:.0%} "
+                f"in the scrapes; the threshold is {high:.0%}) while up to {evidence['waiting_max']:.0f} requests waited and preemptions "
                 f"reached {peak_preempt:.2f}/s. New requests cannot be admitted until blocks free up, so they "
                 "queue (TTFT grows), and when a running request needs a new block the scheduler preempts the "
                 "newest one and recomputes it later (a long ITL gap for that stream). Usage counts blocks, not "

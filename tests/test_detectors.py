@@ -101,6 +101,24 @@ def test_kv_high_without_waiting_or_preemption_is_not_pressure():
     assert len(kv_pressure.detect(sig)) == 0
 
 
+def test_frequent_preemptions_are_pressure_even_when_scrapes_miss_the_full_pool():
+    # Every scrape lands just after a victim's blocks were freed (usage 0.7), but 1 preemption/s for
+    # 30 s means allocations kept failing: V1 preempts only when the pool is full.
+    m = VllmMetrics()
+    frames = []
+    for i in range(60):
+        m.kv.set(0.7)
+        m.running.set(12)
+        if 15 <= i < 45:
+            m.preemptions.inc()
+        frames.append(m.scrape(T0_NS + i * NS))
+    out = kv_pressure.detect(signals.compute(pd.concat(frames, ignore_index=True)))
+    assert list(out["kind"]) == ["kv_pressure"]
+    assert out.iloc[0]["severity"] == "critical"
+    assert out.iloc[0]["evidence"]["preemptions_per_s_max"] >= 0.9
+    assert out.iloc[0]["evidence"]["kv_usage_max"] == pytest.approx(0.7)
+
+
 def test_scheduler_stall_is_the_livelock_case():
     m = VllmMetrics()
     frames = []

@@ -8,6 +8,7 @@ separation between the two regimes does not.
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.collectors import loader
 from stallscope.config import load_thresholds
 from stallscope.refserver.loadgen import LoadSpec
-from stallscope.refserver.repro import run_repro
+from stallscope.refserver.repro import default_load, run_repro
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +35,11 @@ def _arm(run, name, th):
 @pytest.fixture(scope="module")
 def starvation(tmp_path_factory):
     run = tmp_path_factory.mktemp("repro_starvation")
+    # Long prompts paced by session progress (every 25 streamed tokens per session), as repro does by
+    # default: the share of stalled ITL samples then stays near 4% however fast the machine runs, so the
+    # off arm's P99 lands on a stall on a quiet machine too.
     load = LoadSpec(url="http://127.0.0.1:8000", sessions=4, duration_s=12.0, long_prompt_tokens=1200,
-                    long_every_s=4.0, max_tokens=64, short_prompt_tokens=16, long_max_tokens=1, drain_s=30)
+                    long_every_tokens=25, max_tokens=64, short_prompt_tokens=16, long_max_tokens=1, drain_s=30)
     run_repro("starvation", run, load=load, budget=32, progress=False)
     return run
 
@@ -46,7 +50,8 @@ def test_off_arm_is_starvation_and_on_arm_is_not(starvation):
     dur = (off_steps["end_ns"] - off_steps["start_ns"]).to_numpy() / 1e9
     whole = dur[off_steps["num_prefill_tokens"].to_numpy() >= 1200].min()
     decode_ends = np.sort(on_steps.loc[on_steps["num_decode_tokens"] > 0, "end_ns"].to_numpy())
-    on_gap = np.diff(decode_ends).max() / 1e9  # no ITL sample of the on arm can exceed this
+    # The on arm's P99 gap between decode steps: what its streams see, less a rare OS hiccup on a busy box.
+    on_gap = np.percentile(np.diff(decode_ends), 99) / 1e9
     assert whole > 1.5 * on_gap, f"the arms did not separate: whole prompt {whole:.3f} s vs on gaps {on_gap:.3f} s"
     slo = math.sqrt(whole * on_gap)
     th = load_thresholds(itl_slo_s=round(slo, 4))
@@ -63,13 +68,16 @@ def test_off_arm_is_starvation_and_on_arm_is_not(starvation):
 
 
 def test_kv_pressure_auto_arm_is_flagged(tmp_path):
-    load = LoadSpec(url="http://127.0.0.1:8000", sessions=16, duration_s=14.0, long_prompt_tokens=600,
-                    long_every_s=3.0, max_tokens=128, short_prompt_tokens=32, long_max_tokens=16, drain_s=30)
+    # repro's own kv-pressure load (16 sessions and a 1,536-token prompt, paced by session progress, in a
+    # 160-block pool), cut to 14 s: the pool runs out whenever a long prompt is in flight, however fast
+    # the machine is
+    load = replace(default_load("kv-pressure", quick=True), duration_s=14.0, drain_s=30)
     run_repro("kv-pressure", tmp_path, load=load, budget=96, progress=False)
     th = load_thresholds()
     samples, steps, sig, found = _arm(tmp_path, "auto", th)
     assert steps["num_preempted"].sum() > 0 or steps["num_waiting"].max() > 0
     assert "kv_pressure" in set(found["kind"]), sig[["kv_usage", "waiting", "preempt_rate"]].describe()
     f = found[found["kind"] == "kv_pressure"].iloc[0]
-    assert f["evidence"]["kv_usage_max"] >= th["kv_usage_high"]
+    ev = f["evidence"]
+    assert ev["kv_usage_max"] >= th["kv_usage_high"] or ev["preemptions_per_s_max"] >= th["preemptions_rate_high"]
     assert "--kv-cache-dtype fp8" in f["recommendation"]
