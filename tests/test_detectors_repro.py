@@ -38,7 +38,7 @@ def starvation(tmp_path_factory):
     # Long prompts paced by session progress (every 25 streamed tokens per session), as repro does by
     # default: the share of stalled ITL samples then stays near 4% however fast the machine runs, so the
     # off arm's P99 lands on a stall on a quiet machine too.
-    load = LoadSpec(url="http://127.0.0.1:8000", sessions=4, duration_s=12.0, long_prompt_tokens=1200,
+    load = LoadSpec(url="http://127.0.0.1:8000", sessions=4, duration_s=12.0, long_prompt_tokens=1900,
                     long_every_tokens=25, max_tokens=64, short_prompt_tokens=16, long_max_tokens=1, drain_s=30)
     run_repro("starvation", run, load=load, budget=32, progress=False)
     return run
@@ -50,8 +50,7 @@ def test_off_arm_is_starvation_and_on_arm_is_not(starvation):
     dur = (off_steps["end_ns"] - off_steps["start_ns"]).to_numpy() / 1e9
     whole = dur[off_steps["num_prefill_tokens"].to_numpy() >= 1200].min()
     decode_ends = np.sort(on_steps.loc[on_steps["num_decode_tokens"] > 0, "end_ns"].to_numpy())
-    # The on arm's P99 gap between decode steps: what its streams see, less a rare OS hiccup on a busy box.
-    on_gap = np.percentile(np.diff(decode_ends), 99) / 1e9
+    on_gap = np.diff(decode_ends).max() / 1e9  # no ITL sample of the on arm can exceed this
     assert whole > 1.5 * on_gap, f"the arms did not separate: whole prompt {whole:.3f} s vs on gaps {on_gap:.3f} s"
     slo = math.sqrt(whole * on_gap)
     th = load_thresholds(itl_slo_s=round(slo, 4))
