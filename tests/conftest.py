@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,17 @@ def shared_dir() -> Path:
 
 # One short `stallscope demo` run per session, shared by tests/test_demo.py and the browser tests.
 from demo_run import demo_run  # noqa: E402,F401
+
+
+def wait_until(predicate, timeout: float = 20.0, poll: float = 0.05, what: str = "condition"):
+    """Poll `predicate()` until it returns a truthy value and return that value; raise after `timeout` s.
+
+    The one synchronisation helper of the suite: tests wait on an observable condition, never a sleep.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise TimeoutError(f"{what} not met within {timeout} s")

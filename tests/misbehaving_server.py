@@ -14,6 +14,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from conftest import wait_until  # noqa: F401  (re-exported for the collector tests)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -89,11 +91,3 @@ class MetricsServer:
         self.httpd.server_close()
 
 
-def wait_until(predicate, timeout: float = 20.0, poll: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise TimeoutError(f"{what} not met within {timeout} s")

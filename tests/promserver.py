@@ -19,7 +19,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from conftest import require_tool
+from conftest import require_tool, wait_until
 
 
 def free_port() -> int:
@@ -103,13 +103,7 @@ class PrometheusServer:
 
     def wait_for(self, predicate, timeout: float = 30.0, poll: float = 0.2, what: str = "condition"):
         """Poll `predicate()` until it returns a truthy value; return it, or raise after `timeout`."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(poll)
-        raise TimeoutError(f"prometheus: {what} not met in {timeout} s")
+        return wait_until(predicate, timeout, poll, what=f"prometheus: {what}")
 
     def wait_for_scrape(self, job: str, timeout: float = 30.0) -> None:
         self.wait_for(lambda: [r for r in self.query(f'up{{job="{job}"}}') if r["value"][1] == "1"],

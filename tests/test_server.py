@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import wait_until
 
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.server_thread import ServerThread
@@ -38,11 +39,7 @@ def sample(text: str, name: str, **labels) -> float:
 
 
 def wait_for(condition, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    return wait_until(condition, timeout, poll=0.02, what=what)
 
 
 def test_completion_returns_exact_length_and_usage(client):
