@@ -4,13 +4,17 @@
 
 1. Matmul peak: best GFLOP/s of a float32 (n x n) @ (n x n) numpy GEMM, with 1 and with all BLAS threads
    (on a busy machine one thread is often faster).
-2. Memory bandwidth: best GB/s reading a 512 MiB float32 array (np.sum, and a BLAS matrix-vector product).
+2. Memory bandwidth: best GB/s reading a 512 MiB float32 array (np.sum, and a BLAS matrix-vector product
+   with 1 and with all BLAS threads).
 3. Prefill: one step computing a whole P-token prompt; achieved GFLOP/s (linear layers + causal attention)
    as a fraction of the matmul peak. Target >= 50%.
 4. Decode: median step time with B running requests of C context tokens; the floor is
-   (float32 weights + KV bytes read) / bandwidth. Target at B=16: <= 2x the floor. Because a batch-16
-   step on a slow or busy 2-core CPU can be compute-bound, the table also gives the roofline time
-   max(bytes / bandwidth, FLOPs / matmul peak) and the ratio to it.
+   (float32 weights + KV bytes read, in the KV dtype's own bytes) / bandwidth. Target at B=16: <= 2x the
+   floor. Because a batch-16 step on a 2-core CPU is compute-bound, the table also gives the roofline
+   time max(bytes / bandwidth, FLOPs / matmul peak) and the ratio to it. Batch 16 is measured for every
+   KV dtype.
+5. Peer: the same step's linear layers alone, i.e. one (B x in) @ (in x out) matmul per weight matrix of
+   the model, weights cold as in a real step. engine / peer is what the engine adds beyond the BLAS.
 Figures are noisy on a shared 2-core machine; each is the best (peak, bandwidth) or median (steps) of N.
 """
 
@@ -22,7 +26,7 @@ import time
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from stallscope.refserver.config import KV_DTYPE_BYTES, EngineConfig
+from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.engine import LLMEngine
 from stallscope.refserver.request import RequestStatus, SamplingParams
 
@@ -54,9 +58,19 @@ def read_bandwidth_gbs(mib: int, reps: int) -> float:
     x = np.ones((mib * 2**20 // 4096, 1024), dtype=np.float32)
     ones = np.ones(1024, dtype=np.float32)
     best = x.nbytes / best_of(lambda: x.sum(), reps)
-    with BLAS.limit(limits=1, user_api="blas"):
-        best = max(best, x.nbytes / best_of(lambda: x @ ones, reps))
+    for threads in sorted({1, BLAS.info()[0]["num_threads"] if BLAS.info() else 1}):
+        with BLAS.limit(limits=threads, user_api="blas"):
+            best = max(best, x.nbytes / best_of(lambda: x @ ones, reps))
     return best / 1e9
+
+
+def linear_layers_alone(engine: LLMEngine, batch: int, reps: int) -> float:
+    """Best time of one (batch x in) @ (in x out) matmul per weight matrix, in the engine's layer order."""
+    mats = [w for layer in engine.model_runner.model.layers for w in layer if w.ndim == 2]
+    mats.append(engine.model_runner.model.w["lm_head"])
+    xs = {w.shape[0]: np.random.default_rng(2).standard_normal((batch, w.shape[0]), dtype=np.float32)
+          for w in mats}
+    return best_of(lambda: [xs[w.shape[0]] @ w for w in mats], reps)
 
 
 def prefill_flops(mc, tokens: int) -> float:
@@ -65,9 +79,9 @@ def prefill_flops(mc, tokens: int) -> float:
     return linear + attention
 
 
-def fresh_engine(kv_mb: float, budget: int, model: str = "small") -> LLMEngine:
+def fresh_engine(kv_mb: float, budget: int, model: str = "small", kv_cache_dtype: str = "auto") -> LLMEngine:
     return LLMEngine(EngineConfig(model=model, kv_cache_mb=kv_mb, max_num_batched_tokens=budget,
-                                  max_num_seqs=256))
+                                  max_num_seqs=256, kv_cache_dtype=kv_cache_dtype))
 
 
 def bench_prefill(engine: LLMEngine, tokens: int, reps: int) -> float:
@@ -129,24 +143,28 @@ def main() -> None:
     mc = engine.model_config
     prompt = min(prompt, engine.max_model_len - 1)
     weight_bytes = 4 * (mc.num_params - mc.vocab_size * mc.hidden_size)   # all but the embedding table
-    kv_token_bytes = 4 * engine.config.bytes_per_token // KV_DTYPE_BYTES[engine.config.kv_cache_dtype]  # float32 arrays
-    print(f"model {mc.name}: {mc.num_params / 1e6:.1f}M params ({weight_bytes / 2**20:.0f} MiB float32 read per step), "
-          f"KV {kv_token_bytes} B/token read ({engine.config.kv_cache_dtype} values in float32 arrays)")
+    print(f"model {mc.name}: {mc.num_params / 1e6:.1f}M params ({weight_bytes / 2**20:.0f} MiB float32 read per "
+          f"step), BLAS threads {engine.model_runner.blas_threads.threads}")
 
     t = bench_prefill(engine, prompt, max(1, reps // 2))
     gflops = prefill_flops(mc, prompt) / t / 1e9
     print(f"\n| measurement | figure | limit | fraction of limit |\n|---|---|---|---|")
     print(f"| prefill {prompt} tokens | {t:.2f} s = {prompt / t:.0f} tok/s = {gflops:.1f} GFLOP/s "
           f"| {peak:.1f} GFLOP/s matmul peak | {gflops / peak:.0%} |")
-    for b in batches:
+    rows = [(b, "auto") for b in batches] + [(16, d) for d in ("float32", "fp16", "fp8") if not args.quick]
+    for b, dtype in rows:
+        if dtype != engine.config.kv_cache_dtype:
+            engine = fresh_engine(kv_mb=1024, budget=2048, model=args.model, kv_cache_dtype=dtype)
         step = bench_decode(engine, b, context, steps)
         ctx = context + steps / 2
-        floor = (weight_bytes + b * ctx * kv_token_bytes) / (bw * 1e9)                      # s
+        kv_bytes = b * ctx * engine.config.bytes_per_token
+        floor = (weight_bytes + kv_bytes) / (bw * 1e9)                                      # s
         flops = b * (2 * weight_bytes / 4 + 4 * mc.num_layers * mc.num_heads * mc.head_dim * ctx)
         roof = max(floor, flops / (peak * 1e9))
-        print(f"| decode batch {b} (context {context}) | {step * 1e3:.1f} ms/step | bandwidth floor "
-              f"{floor * 1e3:.1f} ms; roofline {roof * 1e3:.1f} ms | {step / floor:.2f}x floor; "
-              f"{step / roof:.2f}x roofline |")
+        peer = linear_layers_alone(engine, b, reps)
+        print(f"| decode batch {b}, KV {dtype} (context {context}) | {step * 1e3:.1f} ms/step | bandwidth floor "
+              f"{floor * 1e3:.1f} ms; roofline {roof * 1e3:.1f} ms; linear layers alone {peer * 1e3:.1f} ms "
+              f"| {step / floor:.2f}x floor; {step / roof:.2f}x roofline; {step / peer:.2f}x linear alone |")
 
 
 if __name__ == "__main__":

@@ -3,11 +3,10 @@
 Layout per layer: `k[layer]`, `v[layer]` are (num_kv_heads, num_blocks, block_size, head_dim), KV head
 first so that gathering a block table yields (num_kv_heads, tokens, head_dim) contiguous, ready for BLAS.
 Token position p of a request lives in block `block_table[p // block_size]`, slot `p % block_size`.
-Precision is applied when K/V are written: `auto`/`fp16` round to float16, `fp8` quantises each block
-to float8_e4m3fn with one float32 scale per (layer, block) for K and for V (amax/448). The rounded
-values are held in float32 arrays, because numpy has no fast float16/float8 -> float32 cast (it cost
-~7 ns per element, more than the attention itself); the numerics equal 16/8-bit storage, the pool is
-sized and reported with the nominal 2/1 bytes per element, and resident memory is 4 bytes per element.
+Storage is the real dtype: `float32`; `auto`/`fp16` float16; `fp8` float8_e4m3fn bit patterns (uint8)
+with one float32 scale per (layer, block) for K and for V (amax/448). `gather` dequantises only the
+gathered blocks, with integer bit moves and one multiply (`_widen`), exact for every finite value:
+numpy's own float16 -> float32 cast is 5x slower, and the fp8 scale folds into that same multiply.
 """
 
 from __future__ import annotations
@@ -18,9 +17,13 @@ import ml_dtypes
 import numpy as np
 
 FP8_MAX = 448.0
-# uint8 bit pattern -> float32 value of float8_e4m3fn (dequantisation by table lookup).
+# fp8 bit pattern -> float32 value (the write path's dequantisation of touched blocks).
 _FP8_LUT = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)
 _FP8_LUT[np.isnan(_FP8_LUT)] = 0.0
+STORAGE_DTYPES = {"float32": np.float32, "auto": np.float16, "fp16": np.float16, "fp8": np.uint8}
+# (bits, exponent bias, sign-extended mask) of each stored format: see `_widen`.
+_WIDEN = {"fp16": (np.int16, 13, 15, np.int32(-0x70000001)),     # keep bit 31 and bits 27..0
+          "fp8": (np.int8, 20, 7, np.int32(-0x78100000))}         # keep bit 31 and bits 26..20
 QUERY_TILE = 512                                   # prefill query rows per attention tile
 
 
@@ -37,18 +40,24 @@ class AttentionMetadata:
 
 
 class PagedKVCache:
-    """KV tensors for all layers in one pool; `write` rounds and scatters by slot, `gather` reads whole blocks."""
+    """KV tensors for all layers in one pool; `write` quantises and scatters by slot, `gather` reads whole blocks."""
 
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
                  kv_cache_dtype: str = "auto"):
         self.block_size, self.num_kv_heads, self.head_dim = block_size, num_kv_heads, head_dim
         self.kv_cache_dtype = kv_cache_dtype
         shape = (num_layers, num_kv_heads, num_blocks, block_size, head_dim)
-        self.k = np.zeros(shape, dtype=np.float32)
-        self.v = np.zeros(shape, dtype=np.float32)
+        self.k = np.zeros(shape, dtype=STORAGE_DTYPES[kv_cache_dtype])
+        self.v = np.zeros(shape, dtype=STORAGE_DTYPES[kv_cache_dtype])
         if kv_cache_dtype == "fp8":
             self.k_scale = np.ones((num_layers, num_blocks), dtype=np.float32)
             self.v_scale = np.ones((num_layers, num_blocks), dtype=np.float32)
+
+    @property
+    def nbytes(self) -> int:
+        """Resident bytes of the pool (K, V and fp8 scales)."""
+        scales = 2 * self.k_scale.nbytes if self.kv_cache_dtype == "fp8" else 0
+        return self.k.nbytes + self.v.nbytes + scales
 
     def write(self, layer: int, k: np.ndarray, v: np.ndarray, slot_mapping: np.ndarray) -> None:
         """k, v: (T, num_kv_heads, head_dim) float32 for the tokens at `slot_mapping` (T,)."""
@@ -56,8 +65,7 @@ class PagedKVCache:
             self._write_fp8(self.k[layer], self.k_scale[layer], k, slot_mapping)
             self._write_fp8(self.v[layer], self.v_scale[layer], v, slot_mapping)
             return
-        if self.kv_cache_dtype in ("auto", "fp16"):
-            k, v = k.astype(np.float16), v.astype(np.float16)
+        k, v = k.astype(self.k.dtype, copy=False), v.astype(self.v.dtype, copy=False)
         flat = (-1, self.head_dim)
         for h in range(self.num_kv_heads):              # 2-D scatters take numpy's fast path
             self.k[layer, h].reshape(flat)[slot_mapping] = k[:, h]
@@ -67,21 +75,47 @@ class PagedKVCache:
         # Re-quantise each touched block with a scale that covers its old and new values.
         blocks, offsets = np.divmod(slots, self.block_size)
         touched, inverse = np.unique(blocks, return_inverse=True)
-        cur = store[:, touched]                         # (kvh, nb, bs, hd), already dequantised
+        cur = _FP8_LUT[store[:, touched]] * scale[touched][None, :, None, None]   # (kvh, nb, bs, hd)
         fresh = np.zeros(touched.size, dtype=bool)
         fresh[inverse[offsets == 0]] = True             # a block's first write starts at offset 0
         cur[:, fresh] = 0.0                             # drop a previous owner's stale values
         cur[:, inverse, offsets] = x.transpose(1, 0, 2)
         new_scale = np.maximum(np.abs(cur).max(axis=(0, 2, 3)) / FP8_MAX, 1e-12).astype(np.float32)
         q = np.clip(cur / new_scale[None, :, None, None], -FP8_MAX, FP8_MAX)
-        q = _FP8_LUT[q.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)]
-        store[:, touched] = q * new_scale[None, :, None, None]
+        store[:, touched] = q.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
         scale[touched] = new_scale
 
     def gather(self, layer: int, block_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """block_ids: int array of shape S -> k, v float32 of shape (num_kv_heads,) + S + (block_size, head_dim)."""
         # np.take, not k[layer][:, ids]: fancy indexing after a slice returns a non-contiguous array
-        return np.take(self.k[layer], block_ids, axis=1), np.take(self.v[layer], block_ids, axis=1)
+        k, v = np.take(self.k[layer], block_ids, axis=1), np.take(self.v[layer], block_ids, axis=1)
+        if self.kv_cache_dtype == "float32":
+            return k, v
+        if self.kv_cache_dtype == "fp8":
+            per_block = (1,) + block_ids.shape + (1, 1)
+            return (_widen(k, "fp8", self.k_scale[layer][block_ids].reshape(per_block)),
+                    _widen(v, "fp8", self.v_scale[layer][block_ids].reshape(per_block)))
+        return _widen(k, "fp16"), _widen(v, "fp16")
+
+
+def _widen(bits: np.ndarray, fmt: str, scale=1.0) -> np.ndarray:
+    """float16 or float8_e4m3fn values (as stored) -> float32 x `scale`, bit-exact for finite values.
+
+    Sign-extend to int32 and shift the exponent+mantissa into float32's position: the sign lands in bit
+    31, the extension's copies of it are masked off, and the value is now 2^(bias - 127) too small, for
+    normal and subnormal inputs alike; one multiply by 2^(127 - bias) (x the fp8 block scale) fixes it.
+    """
+    view, shift, bias, mask = _WIDEN[fmt]
+    x = bits.view(view).astype(np.int32)
+    x <<= shift
+    x &= mask
+    out = x.view(np.float32)
+    if np.max(scale) < 2.0 ** 7:                        # 2^120 x scale stays finite in float32
+        out *= np.float32(2.0 ** (127 - bias)) * scale
+    else:
+        out *= np.float32(2.0 ** (127 - bias))
+        out *= scale
+    return out
 
 
 def _softmax_weighted_sum(scores: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -130,9 +164,19 @@ def paged_prefill_attention(q: np.ndarray, cache: PagedKVCache, layer: int, bloc
     return causal_attention(q, k, v, q_positions)
 
 
+def decode_attention_bias(context_lens: np.ndarray, num_blocks: int, block_size: int) -> np.ndarray:
+    """Additive mask (R, 1, span): 0 for each request's cached tokens, -inf for the padding after them.
+
+    The same for every layer of a step, so the model builds it once per step."""
+    invisible = np.arange(num_blocks * block_size)[None, :] >= context_lens[:, None]
+    return np.where(invisible, np.float32(-np.inf), np.float32(0.0))[:, None, :]
+
+
 def paged_decode_attention(q: np.ndarray, cache: PagedKVCache, layer: int, block_tables: np.ndarray,
-                           context_lens: np.ndarray) -> np.ndarray:
-    """Single-token queries of R requests at once: q (R, num_heads, head_dim) -> (R, num_heads * head_dim)."""
+                           context_lens: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """Single-token queries of R requests at once: q (R, num_heads, head_dim) -> (R, num_heads * head_dim).
+
+    `bias` is `decode_attention_bias(context_lens, ...)`, passed in to build it once per step."""
     r, num_heads, hd = q.shape
     kvh = cache.num_kv_heads
     group = num_heads // kvh
@@ -140,9 +184,10 @@ def paged_decode_attention(q: np.ndarray, cache: PagedKVCache, layer: int, block
     span = k.shape[2] * k.shape[3]
     k = k.reshape(kvh, r, span, hd)
     v = v.reshape(kvh, r, span, hd)
+    if bias is None:
+        bias = decode_attention_bias(context_lens, block_tables.shape[1], cache.block_size)
     qg = (q * np.float32(hd ** -0.5)).reshape(r, kvh, group, hd).transpose(1, 0, 2, 3)   # (kvh, R, group, hd)
     scores = np.matmul(qg, k.transpose(0, 1, 3, 2))                   # (kvh, R, group, span)
-    invisible = np.arange(span)[None, :] >= context_lens[:, None]     # (R, span)
-    scores += np.where(invisible, -np.inf, 0.0).astype(np.float32)[None, :, None, :]
+    scores += bias
     ctx = _softmax_weighted_sum(scores, v)                            # (kvh, R, group, hd)
     return ctx.transpose(1, 0, 2, 3).reshape(r, num_heads * hd)       # (R, num_heads * hd)

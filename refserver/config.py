@@ -48,9 +48,11 @@ PRESETS: dict[str, ModelConfig] = {
     # ~2.9M parameters: fast enough for property tests on 2 cores.
     "tiny": ModelConfig("tiny", hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=2,
                         intermediate_size=688, max_model_len=2048),
-    # ~104M parameters: a 2,048-token prefill is seconds on 2 cores, a 16-request decode step tens of ms.
-    "small": ModelConfig("small", hidden_size=768, num_layers=12, num_heads=12, num_kv_heads=4,
-                         intermediate_size=3072, max_model_len=4096),
+    # ~105M parameters: a 2,048-token prefill is seconds on 2 cores, a 16-request decode step tens of ms.
+    # Few wide layers and 8:1 GQA (as Llama-3-70B): the linear layers, not numpy's per-layer attention
+    # overhead, dominate a decode step, as they do on a GPU (docs/performance.md).
+    "small": ModelConfig("small", hidden_size=1024, num_layers=7, num_heads=16, num_kv_heads=2,
+                         intermediate_size=4096, max_model_len=4096),
 }
 
 
@@ -69,6 +71,8 @@ class EngineConfig:
     seed: int = 0
     weights: str | None = None
     step_trace: str | None = None
+    blas_threads: int | None = None     # None: every core this process may run on
+
 
     def __post_init__(self):
         if self.model not in PRESETS:
@@ -85,6 +89,9 @@ class EngineConfig:
                              f"--block-size {self.block_size}")
         if not self.kv_cache_mb > 0:
             raise InputError(f"--kv-cache-mb must be positive, got {self.kv_cache_mb!r}")
+        if self.blas_threads is not None and (not isinstance(self.blas_threads, (int, np.integer))
+                                               or self.blas_threads < 1):
+            raise InputError(f"--blas-threads must be a positive integer, got {self.blas_threads!r}")
         if self.max_model_len is not None and (not isinstance(self.max_model_len, (int, np.integer))
                                                or self.max_model_len < 2):
             raise InputError(f"--max-model-len must be an integer >= 2, got {self.max_model_len!r}")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attention import AttentionMetadata, PagedKVCache, paged_decode_attention, paged_prefill_attention
+from .attention import (AttentionMetadata, PagedKVCache, decode_attention_bias, paged_decode_attention,
+                        paged_prefill_attention)
 from .config import ModelConfig
 
 
@@ -47,6 +48,9 @@ class Transformer:
         cos, sin = self.cos[positions][:, None, :], self.sin[positions][:, None, :]
         x = self.w["embed_tokens"][input_ids]                             # (T, D)
         attn = np.empty((t, nh * hd), dtype=np.float32)
+        if meta.decode_rows.size:
+            bias = decode_attention_bias(meta.decode_context_lens, meta.decode_block_tables.shape[1],
+                                         cache.block_size)
         for layer, (in_norm, qkv_w, o_w, post_norm, gate_up_w, down_w) in enumerate(self.layers):
             qkv = rms_norm(x, in_norm, mc.rms_norm_eps) @ qkv_w           # (T, (nh + 2 kvh) hd)
             q = self._rope(qkv[:, : nh * hd].reshape(t, nh, hd), cos, sin)
@@ -55,7 +59,7 @@ class Transformer:
             cache.write(layer, k, v, meta.slot_mapping)
             if meta.decode_rows.size:
                 attn[meta.decode_rows] = paged_decode_attention(
-                    q[meta.decode_rows], cache, layer, meta.decode_block_tables, meta.decode_context_lens)
+                    q[meta.decode_rows], cache, layer, meta.decode_block_tables, meta.decode_context_lens, bias)
             for r0, r1, table, pos in meta.prefills:
                 attn[r0:r1] = paged_prefill_attention(q[r0:r1], cache, layer, table, pos)
             x += attn @ o_w                                               # (T, D)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
 import numpy as np
@@ -16,25 +17,36 @@ from .sampling import Sampler
 from .scheduler import SchedulerOutput
 
 
-# BLAS threads per step: small batches run single-threaded (multi-threaded OpenBLAS on a few rows spins
-# and, on a busy 2-core machine, runs ~10x slower); one more thread per this many tokens, up to all cores.
-# A fixed rule, not a measured choice: re-trying the slow option now and then would itself inject the
-# periodic step-time spikes (fake ITL stalls) this project exists to find.
-TOKENS_PER_BLAS_THREAD = 256
+def available_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                              # not Linux
+        return os.cpu_count() or 1
+
+
+def _blas_controllers() -> list:
+    return [lc for lc in ThreadpoolController().lib_controllers if lc.user_api == "blas"]
+
+
+def server_blas_threads() -> int:
+    """The server's default: all cores but one (the HTTP front end and local clients need it), never more
+    than the BLAS already allows (OPENBLAS_NUM_THREADS and friends)."""
+    current = max((lc.num_threads for lc in _blas_controllers()), default=1)
+    return max(1, min(available_cores() - 1, current))
 
 
 class _BlasThreads:
-    def __init__(self):
-        self._libs = [lc for lc in ThreadpoolController().lib_controllers if lc.user_api == "blas"]
-        self.max_threads = max((lc.num_threads for lc in self._libs), default=1)
-        self._current = None
+    """One BLAS thread count for every step: `--blas-threads`, else what the BLAS was started with (all
+    cores unless OPENBLAS_NUM_THREADS says otherwise). All cores are a quiet machine's fastest choice for
+    every step size, decode included. Fixed, not switched per step, so a step's cost stays one smooth
+    function of its tokens (the what-if cost model fits it) and never jumps at a threshold."""
 
-    def set_for(self, num_tokens: int) -> None:
-        n = min(self.max_threads, max(1, num_tokens // TOKENS_PER_BLAS_THREAD))
-        if n != self._current:
-            for lc in self._libs:
-                lc.set_num_threads(n)
-            self._current = n
+    def __init__(self, threads: int | None):
+        self._libs = _blas_controllers()
+        self.threads = threads or max((lc.num_threads for lc in self._libs), default=1)
+        for lc in self._libs:
+            lc.set_num_threads(self.threads)
 
 
 def _keep_freed_memory_in_the_heap() -> None:
@@ -64,7 +76,7 @@ class ModelRunner:
         self.cache = PagedKVCache(mc.num_layers, kv_cache_manager.num_total_blocks, config.block_size,
                                   mc.num_kv_heads, mc.head_dim, config.kv_cache_dtype)
         self.sampler = Sampler(mc.vocab_size)
-        self.blas_threads = _BlasThreads()
+        self.blas_threads = _BlasThreads(config.blas_threads)
         _keep_freed_memory_in_the_heap()
 
     def prepare(self, out: SchedulerOutput) -> tuple[np.ndarray, np.ndarray, AttentionMetadata, list[int], list]:
@@ -110,7 +122,6 @@ class ModelRunner:
         if not out.scheduled_requests:
             return {}, {}
         input_ids, positions, meta, logits_rows, to_sample = self.prepare(out)
-        self.blas_threads.set_for(len(input_ids))
         logits = self.model.forward(input_ids, positions, meta, self.cache, logits_rows)
         if not to_sample:
             return {}, {}

@@ -107,6 +107,8 @@ def _start_server(arm: Arm, arm_dir: Path, port: int, timeout_s: float = 120.0) 
         env.setdefault(var, "1")
     cmd = [sys.executable, "-m", "stallscope.cli", "refserver", *arm.server_args, "--port", str(port),
            "--step-trace", str(arm_dir / "steps.jsonl")]
+    if "--blas-threads" not in cmd:                     # the arms run side by side: one core each
+        cmd += ["--blas-threads", "1"]
     (arm_dir / "server.json").write_text(json.dumps({"argv": cmd[1:], "port": port}, indent=1))
     log = open(arm_dir / "server.log", "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)

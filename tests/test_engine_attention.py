@@ -1,12 +1,16 @@
-"""Paged attention (block tables, scattered blocks) equals dense causal attention, in float32."""
+"""Paged attention (block tables, scattered blocks) equals dense causal attention, in float32; the pool
+holds K/V in the KV dtype itself, and dequantising it is bit-exact."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
-from stallscope.refserver.attention import (PagedKVCache, causal_attention, paged_decode_attention,
+from stallscope.refserver.attention import (PagedKVCache, _widen, causal_attention, paged_decode_attention,
                                              paged_prefill_attention)
+from stallscope.refserver.config import EngineConfig
+from stallscope.refserver.engine import LLMEngine
 
 BS, KVH, HEADS, HD = 16, 2, 8, 32
 
@@ -96,3 +100,28 @@ def test_low_precision_storage_round_trips_within_dtype_error(dtype, rel_tol):
         assert np.abs(got_v[sl] + k[sl]).max() <= rel_tol * scale
     if dtype == "fp8":
         assert cache.k_scale[1, 7] > 10 * cache.k_scale[1, 5]   # per-block scales differ
+
+
+@pytest.mark.parametrize("dtype,storage", [("float32", np.float32), ("auto", np.float16), ("fp16", np.float16),
+                                           ("fp8", np.uint8)])
+def test_pool_is_stored_in_its_dtype_and_sized_by_kv_cache_mb(dtype, storage):
+    cfg = EngineConfig(model="tiny", kv_cache_dtype=dtype, kv_cache_mb=8)
+    runner = LLMEngine(cfg).model_runner
+    assert runner.cache.k.dtype == storage and runner.cache.v.dtype == storage
+    kv_bytes = runner.cache.k.nbytes + runner.cache.v.nbytes
+    assert 8 * 2**20 - cfg.bytes_per_block < kv_bytes <= 8 * 2**20       # resident = the nominal pool
+    scales = 2 * 4 * cfg.model_config.num_layers * cfg.num_kv_blocks if dtype == "fp8" else 0
+    assert runner.cache.nbytes == kv_bytes + scales
+
+
+@pytest.mark.parametrize("fmt,bits,dtype", [("fp16", np.uint16, np.float16),
+                                            ("fp8", np.uint8, ml_dtypes.float8_e4m3fn)])
+def test_widen_is_bit_exact_for_every_finite_value(fmt, bits, dtype):
+    every = np.arange(np.iinfo(bits).max + 1, dtype=np.int64).astype(bits)
+    want = every.view(dtype).astype(np.float32)
+    finite = np.isfinite(want)
+    got = _widen(every.copy(), fmt)
+    assert finite.sum() == (63488 if fmt == "fp16" else 254)       # all but inf/nan patterns
+    assert np.array_equal(got[finite].view(np.int32), want[finite].view(np.int32))   # -0.0 and subnormals too
+    scaled = _widen(every.copy(), fmt, np.float32(0.25))
+    assert np.array_equal(scaled[finite], want[finite] * np.float32(0.25))

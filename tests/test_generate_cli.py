@@ -76,6 +76,7 @@ def wrong_npz(tmp_path_factory):
     (["--prompt", "hi", "--kv-cache-dtype", "int3"], "unknown --kv-cache-dtype 'int3'"),
     (["--prompt", "hi", "--step-trace", "/nonexistent-dir/steps.jsonl"], "cannot write step trace"),
     (["--prompt", "hi", "--top-p", "1.5"], "top_p must be in (0, 1], got 1.5"),
+    (["--prompt", "hi", "--blas-threads", "0"], "--blas-threads must be a positive integer, got 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, wrong_npz):
     args = [wrong_npz if a == "WRONG" else a for a in args]

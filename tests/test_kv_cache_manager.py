@@ -41,7 +41,7 @@ def test_block_tables_do_not_overlap():
 @pytest.mark.parametrize("dtype,nbytes", [("float32", 4), ("auto", 2), ("fp16", 2), ("fp8", 1)])
 def test_bytes_per_block_formula(dtype, nbytes):
     cfg = EngineConfig(model="small", kv_cache_dtype=dtype, block_size=16, kv_cache_mb=64)
-    # small: 12 layers x 4 kv heads x 64 head_dim x 2 (K, V) x dtype bytes
-    assert cfg.bytes_per_token == 12 * 4 * 64 * 2 * nbytes
+    # small: 7 layers x 2 kv heads x 64 head_dim x 2 (K, V) x dtype bytes
+    assert cfg.bytes_per_token == 7 * 2 * 64 * 2 * nbytes
     assert cfg.bytes_per_block == 16 * cfg.bytes_per_token
     assert cfg.num_kv_blocks == 64 * 2**20 // cfg.bytes_per_block

@@ -21,6 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="weights and sampling seed (default 0)")
     p.add_argument("--weights", default=None, metavar="FILE.npz", help="weights file (docs/weights-format.md)")
     p.add_argument("--step-trace", default=None, metavar="FILE", help="write one StepStats JSON line per step")
+    p.add_argument("--blas-threads", type=int, default=None, metavar="N", help="BLAS threads (default: all cores)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default 0)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0)")
     p.add_argument("--ignore-eos", action="store_true", help="keep going past EOS up to --max-tokens")
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
                           enable_chunked_prefill=args.enable_chunked_prefill, block_size=args.block_size,
                           kv_cache_mb=args.kv_cache_mb, kv_cache_dtype=args.kv_cache_dtype,
                           max_model_len=args.max_model_len, seed=args.seed, weights=args.weights,
-                          step_trace=args.step_trace)
+                          step_trace=args.step_trace, blas_threads=args.blas_threads)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             seed=args.seed, ignore_eos=args.ignore_eos)
     engine = LLMEngine(config)

@@ -18,16 +18,22 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kv-cache-dtype", default="auto", help="auto | float32 | fp16 | fp8")
     parser.add_argument("--max-model-len", type=int, default=None, metavar="N", help="context length cap")
     parser.add_argument("--seed", type=int, default=0, help="weights and sampling seed")
+    parser.add_argument("--blas-threads", type=int, default=None, metavar="N",
+                        help="BLAS threads of the engine (default: all cores but one, which the HTTP "
+                             "front end and local clients need)")
 
 
 def engine_config(args):
     from stallscope.refserver.config import EngineConfig
+    from stallscope.refserver.model_runner import server_blas_threads
 
     return EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens,
                         max_num_seqs=args.max_num_seqs, enable_chunked_prefill=args.enable_chunked_prefill,
                         block_size=args.block_size, kv_cache_mb=args.kv_cache_mb,
                         kv_cache_dtype=args.kv_cache_dtype, max_model_len=args.max_model_len, seed=args.seed,
-                        step_trace=getattr(args, "step_trace", None))
+                        step_trace=getattr(args, "step_trace", None),
+                        blas_threads=args.blas_threads if args.blas_threads is not None
+                        else server_blas_threads())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
