@@ -14,9 +14,9 @@ from stallscope.refserver.request import Request, SamplingParams
 from stallscope.refserver.scheduler import SchedulerOutput
 
 
-def logits_at_every_position(dtype: str, prompt: list[int]) -> np.ndarray:
+def logits_at_every_position(dtype: str, prompt: list[int], model: str = "tiny") -> np.ndarray:
     """Prefill `prompt` in one pass through the paged cache of `dtype`; logits of all positions (n, vocab)."""
-    engine = LLMEngine(EngineConfig(model="tiny", kv_cache_dtype=dtype, kv_cache_mb=8))
+    engine = LLMEngine(EngineConfig(model=model, kv_cache_dtype=dtype, kv_cache_mb=8))
     req = Request("p", prompt, SamplingParams(max_tokens=1), 0)
     assert engine.kv_cache_manager.allocate_slots(req, len(prompt))
     out = SchedulerOutput()
