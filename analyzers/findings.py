@@ -155,8 +155,12 @@ def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, pea
 
 def diagnose(samples: pd.DataFrame | None = None, gpu: pd.DataFrame | None = None, steps: pd.DataFrame | None = None,
              *, thresholds: dict | None = None, roofline_cost: dict | None = None, window_s: float | None = None,
-             step_s: float | None = None) -> tuple[pd.DataFrame | None, pd.DataFrame]:
-    """(signals frame or None, findings frame) of one source's frames; every detector runs once."""
+             step_s: float | None = None, whatif_inputs=None) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """(signals frame or None, findings frame) of one source's frames; every detector runs once.
+
+    `whatif_inputs` (stallscope.analyzers.budget.WhatifInputs, e.g. a run directory's) sizes the
+    decode_starvation budget; without it the budget is simulated from `steps` and `samples` alone.
+    """
     from stallscope.analyzers import decode_starvation, kv_pressure, memory_bound, scheduler_stall, signals
     from stallscope.config import load_thresholds
 
@@ -174,32 +178,39 @@ def diagnose(samples: pd.DataFrame | None = None, gpu: pd.DataFrame | None = Non
     if not parts:
         return sig, to_frame([])
     out = pd.concat(parts, ignore_index=True).sort_values(["start_ns", "kind"], kind="stable")
-    out = _whatif_budget(out.reset_index(drop=True), steps, float(th["itl_slo_s"]))
+    out = _whatif_budget(out.reset_index(drop=True), steps, float(th["itl_slo_s"]), samples=samples,
+                         inputs=whatif_inputs)
     return sig, validate(out, "findings")
 
 
-def _whatif_budget(out: pd.DataFrame, steps: pd.DataFrame | None, slo_s: float) -> pd.DataFrame:
-    """With a step trace, the starvation finding's budget comes from the what-if simulation (docs/whatif.md)."""
+def _whatif_budget(out: pd.DataFrame, steps: pd.DataFrame | None, slo_s: float, *, samples=None,
+                   inputs=None) -> pd.DataFrame:
+    """With a step trace that names each request's tokens, the starvation finding's budget is
+    `budget.recommend_budget`'s: the same call `stallscope whatif` and the dashboard make (docs/whatif.md)."""
     starving = out["kind"] == "decode_starvation"
     if steps is None or "num_scheduled_tokens" not in steps or not starving.any():
         return out
-    from stallscope.analyzers.whatif import recommend_from_trace
+    from stallscope.analyzers.budget import inputs_from_frames, recommend_budget
+    from stallscope.errors import ToolkitError
 
-    budgets = (64, 128, 256, 512, 1024, 2048, 4096)
-    rec = recommend_from_trace(steps, slo_s, budgets=budgets)
-    if rec is None:
+    try:
+        inputs = inputs if inputs is not None else inputs_from_frames(steps, samples)
+        res = recommend_budget(inputs, slo_s)
+    except ToolkitError:
         return out
+    rec, budgets, cost = res["recommendation"], res["budgets"], inputs.cost
     n = rec["max_num_batched_tokens"]
-    verdict = ("meets" if rec["meets_slo"] else "is the closest to, but misses,")
-    text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: simulating this trace's workload through the "
-            f"engine's scheduler at budgets {budgets[0]}-{budgets[-1]} predicts ITL P99 {rec['predicted_itl_p99_s'] * 1e3:.0f} ms at "
-            f"{n}, which {verdict} the {slo_s * 1e3:.0f} ms SLO"
+    verdict = "meets" if rec["meets_slo"] else "is the lowest simulated but misses"
+    text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: simulating the workload of {inputs.source} "
+            f"through the engine's scheduler at budgets {', '.join(map(str, budgets))} predicts ITL P99 "
+            f"{rec['predicted_itl_p99_s'] * 1e3:.0f} ms at {n}, which {verdict} the {slo_s * 1e3:.0f} ms SLO"
             + (f", with long-prompt TTFT P99 {rec['predicted_ttft_long_p99_s']:.2f} s"
                if math.isfinite(rec["predicted_ttft_long_p99_s"]) else "")
-            + f" (step-cost fit on {rec['step_cost']['n_steps']} steps, MAPE {rec['step_cost']['mape']:.0%}); "
+            + f" (step-cost fit on {cost.n_steps} steps, MAPE {cost.mape:.0%}); "
             "`stallscope whatif` shows every budget.")
-    evidence = {"max_num_batched_tokens": n, "budget_source": "what-if simulation of the step trace",
-                "whatif_predicted_itl_p99_s": rec["predicted_itl_p99_s"], "whatif_meets_slo": rec["meets_slo"]}
+    evidence = {"max_num_batched_tokens": n, "budget_source": f"what-if simulation of {inputs.source}",
+                "whatif_predicted_itl_p99_s": rec["predicted_itl_p99_s"], "whatif_meets_slo": rec["meets_slo"],
+                "whatif_budgets": budgets}
     out = out.copy()
     out.loc[starving, "recommendation"] = text
     out.loc[starving, "evidence"] = pd.Series([{**e, **evidence} for e in out.loc[starving, "evidence"]],
@@ -214,4 +225,5 @@ def find_all(frames: dict, *, thresholds: dict | None = None, roofline_cost: dic
     >>> # find_all({"samples": samples, "steps": steps})[["kind", "severity"]]
     """
     return diagnose(frames.get("samples"), frames.get("gpu"), frames.get("steps"), thresholds=thresholds,
-                    roofline_cost=roofline_cost, window_s=window_s, step_s=step_s)[1]
+                    roofline_cost=roofline_cost, window_s=window_s, step_s=step_s,
+                    whatif_inputs=frames.get("whatif_inputs"))[1]

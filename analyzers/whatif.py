@@ -12,7 +12,8 @@
 4. Per request we keep arrival, first-token time and token times; TTFT and ITL (gaps between a
    request's consecutive tokens, as `vllm bench serve` and the loadgen define them) are aggregated
    as P50/P99, TTFT split into long and short prompts. `recommend` picks the largest budget whose
-   predicted ITL P99 meets the SLO.
+   predicted ITL P99 meets the SLO, else the one with the lowest ITL P99 (`meets_slo: False`);
+   stallscope.analyzers.budget chooses the candidate budgets and is what every caller goes through.
 """
 
 from __future__ import annotations
@@ -254,32 +255,46 @@ def calibrate_overhead(workload: Workload, cost: StepCostModel, measured_ttft_sh
 def recommend(predictions: pd.DataFrame, itl_slo_s: float) -> dict:
     """The largest chunked budget whose predicted ITL P99 is at most `itl_slo_s`.
 
-    When no budget meets the SLO, the smallest budget is returned with `meets_slo: False`.
+    Among the budgets that meet the SLO the largest has the fewest chunks per long prompt, so as a
+    rule the shortest long-prompt TTFT. When none meets it, the budget with the lowest predicted ITL P99 (the largest on a
+    tie) is returned with `meets_slo: False`, and `reason` gives its long-prompt TTFT P99.
 
     >>> p = pd.DataFrame({"max_num_batched_tokens": [256, 512, 1024], "enable_chunked_prefill": [True] * 3,
     ...                   "itl_p99_s": [0.05, 0.15, 0.3], "ttft_long_p99_s": [3.0, 2.0, 1.5]})
     >>> recommend(p, 0.2)["max_num_batched_tokens"]
     512
+    >>> recommend(p, 0.01)["reason"]
+    'no simulated budget meets the ITL SLO 0.01 s; 256 predicts the lowest ITL P99, 0.050 s, at a long-prompt TTFT P99 of 3.00 s'
     """
     if not itl_slo_s > 0:
         raise InputError(f"ITL SLO must be > 0 s, got {itl_slo_s}")
     chunked = predictions[predictions["enable_chunked_prefill"]].sort_values("max_num_batched_tokens")
     if chunked.empty:
         raise InputError("no chunked-prefill budget was simulated")
-    ok = chunked[chunked["itl_p99_s"] <= itl_slo_s]
-    meets = not ok.empty
-    row = (ok if meets else chunked).iloc[-1 if meets else 0]
+    itl = chunked["itl_p99_s"].to_numpy(dtype=float)
+    finite = np.isfinite(itl)
+    meets = bool((itl[finite] <= itl_slo_s).any())
+    if meets:
+        row = chunked[finite & (itl <= itl_slo_s)].iloc[-1]
+    elif finite.any():
+        row = chunked[finite & (itl == itl[finite].min())].iloc[-1]
+    else:
+        row = chunked.iloc[-1]
     budget = int(row["max_num_batched_tokens"])
+    ttft = float(row.get("ttft_long_p99_s", float("nan")))
+    ttft_text = f"long-prompt TTFT P99 of {ttft:.2f} s" if np.isfinite(ttft) else "no long prompt completed"
     if meets:
         reason = (f"largest simulated budget with predicted ITL P99 {row['itl_p99_s']:.3f} s "
-                  f"<= SLO {itl_slo_s:g} s")
+                  f"<= SLO {itl_slo_s:g} s, at a {ttft_text}")
+    elif finite.any():
+        reason = (f"no simulated budget meets the ITL SLO {itl_slo_s:g} s; {budget} predicts the lowest ITL P99, "
+                  f"{row['itl_p99_s']:.3f} s, at a {ttft_text}")
     else:
-        reason = (f"no simulated budget meets the ITL SLO {itl_slo_s:g} s; the smallest, {budget}, "
-                  f"predicts ITL P99 {row['itl_p99_s']:.3f} s")
+        reason = (f"no simulated budget completed a request, so none can be said to meet the ITL SLO "
+                  f"{itl_slo_s:g} s; {budget} is the largest simulated")
     return {
         "max_num_batched_tokens": budget, "meets_slo": meets, "itl_slo_s": float(itl_slo_s),
-        "predicted_itl_p99_s": float(row["itl_p99_s"]),
-        "predicted_ttft_long_p99_s": float(row.get("ttft_long_p99_s", float("nan"))),
+        "predicted_itl_p99_s": float(row["itl_p99_s"]), "predicted_ttft_long_p99_s": ttft,
         "flags": f"--enable-chunked-prefill --max-num-batched-tokens {budget}",
         "reason": reason,
     }
@@ -328,69 +343,3 @@ def trace_itl(steps: pd.DataFrame) -> np.ndarray:
     """Engine-side inter-token latencies (s), pooled over requests, from a step trace."""
     gaps = [np.diff(np.asarray(t, dtype=np.int64)) / 1e9 for t in trace_token_times(steps).values() if len(t) > 1]
     return np.concatenate(gaps) if gaps else np.empty(0)
-
-
-def recommend_from_trace(steps: pd.DataFrame, itl_slo_s: float, *, budgets=(256, 512, 1024, 2048, 4096),
-                         max_duration_s: float = 60.0, seed: int = 0) -> dict | None:
-    """What-if recommendation from a step trace alone, for `analyze`: or None when the trace cannot say.
-
-    The step-cost model is fitted on the trace, the workload rebuilt from it (open-loop, its own
-    lengths and rate), at most `max_duration_s` simulated per budget.
-    """
-    from stallscope.analyzers.step_cost import fit_step_cost
-    from stallscope.analyzers.workload import workload_from_steps, workload_with
-    from stallscope.errors import ToolkitError
-
-    try:
-        cost = fit_step_cost(steps, source="the step trace")
-        w = workload_from_steps(steps)
-    except ToolkitError:
-        return None
-    w = workload_with(w, duration_s=min(w.duration_s, max_duration_s))
-    longest = int(max(h for h in w.prompt_tokens.hi)) + int(max(h for h in w.output_tokens.hi)) + 1
-    blocks = steps["kv_blocks_total"].max() if "kv_blocks_total" in steps else float("nan")
-    shape = ServerShape(max_model_len=max(2048, longest),
-                        num_kv_blocks=int(blocks) if np.isfinite(blocks) and blocks > 0 else ServerShape.num_kv_blocks)
-    preds = predict(w, cost, budgets, shape=shape, seed=seed)
-    rec = recommend(preds, itl_slo_s)
-    rec["predictions"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}
-                          for row in preds.to_dict("records")]
-    rec["step_cost"] = {"mape": cost.mape, "r2": cost.r2, "n_steps": cost.n_steps}
-    return rec
-
-
-BUDGETS = (128, 256, 512, 1024, 2048, 4096)
-
-
-def whatif_from_frames(steps: pd.DataFrame, samples: pd.DataFrame | None, itl_slo_s: float, *,
-                       budgets=BUDGETS, max_duration_s: float = 60.0, seed: int = 0) -> dict:
-    """Predictions and the recommendation from a dashboard's or report's frames (one target).
-
-    Step cost: fitted on `steps`. Workload: the samples' length histograms and request rate, else the
-    steps' per-request counts, else their per-step counts (a coarse steady-decoders model).
-    Returns {"predictions": frame, "recommendation": dict, "step_cost": dict, "workload": dict}.
-    Raises InputError when the steps cannot be fitted.
-    """
-    from stallscope.analyzers.step_cost import fit_step_cost
-    from stallscope.analyzers.workload import (workload_from_samples, workload_from_step_counts,
-                                               workload_from_steps, workload_with)
-
-    cost = fit_step_cost(steps, source="the steps")
-    w, reasons = None, []
-    for make in (lambda: workload_from_samples(samples, source="the metrics"),
-                 lambda: workload_from_steps(steps), lambda: workload_from_step_counts(steps)):
-        try:
-            w = make()
-            break
-        except (InputError, TypeError, KeyError) as exc:
-            reasons.append(str(exc))
-    if w is None:
-        raise InputError("no workload: " + "; ".join(reasons))
-    w = workload_with(w, duration_s=min(w.duration_s, max_duration_s))
-    blocks = steps["kv_blocks_total"].max() if "kv_blocks_total" in steps else float("nan")
-    longest = max(2048, int(max(w.prompt_tokens.hi)) + 2, w.long_prompt_tokens + w.long_output_tokens + 1)
-    shape = ServerShape(max_model_len=longest,
-                        num_kv_blocks=int(blocks) if np.isfinite(blocks) and blocks > 0 else ServerShape.num_kv_blocks)
-    preds = predict(w, cost, budgets, include_unchunked=True, shape=shape, seed=seed)
-    return {"predictions": preds, "recommendation": recommend(preds, itl_slo_s), "step_cost": cost.summary(),
-            "workload": w.summary()}

@@ -113,6 +113,16 @@ class DataSource:
             raise InputError(f"run directory not found: {path}")
         return cls(lambda: _load_run(path), name=f"run {path.name}", **kw)
 
+    def with_run(self, path) -> "DataSource":
+        """This source with a run directory's step traces and what-if inputs (a store imported from it)."""
+        from stallscope.dashboards import views
+        path = Path(path)
+        if not path.is_dir():
+            raise InputError(f"run directory not found: {path}")
+        base = self._load
+        self._load = lambda: {**(base() or {}), **views.run_parts(path)}
+        return self
+
     @classmethod
     def from_prometheus(cls, url: str, *, selector: str = "", since_s: float = 3600, live: bool = True,
                         **kw) -> "DataSource":
@@ -167,7 +177,9 @@ class DataSource:
         frames = {k: _checked(loaded.get(k), k) for k in FRAME_KINDS}
         memo = {(kind, "index"): frames[kind].groupby("metric", sort=False).indices  # rows of each metric
                 for kind in ("samples", "gpu")}
-        memo[("findings",)] = views.findings(frames, self.thresholds)     # the diagnosis is part of loading
+        inputs = memo[("whatif_inputs",)] = loaded.get("whatif_inputs")
+        memo[("findings",)] = views.findings(                            # the diagnosis is part of loading
+            frames, self.thresholds, whatif_inputs=None if isinstance(inputs, str) else inputs)
         return _Snapshot(frames, memo, stamp, version, time.time_ns())
 
     @property
@@ -241,6 +253,11 @@ class DataSource:
             out = pd.DataFrame({"ts": rows["ts"].to_numpy(), "series": names, "value": rows["value"].to_numpy()})
             return downsample(out.sort_values("ts", kind="stable"), self.max_points, agg="mean")
         return self.memo(("gpu", metric), compute)
+
+    def whatif_inputs(self):
+        """A run's what-if inputs (stallscope.analyzers.budget.WhatifInputs, as `stallscope whatif --from`
+        resolves them), a sentence saying why the run cannot give them, or None for other sources."""
+        return self.snapshot().memo[("whatif_inputs",)]
 
     def findings(self) -> pd.DataFrame:
         """The findings frame: the loaded one, else what the analyzers found when the data was loaded."""

@@ -62,13 +62,26 @@ def merge_targets(per_target: dict) -> dict:
 
 
 def load_run(path: Path) -> dict:
-    """A repro run directory (or one arm): the scrapes of every arm, and the step traces, `target` = arm."""
+    """A repro run directory (or one arm): the scrapes of every arm, and `run_parts`."""
     from stallscope.collectors import loader
-    frames = merge_targets(loader.load(path))
-    steps = run_steps(path)
+    return {**merge_targets(loader.load(path)), **run_parts(path)}
+
+
+def run_parts(path: Path) -> dict:
+    """A run directory's step traces (`target` = the arm; absent when none) and `whatif_inputs`: what
+    `stallscope whatif --from PATH` simulates, or a sentence saying why the run cannot give it."""
+    out = {}
+    steps = run_steps(Path(path))
     if steps is not None:
-        frames["steps"] = steps
-    return frames
+        out["steps"] = steps
+    if _analyzer("budget") is not None:
+        from stallscope.commands.whatif_inputs import run_inputs
+        from stallscope.errors import ToolkitError
+        try:
+            out["whatif_inputs"] = run_inputs(path) if steps is not None else None
+        except ToolkitError as exc:
+            out["whatif_inputs"] = f"the run's what-if inputs are unusable ({exc})"
+    return out
 
 
 def run_steps(path: Path) -> pd.DataFrame | None:
@@ -90,8 +103,10 @@ def load_steps(path: Path) -> pd.DataFrame:
         missing = [c for c in schema.columns("steps", required_only=True) if c not in raw]
         if missing:
             raise InputError(f"{path} is not a step trace: missing field `{missing[0]}`")
-        keep = [c for c in schema.columns("steps") if c in raw]
-        out = raw[keep].astype({c: "float64" for c in keep if c not in ("step", "start_ns", "end_ns")})
+        # the schema's columns, plus each request's scheduled tokens (the what-if's step-cost fit needs them)
+        keep = [c for c in (*schema.columns("steps"), "num_scheduled_tokens") if c in raw]
+        out = raw[keep].astype({c: "float64" for c in keep if c not in ("step", "start_ns", "end_ns",
+                                                                         "num_scheduled_tokens")})
         return schema.validate(out.astype({"step": "int64", "start_ns": "int64", "end_ns": "int64"}), "steps")
     from stallscope.analyzers.kernel_roles import classify
     from stallscope.analyzers.trace_steps import reconstruct_steps
@@ -178,9 +193,10 @@ def spans_above(frame: pd.DataFrame, threshold: float, max_spans: int = 300) -> 
 
 
 # --- findings and health --------------------------------------------------------------------
-def findings(frames: dict, thresholds: dict) -> pd.DataFrame:
+def findings(frames: dict, thresholds: dict, whatif_inputs=None) -> pd.DataFrame:
     """The loaded findings frame, or the analyzers' diagnosis: one per samples target (with its arm's
-    steps when the source has several arms), plus the GPU detectors once over the gpu frame."""
+    steps when the source has several arms, and the run's what-if inputs), plus the GPU detectors once
+    over the gpu frame."""
     if len(frames.get("findings", ())):
         return frames["findings"].sort_values("start_ns", kind="stable").reset_index(drop=True)
     mod = _analyzer("findings")
@@ -194,7 +210,7 @@ def findings(frames: dict, thresholds: dict) -> pd.DataFrame:
             if steps is not None and "target" in steps and steps["target"].nunique() > 1:
                 own = steps[steps["target"] == str(target).split("/")[0]]
             parts.append(mod.diagnose(part, None, own if own is not None and len(own) else None,
-                                      thresholds=thresholds)[1])
+                                      thresholds=thresholds, whatif_inputs=whatif_inputs)[1])
     if gpu is not None and len(gpu):
         parts.append(mod.diagnose(None, gpu, None, thresholds=thresholds)[1])
     parts = [p for p in parts if len(p)]

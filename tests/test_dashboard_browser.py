@@ -66,12 +66,11 @@ def test_every_page_renders_with_data_and_no_console_errors(browser, tmp_path):
 @pytest.mark.slow
 def test_repro_findings_are_visible_on_overview(browser, demo_run, tmp_path):  # noqa: F811
     """The dashboard `stallscope demo` serves, in Chromium: every page, and the run's findings on Overview."""
-    from stallscope.dashboards import views
     from stallscope.dashboards.data import DataSource
 
     out = demo_run.out
     assert demo_run.url, demo_run.stderr[-2000:]
-    source = DataSource.from_db(out / "stallscope.db", live=False).with_steps(lambda: views.run_steps(out / "run"))
+    source = DataSource.from_db(out / "stallscope.db", live=False).with_run(out / "run")
     expected = source.findings()                      # what the demo's own server diagnosed from the same data
     assert len(expected) > 0
     with nullcontext(demo_run.url.rstrip("/")) as base:

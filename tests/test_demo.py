@@ -94,6 +94,33 @@ def test_run_directory_source_keeps_arms_apart(demo_run):  # noqa: F811
     assert sorted(series) == ["off/vllm model_name=tiny engine=0", "on/vllm model_name=tiny engine=0"]
 
 
+def test_demo_run_gets_one_budget_from_whatif_analyze_and_the_dashboard(demo_run, capsys):  # noqa: F811
+    """On a real demo run, `whatif --from`, `analyze`'s decode_starvation findings, the What-if page and
+    the Overview findings of the dashboard the demo serves all recommend the same budget."""
+    from stallscope.dashboards import data
+    from stallscope.dashboards.app import create_app, page_module
+    from stallscope.dashboards.data import DataSource
+
+    run = demo_run.out / "run"
+    assert main(["whatif", "--from", str(run), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rec, budgets = out["recommendation"], [p["max_num_batched_tokens"] for p in out["predictions"]]
+    assert {256, 512, 1024, 2048, 4096} <= set(budgets) and min(budgets) >= 16   # + the `on` arm's own budget
+    main(["analyze", str(run), "--format", "json"])
+    named = {f["evidence"]["max_num_batched_tokens"] for f in json.loads(capsys.readouterr().out)["findings"]
+             if f["kind"] == "decode_starvation"}
+    for src in (DataSource.from_run(run), DataSource.from_db(demo_run.out / "stallscope.db", live=False).with_run(run)):
+        create_app(src)
+        data.use(src)
+        res = page_module("whatif").result(src)
+        assert res["budgets"] == budgets
+        assert res["recommendation"]["max_num_batched_tokens"] == rec["max_num_batched_tokens"]
+        assert res["recommendation"]["meets_slo"] == rec["meets_slo"]
+        found = src.findings()
+        named |= {e["max_num_batched_tokens"] for e in found[found["kind"] == "decode_starvation"]["evidence"]}
+    assert named <= {rec["max_num_batched_tokens"]}
+
+
 def test_prometheus_source_feeds_the_pages(tmp_path):
     """A real Prometheus scrapes a loopback exposition; the dashboard reads it back through query_range."""
     import threading

@@ -131,8 +131,9 @@ def test_recommend_largest_budget_meeting_slo_and_fallback():
     assert rec["max_num_batched_tokens"] == 1024 and rec["meets_slo"]
     assert rec["flags"] == "--enable-chunked-prefill --max-num-batched-tokens 1024"
     strict = recommend(p, 0.01)
+    # none meets: the lowest predicted ITL P99 (not the smallest budget), its TTFT cost in the reason
     assert strict["max_num_batched_tokens"] == 256 and not strict["meets_slo"]
-    assert "no simulated budget meets" in strict["reason"]
+    assert "no simulated budget meets" in strict["reason"] and "TTFT P99 of 4.00 s" in strict["reason"]
     with pytest.raises(InputError, match="ITL SLO must be > 0 s, got 0"):
         recommend(p, 0)
 
@@ -174,18 +175,20 @@ def test_analyze_takes_the_starvation_budget_from_the_simulation():
     """A starvation trace (chunking off, long prompts): the trace alone yields the budget, and the
     decode_starvation finding's recommendation and evidence carry it."""
     from stallscope.analyzers import findings
-    from stallscope.analyzers.whatif import recommend_from_trace
+    from stallscope.analyzers.budget import inputs_from_frames, recommend_budget
     from stallscope.schema import validate
 
     w = fixed(16, 100, sessions=6, long_prompt_tokens=1500, long_output_tokens=4, long_every_s=0.5, duration_s=8.0)
     res = simulate(w, LINEAR, max_num_batched_tokens=2048, enable_chunked_prefill=False, record_steps=True,
                    shape=ServerShape(num_kv_blocks=2000))
     steps = pd.DataFrame(res.steps)
-    rec = recommend_from_trace(steps, 0.05, budgets=(128, 256, 512, 1024, 2048))
+    inputs = inputs_from_frames(steps)
+    res = recommend_budget(inputs, 0.05)
+    rec = res["recommendation"]
     # a chunk step is 10 ms + 0.1 ms per scheduled prompt token: 256 -> ~35 ms, 512 -> ~61 ms > 50 ms
     assert rec["max_num_batched_tokens"] == 256 and rec["meets_slo"]
     assert rec["predicted_itl_p99_s"] == pytest.approx(0.0354, abs=0.002)
-    assert rec["step_cost"]["mape"] < 1e-6 and len(rec["predictions"]) == 5
+    assert inputs.cost.mape < 1e-6 and res["budgets"] == [256, 512, 1024, 2048, 4096]
     frame = pd.DataFrame([{"kind": k, "severity": "critical", "start_ns": 0, "end_ns": 1, "target": "vllm",
                            "evidence": {"itl_p99_s": 0.6}, "explanation": "x", "recommendation": "old"}
                           for k in ("decode_starvation", "kv_pressure")])
@@ -194,6 +197,7 @@ def test_analyze_takes_the_starvation_budget_from_the_simulation():
     assert "--max-num-batched-tokens 256" in starving["recommendation"] and "simulating" in starving["recommendation"]
     assert starving["evidence"]["max_num_batched_tokens"] == 256 and starving["evidence"]["itl_p99_s"] == 0.6
     assert starving["evidence"]["budget_source"] == "what-if simulation of the step trace"
+    assert starving["evidence"]["whatif_budgets"] == [256, 512, 1024, 2048, 4096]
     assert out.iloc[1]["recommendation"] == "old"
     # without per-request detail (an nsys steps frame) the finding keeps its own recommendation
     bare = steps.drop(columns="num_scheduled_tokens")

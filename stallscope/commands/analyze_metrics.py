@@ -12,11 +12,14 @@ import argparse
 import datetime as dt
 import io
 import json
+import logging
 import sys
 import time
 from pathlib import Path
 
 from stallscope.errors import InputError
+
+log = logging.getLogger(__name__)
 
 
 class _Source(argparse.Action):
@@ -106,6 +109,7 @@ def load_sources(args) -> tuple[dict, dict]:
         loaded = loader.load(src, lo, hi, selector=selector if kind == "prometheus" else None,
                              step=args.resolution if kind == "prometheus" else None)
         prefix = f"{Path(str(src).rstrip('/')).name}/" if len(given) > 1 else ""
+        whatif = _run_whatif_inputs(src) if kind == "run" and not args.steps else None
         for target, fr in loaded.items():
             name = prefix + target
             fr = {k: v.assign(target=name) for k, v in fr.items()}
@@ -118,6 +122,7 @@ def load_sources(args) -> tuple[dict, dict]:
 
                 steps = read_step_trace(args.steps)
             fr["steps"] = steps
+            fr["whatif_inputs"] = whatif
             frames[name] = fr
             ts = [int(f["ts"].min()) for f in (fr["samples"], fr["gpu"]) if len(f)]
             te = [int(f["ts"].max()) for f in (fr["samples"], fr["gpu"]) if len(f)]
@@ -128,6 +133,22 @@ def load_sources(args) -> tuple[dict, dict]:
         raise InputError("the sources hold no samples for the given time range: "
                          + ", ".join(str(s) for _, s in given))
     return frames, sources
+
+
+def _run_whatif_inputs(run_dir):
+    """The run's what-if inputs as `stallscope whatif --from` resolves them (one budget for every arm's
+    decode_starvation finding); None, with a warning, when the run cannot give them (no step trace,
+    a malformed loadgen result): the findings then simulate each arm's own trace."""
+    from stallscope.commands.whatif_inputs import arm_dirs, run_inputs
+    from stallscope.errors import ToolkitError
+
+    try:
+        if not any((arm / "steps.jsonl").is_file() for arm in arm_dirs(run_dir)):
+            return None
+        return run_inputs(run_dir)
+    except ToolkitError as exc:
+        log.warning("what-if inputs of %s: %s; the budget is simulated from each arm's trace instead", run_dir, exc)
+        return None
 
 
 def whole_run_quantiles(samples, thresholds: dict) -> dict:
@@ -219,7 +240,8 @@ def analyze(args):
     roof, cost = _roofline(args, frames)
     sigs, found, quantiles = [], [], {}
     for name, fr in frames.items():
-        sig, f = diagnose(fr["samples"], fr["gpu"], fr["steps"], thresholds=th, roofline_cost=cost, window_s=window_s)
+        sig, f = diagnose(fr["samples"], fr["gpu"], fr["steps"], thresholds=th, roofline_cost=cost, window_s=window_s,
+                          whatif_inputs=fr["whatif_inputs"])
         if sig is not None:
             sig = sig.assign(target=name)
             sigs.append(sig)

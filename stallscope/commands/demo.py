@@ -87,11 +87,10 @@ def run(args) -> int:
         return 0
 
     from stallscope.commands.dashboard import serve
-    from stallscope.dashboards import views
     from stallscope.dashboards.app import create_app
     from stallscope.dashboards.data import DataSource
 
-    source = DataSource.from_db(db, live=False).with_steps(lambda: views.run_steps(run_dir))
+    source = DataSource.from_db(db, live=False).with_run(run_dir)
     source.frames()
     _say(console, 5, "serving the dashboard on 127.0.0.1 (Ctrl-C to stop)", t0)
     return serve(create_app(source), "127.0.0.1", args.port, any_port_if_busy=True)

@@ -62,8 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", help="no steps: derive step cost from this GPU's roofline (e.g. H100-SXM)")
     p.add_argument("--roofline-model", help="no steps: the model for the roofline (e.g. llama-3-8b)")
     p.add_argument("--tp", type=_positive(int), default=1, help="tensor parallelism for the roofline (default 1)")
-    p.add_argument("--budgets", type=_budgets, default=[256, 512, 1024, 2048, 4096],
-                   help="comma-separated max_num_batched_tokens values (default 256,512,1024,2048,4096)")
+    p.add_argument("--budgets", type=_budgets, default=None,
+                   help="comma-separated max_num_batched_tokens values (default 256,512,1024,2048,4096 plus the "
+                        "run's own chunked budget, none below --block-size)")
     p.add_argument("--include-unchunked", action="store_true", help="also simulate --no-enable-chunked-prefill")
     p.add_argument("--itl-slo", type=_positive(float), default=None, help="ITL P99 SLO in seconds (default: thresholds.yaml)")
     w = p.add_argument_group("workload (override or replace the measured one)")
@@ -89,28 +90,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from stallscope.analyzers import whatif
-    from stallscope.commands import whatif_inputs as inputs
+    from stallscope.analyzers.budget import recommend_budget
+    from stallscope.commands import whatif_inputs
     from stallscope.config import load_thresholds
 
     slo = args.itl_slo if args.itl_slo is not None else float(load_thresholds()["itl_slo_s"])
-    cost = inputs.resolve_cost(args)
-    workload = inputs.resolve_workload(args)
-    shape = inputs.resolve_shape(args)
-    overhead = inputs.calibrate_from_run(args, workload, cost, shape)
-    preds = whatif.predict(workload, cost, args.budgets, include_unchunked=args.include_unchunked,
-                           shape=shape, seed=args.seed, noise=not args.no_noise, request_overhead_s=overhead)
-    rec = whatif.recommend(preds, slo)
+    inputs = whatif_inputs.resolve_inputs(args)
+    res = recommend_budget(inputs, slo, budgets=args.budgets, include_unchunked=args.include_unchunked,
+                           seed=args.seed, noise=not args.no_noise)
     result = {
-        "predictions": [{k: _jsonable(v) for k, v in row.items()} for row in preds.to_dict("records")],
-        "recommendation": rec,
-        "step_cost": cost.summary(),
-        "workload": workload.summary(),
-        "server_shape": vars(shape),
-        "request_overhead_s": _overhead_summary(overhead),
+        "predictions": [{k: _jsonable(v) for k, v in row.items()} for row in res["predictions"].to_dict("records")],
+        "recommendation": res["recommendation"],
+        "step_cost": inputs.cost.summary(),
+        "workload": inputs.workload.summary(),
+        "server_shape": vars(inputs.shape),
+        "request_overhead_s": _overhead_summary(inputs.request_overhead_s),
     }
     if args.format == "json":
-        json.dump(result, sys.stdout, indent=2)
+        json.dump({k: _jsonable_tree(v) for k, v in result.items()}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         _print_text(result)
@@ -125,6 +122,12 @@ def _overhead_summary(overhead):
         return float(overhead)
     q = np.percentile(overhead, [50, 90, 99])
     return {"measured_requests": int(np.size(overhead)), "p50_s": float(q[0]), "p90_s": float(q[1]), "p99_s": float(q[2])}
+
+
+def _jsonable_tree(v):
+    if isinstance(v, dict):
+        return {k: _jsonable_tree(x) for k, x in v.items()}
+    return _jsonable(v)
 
 
 def _jsonable(v):

@@ -1,8 +1,10 @@
 """Where `stallscope whatif` gets its three inputs: a step-cost model, a workload and the server shape.
 
-Each resolver takes the parsed CLI namespace and raises InputError naming the missing or bad input.
-A run directory (docs/run-directory.md) holds arms `DIR/<arm>/{steps.jsonl, scrapes.jsonl,
-loadgen.json}`; every arm's steps feed one fit, and the first arm's loadgen result is the workload.
+Each resolver takes the parsed CLI namespace and raises InputError naming the missing or bad input;
+`resolve_inputs` gathers them into one `WhatifInputs`. A run directory (docs/run-directory.md) holds
+arms `DIR/<arm>/{steps.jsonl, scrapes.jsonl, loadgen.json, server.json}`; every arm's steps feed one
+fit, and the first arm's loadgen result is the workload. `run_inputs(DIR)` is exactly what
+`stallscope whatif --from DIR` simulates; `analyze` and the dashboard use it for a run directory.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from stallscope.analyzers.budget import WhatifInputs
 from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost, read_step_trace, roofline_cost
 from stallscope.analyzers.whatif import ServerShape
 from stallscope.analyzers.workload import LengthDist, Workload, read_json, workload_from_samples, workload_with
@@ -46,6 +49,34 @@ def run_steps(run_dir: str | Path) -> pd.DataFrame | None:
                     lambda d, a=arm.name: {f"{a}/{k}": v for k, v in d.items()} if isinstance(d, dict) else d)
             frames.append(f)
     return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def resolve_inputs(args) -> WhatifInputs:
+    """Step cost, workload, server shape, request overhead and the run's own budgets, from the CLI flags."""
+    cost = resolve_cost(args)
+    workload = resolve_workload(args)
+    shape = resolve_shape(args)
+    return WhatifInputs(cost, workload, shape, calibrate_from_run(args, workload, cost, shape),
+                        run_budgets=run_budgets(args.run_dir) if args.run_dir else (),
+                        source=f"the run {args.run_dir}" if args.run_dir else "the given inputs")
+
+
+def run_inputs(run_dir: str | Path) -> WhatifInputs:
+    """The inputs of `stallscope whatif --from RUN_DIR` with no other flag: every caller that has a run
+    directory (analyze, the dashboard) simulates the same thing."""
+    import argparse
+
+    from stallscope.commands.whatif import add_arguments
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return resolve_inputs(parser.parse_args([f"--from={run_dir}"]))
+
+
+def run_budgets(run_dir: str | Path) -> tuple:
+    """The `--max-num-batched-tokens` of the run's chunked-prefill arms (from each `server.json`)."""
+    cfgs = [arm_engine_config(a) for a in arm_dirs(run_dir)]
+    return tuple(sorted({c.max_num_batched_tokens for c in cfgs if c is not None and c.enable_chunked_prefill}))
 
 
 def resolve_cost(args) -> StepCostModel:
