@@ -128,9 +128,11 @@ class LLMEngine:
         start_ns = time.time_ns()
         out = self.scheduler.schedule()
         num_running, num_waiting = len(self.scheduler.running), len(self.scheduler.waiting)
+        arrivals = {}
         for req in out.scheduled_requests:
             if req.first_scheduled_ns is None:
                 req.first_scheduled_ns = start_ns
+                arrivals[req.request_id] = req.arrival_ns
         sampled, logits = self.model_runner.execute(out, self._rngs)
         changed = self.scheduler.update_from_output(out, sampled)
         end_ns = time.time_ns()
@@ -152,7 +154,7 @@ class LLMEngine:
             num_preempted=len(out.preempted_request_ids),
             kv_blocks_used=self.kv_cache_manager.num_used_blocks,
             kv_blocks_total=self.kv_cache_manager.num_total_blocks,
-            num_scheduled_tokens=dict(out.num_scheduled_tokens))
+            num_scheduled_tokens=dict(out.num_scheduled_tokens), arrival_ns=arrivals)
         self.step_count += 1
         if self._trace is not None:
             self._trace.write(stats)

@@ -22,6 +22,8 @@ class StepStats:
     kv_blocks_used: int
     kv_blocks_total: int
     num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
+    # {request_id: arrival time (ns, the server's add)} of the requests scheduled for the first time here
+    arrival_ns: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration_ns(self) -> int:

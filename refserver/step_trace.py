@@ -11,6 +11,7 @@ from stallscope.errors import InputError
 from .stats import StepStats
 
 _FIELDS = [f.name for f in fields(StepStats)]
+_OPTIONAL = {"arrival_ns"}                          # added later; older traces lack it
 
 
 class StepTraceWriter:
@@ -48,7 +49,8 @@ def read_step_trace(path: str | Path) -> list[StepStats]:
             continue
         try:
             record = json.loads(line)
-            out.append(StepStats(**{name: record[name] for name in _FIELDS}))
+            out.append(StepStats(**{name: record[name] for name in _FIELDS
+                                    if name not in _OPTIONAL or name in record}))
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"step trace {str(path)!r} line {lineno}: not a StepStats record ({exc})") from None
     return out

@@ -60,6 +60,7 @@ def test_outputs_stats_and_step_trace(tmp_path):
     assert last.finished and last.finish_reason == "length" and last.num_prompt_tokens == 70
     assert read_step_trace(trace) == stats
     assert json.loads(trace.read_text().splitlines()[0])["num_scheduled_tokens"] == {"a": 32}
+    assert [s.arrival_ns for s in stats] == [{"a": 1}, {}, {}, {}, {}]     # first scheduled in step 0 only
 
 
 @pytest.mark.parametrize("prompt,params,message", [

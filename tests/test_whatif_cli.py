@@ -213,3 +213,14 @@ def test_intake_delays_measure_send_to_first_schedule(tmp_path):
     (tmp_path / "loadgen.json").write_text(json.dumps({"spec": spec, "records": records}))
     d = intake_delays(tmp_path)
     assert len(d) == len(res.requests) and np.all(d >= 0.05 - 1e-6) and np.all(d <= 0.06 + 1e-6)
+    # with the engine's receipt times in the trace (`arrival_ns`), the step in flight is not counted
+    first = {}
+    for s in steps:
+        for rid in s["num_scheduled_tokens"]:
+            first.setdefault(rid, s)
+    arrival = {r.request_id: int((t0 + r.arrival_s + 0.05) * 1e9) for r in res.requests}
+    for s in steps:
+        s["arrival_ns"] = {rid: arrival[rid] for rid in s["num_scheduled_tokens"] if first[rid] is s}
+    (tmp_path / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    d = intake_delays(tmp_path)
+    assert len(d) == len(res.requests) and np.allclose(d, 0.05, atol=1e-6)

@@ -263,23 +263,27 @@ def arm_engine_config(arm: Path):
 
 
 def intake_delays(arm: Path) -> np.ndarray:
-    """Seconds from each request's send (loadgen) to its first scheduled step (step trace), per arm.
+    """Seconds from each request's send (loadgen) to the engine's receipt of it, per arm.
 
     The trace does not name the loadgen's requests, so each kind (short, long: total scheduled
-    tokens >= the spec's long prompt) is matched in order, first sent to first scheduled. What this
-    measures is the server's intake (HTTP, tokenization, the engine thread's command hop) plus any
-    wait in WAITING; arms with spare budget keep the second small.
+    tokens >= the spec's long prompt) is matched in order, first sent to first received. The engine's
+    receipt is the trace's `arrival_ns` (the server's hand-off to the engine, after HTTP parsing and
+    tokenization), so this is the server's intake alone: queueing in the engine, which the simulation
+    models itself, is not in it. Traces without `arrival_ns` fall back to the first scheduled step,
+    which also holds any wait in WAITING.
     """
     arm = Path(arm)
     steps = read_step_trace(arm / "steps.jsonl").sort_values("start_ns", kind="stable")
     run = read_json(arm / "loadgen.json")
     if "num_scheduled_tokens" not in steps or not isinstance(run.get("spec"), dict):
         return np.empty(0)
+    arrivals = steps["arrival_ns"] if "arrival_ns" in steps else [None] * len(steps)
     first: dict = {}
     total: dict = {}
-    for start, sched in zip(steps["start_ns"], steps["num_scheduled_tokens"]):
+    for start, sched, arrived in zip(steps["start_ns"], steps["num_scheduled_tokens"], arrivals):
         for rid, n in (sched.items() if isinstance(sched, dict) else ()):
-            first.setdefault(rid, int(start))
+            received = arrived.get(rid) if isinstance(arrived, dict) else None
+            first.setdefault(rid, int(start if received is None else received))
             total[rid] = total.get(rid, 0) + int(n)
     long_tokens = int(run["spec"].get("long_prompt_tokens") or 0)
     out = []
