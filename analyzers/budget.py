@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers.step_cost import StepCostModel
-from stallscope.analyzers.whatif import ServerShape, predict, recommend
+from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend
 from stallscope.analyzers.workload import Workload
 from stallscope.errors import InputError
 
@@ -96,7 +96,7 @@ def inputs_from_frames(steps: pd.DataFrame, samples: pd.DataFrame | None = None,
 
 
 def recommend_budget(inputs: WhatifInputs, itl_slo_s: float, *, budgets=None, include_unchunked: bool = False,
-                     seed: int = 0, noise: bool = True) -> dict:
+                     seed: int = 0, noise: bool = True, headroom: float = DEFAULT_HEADROOM) -> dict:
     """Simulate every budget (default: `candidate_budgets` of the inputs) and recommend one.
 
     Returns {"predictions": frame (one row per budget, `whatif.PREDICTION_COLUMNS`), "recommendation":
@@ -113,7 +113,7 @@ def recommend_budget(inputs: WhatifInputs, itl_slo_s: float, *, budgets=None, in
         budgets = candidate_budgets(inputs.run_budgets, block_size=inputs.shape.block_size)
     budgets = tuple(check_budgets(budgets, block_size=inputs.shape.block_size))
     preds = _predict(inputs, budgets, bool(include_unchunked), int(seed), bool(noise)).copy()
-    return {"predictions": preds, "recommendation": recommend(preds, itl_slo_s), "budgets": list(budgets)}
+    return {"predictions": preds, "recommendation": recommend(preds, itl_slo_s, headroom), "budgets": list(budgets)}
 
 
 @functools.lru_cache(maxsize=8)

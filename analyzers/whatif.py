@@ -69,6 +69,9 @@ class SimResult:
     steps: list = field(default_factory=list)   # StepStats-shaped dicts (docs/step-trace.md) if recorded
 
 
+# Fraction of the ITL SLO `recommend` keeps free for the prediction's own error (docs/whatif.md).
+DEFAULT_HEADROOM = 0.2
+
 def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens: int,
              enable_chunked_prefill: bool = True, shape: ServerShape = ServerShape(), seed: int = 0,
              noise: bool = True, drain: bool = True, record_steps: bool = False,
@@ -252,29 +255,41 @@ def calibrate_overhead(workload: Workload, cost: StepCostModel, measured_ttft_sh
     return (lo + hi) / 2
 
 
-def recommend(predictions: pd.DataFrame, itl_slo_s: float) -> dict:
-    """The largest chunked budget whose predicted ITL P99 is at most `itl_slo_s`.
+def recommend(predictions: pd.DataFrame, itl_slo_s: float, headroom: float = DEFAULT_HEADROOM) -> dict:
+    """The largest chunked budget whose predicted ITL P99 is at most `itl_slo_s` x (1 - `headroom`).
 
-    Among the budgets that meet the SLO the largest has the fewest chunks per long prompt, so as a
-    rule the shortest long-prompt TTFT. When none meets it, the budget with the lowest predicted ITL P99 (the largest on a
-    tie) is returned with `meets_slo: False`, and `reason` gives its long-prompt TTFT P99.
+    The headroom covers the prediction's own error (validated to within 20 %, docs/whatif.md): a budget
+    predicted right at the SLO meets it only about half the time. When no budget keeps that headroom,
+    the largest that meets the bare SLO is returned, and says so. Among the budgets that meet it the
+    largest has the fewest chunks per long prompt, so as a rule the shortest long-prompt TTFT. When none
+    meets the SLO, the budget with the lowest predicted ITL P99 (the largest on a tie) is returned with
+    `meets_slo: False`, and `reason` gives its long-prompt TTFT P99.
 
     >>> p = pd.DataFrame({"max_num_batched_tokens": [256, 512, 1024], "enable_chunked_prefill": [True] * 3,
     ...                   "itl_p99_s": [0.05, 0.15, 0.3], "ttft_long_p99_s": [3.0, 2.0, 1.5]})
-    >>> recommend(p, 0.2)["max_num_batched_tokens"]
-    512
+    >>> [recommend(p, 0.2)["max_num_batched_tokens"], recommend(p, 0.16)["max_num_batched_tokens"],
+    ...  recommend(p, 0.16, headroom=0)["max_num_batched_tokens"]]
+    [512, 256, 512]
+    >>> recommend(p.iloc[1:], 0.16)["reason"]
+    'largest simulated budget with predicted ITL P99 0.150 s <= SLO 0.16 s, but without the 20% headroom (0.128 s): expect misses; at a long-prompt TTFT P99 of 2.00 s'
     >>> recommend(p, 0.01)["reason"]
     'no simulated budget meets the ITL SLO 0.01 s; 256 predicts the lowest ITL P99, 0.050 s, at a long-prompt TTFT P99 of 3.00 s'
     """
     if not itl_slo_s > 0:
         raise InputError(f"ITL SLO must be > 0 s, got {itl_slo_s}")
+    if not 0 <= headroom < 1:
+        raise InputError(f"headroom must be in [0, 1), got {headroom}")
     chunked = predictions[predictions["enable_chunked_prefill"]].sort_values("max_num_batched_tokens")
     if chunked.empty:
         raise InputError("no chunked-prefill budget was simulated")
     itl = chunked["itl_p99_s"].to_numpy(dtype=float)
     finite = np.isfinite(itl)
+    target = itl_slo_s * (1.0 - headroom)
+    roomy = finite & (itl <= target)
     meets = bool((itl[finite] <= itl_slo_s).any())
-    if meets:
+    if roomy.any():
+        row = chunked[roomy].iloc[-1]
+    elif meets:
         row = chunked[finite & (itl <= itl_slo_s)].iloc[-1]
     elif finite.any():
         row = chunked[finite & (itl == itl[finite].min())].iloc[-1]
@@ -283,9 +298,13 @@ def recommend(predictions: pd.DataFrame, itl_slo_s: float) -> dict:
     budget = int(row["max_num_batched_tokens"])
     ttft = float(row.get("ttft_long_p99_s", float("nan")))
     ttft_text = f"long-prompt TTFT P99 of {ttft:.2f} s" if np.isfinite(ttft) else "no long prompt completed"
-    if meets:
+    if roomy.any():
+        room = f" less {headroom:.0%} headroom" if headroom else ""
         reason = (f"largest simulated budget with predicted ITL P99 {row['itl_p99_s']:.3f} s "
-                  f"<= SLO {itl_slo_s:g} s, at a {ttft_text}")
+                  f"<= SLO {itl_slo_s:g} s{room}, at a {ttft_text}")
+    elif meets:
+        reason = (f"largest simulated budget with predicted ITL P99 {row['itl_p99_s']:.3f} s <= SLO {itl_slo_s:g} s, "
+                  f"but without the {headroom:.0%} headroom ({target:.3f} s): expect misses; at a {ttft_text}")
     elif finite.any():
         reason = (f"no simulated budget meets the ITL SLO {itl_slo_s:g} s; {budget} predicts the lowest ITL P99, "
                   f"{row['itl_p99_s']:.3f} s, at a {ttft_text}")
@@ -294,6 +313,7 @@ def recommend(predictions: pd.DataFrame, itl_slo_s: float) -> dict:
                   f"{itl_slo_s:g} s; {budget} is the largest simulated")
     return {
         "max_num_batched_tokens": budget, "meets_slo": meets, "itl_slo_s": float(itl_slo_s),
+        "headroom": float(headroom), "within_headroom": bool(roomy.any()),
         "predicted_itl_p99_s": float(row["itl_p99_s"]), "predicted_ttft_long_p99_s": ttft,
         "flags": f"--enable-chunked-prefill --max-num-batched-tokens {budget}",
         "reason": reason,

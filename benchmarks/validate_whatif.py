@@ -11,7 +11,7 @@
    server at that budget in a fresh run, and checks the measured ITL P99 against the SLO.
 Everything is bounded in time and loopback only. The CPU is shared and noisy: say so with the figures.
 
-    python benchmarks/validate_whatif.py --budgets 256,512,1024 --duration 30 --out runs/validate
+    python benchmarks/validate_whatif.py --out runs/validate     # defaults: the run in docs/whatif.md
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 import requests
 
 from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
-from stallscope.analyzers.whatif import ServerShape, predict, recommend, trace_itl
+from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend, trace_itl
 from stallscope.commands.whatif_inputs import workload_from_loadgen
 from stallscope.refserver.config import EngineConfig
 from stallscope.commands.whatif_inputs import intake_delays, run_steps
@@ -145,15 +145,17 @@ def monotone(values, increasing: bool) -> bool:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="tiny")
-    p.add_argument("--budgets", default="256,512,1024")
-    p.add_argument("--sessions", type=int, default=8)
-    p.add_argument("--duration", type=float, default=30.0)
-    p.add_argument("--long-prompt-tokens", type=int, default=1536)
-    p.add_argument("--long-every", type=float, default=4.0)
+    p.add_argument("--budgets", default="64,128,256")
+    p.add_argument("--sessions", type=int, default=16)
+    p.add_argument("--duration", type=float, default=40.0)
+    p.add_argument("--long-prompt-tokens", type=int, default=1900)
+    p.add_argument("--long-every", type=float, default=3.0)
     p.add_argument("--long-max-tokens", type=int, default=16)
     p.add_argument("--short-prompt-tokens", type=int, default=32)
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--itl-slo", type=float, default=0.2)
+    p.add_argument("--max-tokens", type=int, default=96)
+    p.add_argument("--itl-slo", type=float, default=0.1)
+    p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
+                   help="fraction of the SLO the recommendation keeps free (default: whatif's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sim-seeds", type=int, default=3, help="simulations averaged per budget")
     p.add_argument("--out", default="runs/validate_whatif")
@@ -217,7 +219,7 @@ def main(argv=None) -> int:
             "ttft_short_p99_down_as_budget_shrinks": monotone([r[f"{side}_ttft_short_p99_s"] for r in chunked_rows], True),
             "throughput_down_as_budget_shrinks": monotone([r[f"{side}_output_tok_s"] for r in chunked_rows], True),
         }
-    rec = recommend(pred, args.itl_slo)
+    rec = recommend(pred, args.itl_slo, args.headroom)
     closed = None
     if not args.no_closed_loop:
         b = rec["max_num_batched_tokens"]

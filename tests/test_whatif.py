@@ -127,9 +127,21 @@ def test_recommend_largest_budget_meeting_slo_and_fallback():
     p = pd.DataFrame({"max_num_batched_tokens": [256, 512, 1024, 2048, 2048],
                       "enable_chunked_prefill": [True, True, True, True, False],
                       "itl_p99_s": [0.05, 0.12, 0.19, 0.5, 0.01], "ttft_long_p99_s": [4, 3, 2, 1, 1]})
-    rec = recommend(p, 0.2)
-    assert rec["max_num_batched_tokens"] == 1024 and rec["meets_slo"]
+    rec = recommend(p, 0.2, headroom=0)
+    assert rec["max_num_batched_tokens"] == 1024 and rec["meets_slo"] and rec["within_headroom"]
     assert rec["flags"] == "--enable-chunked-prefill --max-num-batched-tokens 1024"
+    # the default keeps 20 % of the SLO free: 0.19 s > 0.16 s, so 512 (0.12 s)
+    rec = recommend(p, 0.2)
+    assert rec["max_num_batched_tokens"] == 512 and rec["meets_slo"] and rec["within_headroom"]
+    assert "SLO 0.2 s less 20% headroom" in rec["reason"]
+    # the headroom wins over a larger budget inside the bare SLO: 256 (0.05 s <= 0.104 s), not 512
+    assert recommend(p, 0.13)["max_num_batched_tokens"] == 256
+    # none inside the headroom: the largest inside the bare SLO, flagged as without headroom
+    tight = recommend(p.iloc[1:], 0.13)
+    assert tight["max_num_batched_tokens"] == 512 and tight["meets_slo"] and not tight["within_headroom"]
+    assert "without the 20% headroom (0.104 s)" in tight["reason"]
+    with pytest.raises(InputError, match=r"headroom must be in \[0, 1\), got 1"):
+        recommend(p, 0.2, headroom=1)
     strict = recommend(p, 0.01)
     # none meets: the lowest predicted ITL P99 (not the smallest budget), its TTFT cost in the reason
     assert strict["max_num_batched_tokens"] == 256 and not strict["meets_slo"]

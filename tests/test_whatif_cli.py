@@ -99,6 +99,8 @@ def test_run_directory_supplies_steps_workload_and_pool(tmp_path, capsys):
     (["--steps", "{trace}", *FLAGS, "--budgets", "big"], "--budgets must be comma-separated integers"),
     (["--steps", "{trace}", *FLAGS, "--itl-slo", "-1"], "argument --itl-slo: must be > 0, got '-1'"),
     (["--steps", "{trace}", *FLAGS, "--request-overhead", "-0.1"], "--request-overhead: must be >= 0"),
+    (["--steps", "{trace}", *FLAGS, "--headroom", "1"], "argument --headroom: must be in [0, 1), got '1'"),
+    (["--steps", "{trace}", *FLAGS, "--headroom", "lots"], "argument --headroom: expected a fraction, got 'lots'"),
     (["--gpu", "H100-SXM", *FLAGS], "needs both --gpu and --roofline-model"),
     (["--nsys", "/nonexistent/x.sqlite", *FLAGS], "nsys export not found: /nonexistent/x.sqlite"),
     (["--steps", "{trace}", "--db", "/nonexistent/store.db"], "/nonexistent/store.db"),

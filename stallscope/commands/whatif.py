@@ -35,6 +35,16 @@ def _positive(kind):
     return parse
 
 
+def _headroom(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
+    return value
+
+
 def _nonnegative(text: str) -> float:
     try:
         value = float(text)
@@ -67,6 +77,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "run's own chunked budget, none below --block-size)")
     p.add_argument("--include-unchunked", action="store_true", help="also simulate --no-enable-chunked-prefill")
     p.add_argument("--itl-slo", type=_positive(float), default=None, help="ITL P99 SLO in seconds (default: thresholds.yaml)")
+    p.add_argument("--headroom", type=_headroom, default=None, metavar="F",
+                   help="fraction of the SLO kept free for prediction error: recommend the largest budget "
+                        "predicted at <= SLO x (1 - F) (default 0.2; 0 = the bare SLO)")
     w = p.add_argument_group("workload (override or replace the measured one)")
     w.add_argument("--rate", type=float, default=None, help="open-loop request rate, requests/s")
     w.add_argument("--sessions", type=int, default=None, help="closed-loop streaming sessions")
@@ -97,7 +110,8 @@ def run(args) -> int:
     slo = args.itl_slo if args.itl_slo is not None else float(load_thresholds()["itl_slo_s"])
     inputs = whatif_inputs.resolve_inputs(args)
     res = recommend_budget(inputs, slo, budgets=args.budgets, include_unchunked=args.include_unchunked,
-                           seed=args.seed, noise=not args.no_noise)
+                           seed=args.seed, noise=not args.no_noise,
+                           **({} if args.headroom is None else {"headroom": args.headroom}))
     result = {
         "predictions": [{k: _jsonable(v) for k, v in row.items()} for row in res["predictions"].to_dict("records")],
         "recommendation": res["recommendation"],
