@@ -183,18 +183,30 @@ def summarize(result: SimResult, workload: Workload) -> dict:
     As the loadgen (and `vllm bench serve`) measure: requests sent before the workload's duration
     that finished; throughput = their output tokens / the time of the last token.
     """
-    sent = [r for r in result.requests if r.arrival_s < workload.duration_s]
-    done = [r for r in sent if len(r.token_times_s) >= r.max_tokens]
-    long_ = [r.token_times_s[0] - r.arrival_s for r in done if workload.is_long(r.num_prompt_tokens)]
-    short = [r.token_times_s[0] - r.arrival_s for r in done if not workload.is_long(r.num_prompt_tokens)]
-    itl = np.concatenate([np.diff(r.token_times_s) for r in done if len(r.token_times_s) > 1] or [np.empty(0)])
-    last = max((r.token_times_s[-1] for r in done), default=0.0)
+    return _summarize([result], workload)
+
+
+def _summarize(results: list, workload: Workload) -> dict:
+    """`summarize` over several runs pooled: quantiles over all their requests, tokens / summed run time,
+    counts per run (the validation pools its measured rounds the same way)."""
+    long_, short, itl, tokens, elapsed, n_done, n_unfinished = [], [], [], 0, 0.0, 0, 0
+    for result in results:
+        sent = [r for r in result.requests if r.arrival_s < workload.duration_s]
+        done = [r for r in sent if len(r.token_times_s) >= r.max_tokens]
+        long_ += [r.token_times_s[0] - r.arrival_s for r in done if workload.is_long(r.num_prompt_tokens)]
+        short += [r.token_times_s[0] - r.arrival_s for r in done if not workload.is_long(r.num_prompt_tokens)]
+        itl += [np.diff(r.token_times_s) for r in done if len(r.token_times_s) > 1]
+        tokens += sum(len(r.token_times_s) for r in done)
+        elapsed += max((r.token_times_s[-1] for r in done), default=0.0)
+        n_done, n_unfinished = n_done + len(done), n_unfinished + len(sent) - len(done)
+    itl = np.concatenate(itl or [np.empty(0)])
+    n = len(results)
     return {
         "ttft_long_p50_s": _pct(long_, 50), "ttft_long_p99_s": _pct(long_, 99),
         "ttft_short_p50_s": _pct(short, 50), "ttft_short_p99_s": _pct(short, 99),
         "itl_p50_s": _pct(itl, 50), "itl_p99_s": _pct(itl, 99),
-        "output_tok_s": sum(len(r.token_times_s) for r in done) / last if last > 0 else 0.0,
-        "num_requests": len(done), "num_long": len(long_), "num_unfinished": len(sent) - len(done),
+        "output_tok_s": tokens / elapsed if elapsed > 0 else 0.0,
+        "num_requests": n_done / n, "num_long": len(long_) / n, "num_unfinished": n_unfinished / n,
     }
 
 
@@ -203,8 +215,10 @@ def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunk
             request_overhead_s=0.0, seeds: int = 1) -> pd.DataFrame:
     """One row per budget (and one for chunked prefill off): the predicted latencies and throughput.
 
-    With `seeds` > 1 each figure is the mean over that many seeded simulations (P99s of short runs
-    are noisy).
+    With `seeds` > 1 the quantiles pool the requests of that many seeded simulations (a P99 over a
+    few dozen long prompts is nearly their maximum, so pooled runs estimate it as a longer run would;
+    the validation pools its measured rounds the same way), throughput is tokens over the summed run
+    time, and counts are per run.
 
     >>> from stallscope.analyzers.workload import LengthDist
     >>> w = Workload(LengthDist.fixed(16), LengthDist.fixed(32), sessions=2, duration_s=2.0)
@@ -220,14 +234,12 @@ def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunk
         arms.append((max(max(budgets), shape.max_model_len), False))
     rows = []
     for budget, chunked in arms:
-        runs = []
-        for k in range(max(1, seeds)):
-            res = simulate(workload, cost, max_num_batched_tokens=budget, enable_chunked_prefill=chunked,
-                           shape=shape, seed=seed + k, noise=noise, request_overhead_s=request_overhead_s)
-            runs.append({**summarize(res, workload), "num_steps": res.num_steps,
-                         "num_preemptions": res.num_preemptions})
-        mean = pd.DataFrame(runs).mean(numeric_only=True).to_dict()
-        rows.append({"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked, **mean})
+        runs = [simulate(workload, cost, max_num_batched_tokens=budget, enable_chunked_prefill=chunked,
+                         shape=shape, seed=seed + k, noise=noise, request_overhead_s=request_overhead_s)
+                for k in range(max(1, seeds))]
+        rows.append({"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked,
+                     **_summarize(runs, workload), "num_steps": float(np.mean([r.num_steps for r in runs])),
+                     "num_preemptions": float(np.mean([r.num_preemptions for r in runs]))})
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
 
 

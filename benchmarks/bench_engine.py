@@ -144,7 +144,7 @@ def main() -> None:
     prompt = min(prompt, engine.max_model_len - 1)
     weight_bytes = 4 * (mc.num_params - mc.vocab_size * mc.hidden_size)   # all but the embedding table
     print(f"model {mc.name}: {mc.num_params / 1e6:.1f}M params ({weight_bytes / 2**20:.0f} MiB float32 read per "
-          f"step), BLAS threads {engine.model_runner.blas_threads.threads}")
+          f"step), BLAS threads {engine.model_runner.blas_threads}")
 
     t = bench_prefill(engine, prompt, max(1, reps // 2))
     gflops = prefill_flops(mc, prompt) / t / 1e9

@@ -157,7 +157,9 @@ def main(argv=None) -> int:
     p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
                    help="fraction of the SLO the recommendation keeps free (default: whatif's)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sim-seeds", type=int, default=3, help="simulations averaged per budget")
+    p.add_argument("--sim-seeds", type=int, default=None,
+                   help="seeded simulations pooled per budget (default: --rounds, so the predicted P99s "
+                        "pool as many runs as the measured ones)")
     p.add_argument("--out", default="runs/validate_whatif")
     p.add_argument("--no-closed-loop", action="store_true")
     p.add_argument("--reuse", action="store_true", help="reuse arms already measured in --out")
@@ -198,7 +200,7 @@ def main(argv=None) -> int:
                         max_model_len=cfg.resolved_max_model_len)
     # the request overhead: the calibration arm's measured send -> first-scheduled delays, drawn per request
     overhead = np.concatenate([intake_delays(p.parent) for p in sorted((out / cal_dir).glob("r*/steps.jsonl"))])
-    pred = predict(workload, cost, budgets, include_unchunked=True, shape=shape, seeds=args.sim_seeds,
+    pred = predict(workload, cost, budgets, include_unchunked=True, shape=shape, seeds=args.sim_seeds or args.rounds,
                    request_overhead_s=overhead)
 
     rows = []

@@ -25,28 +25,25 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _blas_controllers() -> list:
-    return [lc for lc in ThreadpoolController().lib_controllers if lc.user_api == "blas"]
+def _blas_threads_now(controllers) -> int:
+    return max((lc.num_threads for lc in controllers.lib_controllers), default=1)
 
 
 def server_blas_threads() -> int:
     """The server's default: all cores but one (the HTTP front end and local clients need it), never more
     than the BLAS already allows (OPENBLAS_NUM_THREADS and friends)."""
-    current = max((lc.num_threads for lc in _blas_controllers()), default=1)
-    return max(1, min(available_cores() - 1, current))
+    return max(1, min(available_cores() - 1, _blas_threads_now(ThreadpoolController().select(user_api="blas"))))
 
 
-class _BlasThreads:
-    """One BLAS thread count for every step: `--blas-threads`, else what the BLAS was started with (all
-    cores unless OPENBLAS_NUM_THREADS says otherwise). All cores are a quiet machine's fastest choice for
-    every step size, decode included. Fixed, not switched per step, so a step's cost stays one smooth
-    function of its tokens (the what-if cost model fits it) and never jumps at a threshold."""
-
-    def __init__(self, threads: int | None):
-        self._libs = _blas_controllers()
-        self.threads = threads or max((lc.num_threads for lc in self._libs), default=1)
-        for lc in self._libs:
-            lc.set_num_threads(self.threads)
+def fix_blas_threads(threads: int | None) -> int:
+    """Set one BLAS thread count for every step and return it: `threads`, else what the BLAS was started
+    with (all cores unless OPENBLAS_NUM_THREADS says otherwise). All cores are a quiet machine's fastest
+    choice for every step size, decode included. Fixed, not switched per step, so a step's cost stays one
+    smooth function of its tokens (the what-if cost model fits it) and never jumps at a threshold."""
+    controllers = ThreadpoolController().select(user_api="blas")
+    threads = threads or _blas_threads_now(controllers)
+    controllers.limit(limits=threads)               # the returned context is dropped: the setting stays
+    return threads
 
 
 def _keep_freed_memory_in_the_heap() -> None:
@@ -76,7 +73,7 @@ class ModelRunner:
         self.cache = PagedKVCache(mc.num_layers, kv_cache_manager.num_total_blocks, config.block_size,
                                   mc.num_kv_heads, mc.head_dim, config.kv_cache_dtype)
         self.sampler = Sampler(mc.vocab_size)
-        self.blas_threads = _BlasThreads(config.blas_threads)
+        self.blas_threads = fix_blas_threads(config.blas_threads)
         _keep_freed_memory_in_the_heap()
 
     def prepare(self, out: SchedulerOutput) -> tuple[np.ndarray, np.ndarray, AttentionMetadata, list[int], list]:

@@ -136,3 +136,20 @@ def test_presets_have_the_documented_sizes():
     w = init_weights(PRESETS["tiny"])
     assert sum(a.size for a in w.values()) == PRESETS["tiny"].num_params
     assert all(a.dtype == np.float32 for a in w.values())
+
+
+def test_blas_threads_are_fixed_for_every_step():
+    from threadpoolctl import ThreadpoolController
+
+    from stallscope.refserver.model_runner import fix_blas_threads
+
+    blas = ThreadpoolController().select(user_api="blas")
+    before = max(lc.num_threads for lc in blas.lib_controllers)
+    try:
+        engine = LLMEngine(EngineConfig(model="tiny", blas_threads=1))
+        assert engine.model_runner.blas_threads == 1
+        engine.add_request("a", [1] * 300, SamplingParams(max_tokens=2, ignore_eos=True))
+        drain(engine)                                   # a 300-token step does not switch it back
+        assert [lc.num_threads for lc in ThreadpoolController().select(user_api="blas").lib_controllers] == [1]
+    finally:
+        fix_blas_threads(before)
