@@ -33,7 +33,7 @@ from stallscope.refserver.scheduler import Scheduler
 
 DRAIN_LIMIT = 10  # simulate at most this many durations (+60 s) while draining in-flight requests
 PREDICTION_COLUMNS = [
-    "max_num_batched_tokens", "enable_chunked_prefill", "ttft_long_p50_s", "ttft_long_p99_s",
+    "max_num_batched_tokens", "enable_chunked_prefill", "ttft_p50_s", "ttft_p99_s", "ttft_long_p50_s", "ttft_long_p99_s",
     "ttft_short_p50_s", "ttft_short_p99_s", "itl_p50_s", "itl_p99_s", "output_tok_s",
     "num_requests", "num_long", "num_unfinished", "num_steps", "num_preemptions",
 ]
@@ -178,7 +178,7 @@ def _pct(values, q) -> float:
 
 
 def summarize(result: SimResult, workload: Workload) -> dict:
-    """P50/P99 TTFT (long/short), pooled ITL and output tokens/s, over completed requests.
+    """P50/P99 TTFT (all, long, short), pooled ITL and output tokens/s, over completed requests.
 
     As the loadgen (and `vllm bench serve`) measure: requests sent before the workload's duration
     that finished; throughput = their output tokens / the time of the last token.
@@ -202,6 +202,7 @@ def _summarize(results: list, workload: Workload) -> dict:
     itl = np.concatenate(itl or [np.empty(0)])
     n = len(results)
     return {
+        "ttft_p50_s": _pct(long_ + short, 50), "ttft_p99_s": _pct(long_ + short, 99),
         "ttft_long_p50_s": _pct(long_, 50), "ttft_long_p99_s": _pct(long_, 99),
         "ttft_short_p50_s": _pct(short, 50), "ttft_short_p99_s": _pct(short, 99),
         "itl_p50_s": _pct(itl, 50), "itl_p99_s": _pct(itl, 99),

@@ -37,7 +37,8 @@ from stallscope.refserver.loadgen import LoadSpec, RequestRecord, run_load
 from stallscope.refserver.loadgen import summarize as loadgen_summary
 from stallscope.refserver.server_thread import free_port
 
-FIGURES = [("itl_p99_s", "ITL P99"), ("engine_itl_p99_s", "engine ITL P99"), ("engine_itl_p50_s", "engine ITL P50"), ("ttft_long_p99_s", "TTFT long P99"),
+FIGURES = [("itl_p99_s", "ITL P99"), ("engine_itl_p99_s", "engine ITL P99"), ("engine_itl_p50_s", "engine ITL P50"),
+           ("ttft_p99_s", "TTFT P99"), ("ttft_long_p99_s", "TTFT long P99"),
            ("ttft_short_p99_s", "TTFT short P99"), ("itl_p50_s", "ITL P50"), ("output_tok_s", "output tok/s")]
 LIMIT, GOAL = 0.20, 0.10
 
@@ -104,7 +105,7 @@ def measured_figures(results: list[dict], budget: int, chunked: bool, arm_dir: P
     engine_itl = np.concatenate([trace_itl(read_step_trace(p)) for p in paths])
     return {"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked,
             "engine_itl_p50_s": float(np.percentile(engine_itl, 50)), "engine_itl_p99_s": float(np.percentile(engine_itl, 99)),
-            "itl_p50_s": a["itl_s"]["p50"], "itl_p99_s": a["itl_s"]["p99"],
+            "itl_p50_s": a["itl_s"]["p50"], "itl_p99_s": a["itl_s"]["p99"], "ttft_p99_s": a["ttft_s"]["p99"],
             "ttft_long_p99_s": result["long"]["ttft_s"]["p99"], "ttft_short_p99_s": result["short"]["ttft_s"]["p99"],
             "ttft_short_p50_s": result["short"]["ttft_s"]["p50"],
             "output_tok_s": result["output_tok_s"], "completed": result["requests"]["completed"]}
@@ -191,7 +192,8 @@ def main(argv=None) -> int:
     per_round = {k: [measured_figures([res], *arms[k], out / arm_name(k), rounds=[i]) for i, res in enumerate(v)]
                  for k, v in results.items()}
     spread = {k: {f: (max(x[f] for x in v) / min(x[f] for x in v) - 1) if min(x[f] for x in v) else None
-                  for f in ("itl_p99_s", "engine_itl_p99_s", "ttft_long_p99_s", "ttft_short_p99_s", "output_tok_s")}
+                  for f in ("itl_p99_s", "engine_itl_p99_s", "ttft_p99_s", "ttft_long_p99_s", "ttft_short_p99_s",
+                            "output_tok_s")}
               for k, v in per_round.items() if len(v) > 1}
     cost = fit_step_cost(run_steps(out / cal_dir), source=f"{cal_dir} arm")
     workload = workload_from_loadgen(results[args.calibrate_on][0], f"{cal_dir} loadgen")
@@ -247,7 +249,7 @@ def main(argv=None) -> int:
             meas = r[f"meas_{k}"]
             print(f"{label:<16} {r['arm'] + ('*' if r['calibration'] else ''):>6} {r[f'pred_{k}']:10.3f} "
                   f"{float('nan') if meas is None else meas:10.3f} {'' if e is None else f'{e:+.0%}':>8}{flag}")
-    for k in ("itl_p99_s", "engine_itl_p99_s", "ttft_long_p99_s", "ttft_short_p99_s"):
+    for k in ("itl_p99_s", "engine_itl_p99_s", "ttft_p99_s", "ttft_long_p99_s", "ttft_short_p99_s"):
         errs = [abs(r[f"err_{k}"]) for r in rows if r[f"err_{k}"] is not None and not r["calibration"]]
         within = sum(e <= LIMIT for e in errs)
         print(f"{k}: {within}/{len(errs)} held-out arms within {LIMIT:.0%} (goal {GOAL:.0%}); "

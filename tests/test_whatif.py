@@ -229,3 +229,21 @@ def test_long_prompts_paced_by_session_progress_as_repro_does():
         # 20 tokens each for 2 sessions = 20 more steps of 10 ms after the previous long got its token
         assert nxt.arrival_s == pytest.approx(prev_first + 20 * 0.010, abs=1e-9)
     assert longs[0].arrival_s == pytest.approx(0.010 * 20, abs=1e-9)   # 20 steps from the start
+
+
+def test_seeded_runs_pool_their_requests_for_quantiles():
+    """predict(seeds=k) computes each P99 over the requests of all k runs, as the validation pools its
+    measured rounds; throughput is tokens over the summed run time."""
+    w = fixed(16, 24, sessions=3, long_prompt_tokens=600, long_output_tokens=2, long_every_s=0.3, duration_s=2.0)
+    noisy = StepCostModel(intercept_s=0.010, coef_s={"prefill_tokens": 1e-4}, residuals=tuple(np.linspace(0.5, 3.0, 11)))
+    runs = [simulate(w, noisy, max_num_batched_tokens=128, seed=k) for k in (7, 8)]
+    ttft = [r.token_times_s[0] - r.arrival_s for run in runs for r in run.requests
+            if r.arrival_s < w.duration_s and len(r.token_times_s) >= r.max_tokens]
+    itl = np.concatenate([np.diff(r.token_times_s) for run in runs for r in run.requests
+                          if r.arrival_s < w.duration_s and len(r.token_times_s) >= r.max_tokens])
+    row = predict(w, noisy, [128], seed=7, seeds=2).iloc[0]
+    assert row["ttft_p99_s"] == pytest.approx(np.percentile(ttft, 99))
+    assert row["itl_p99_s"] == pytest.approx(np.percentile(itl, 99))
+    per_run = [summarize(run, w) for run in runs]
+    assert row["ttft_p99_s"] != pytest.approx(np.mean([s["ttft_p99_s"] for s in per_run]))  # not a mean of P99s
+    assert row["num_requests"] == pytest.approx(np.mean([s["num_requests"] for s in per_run]))

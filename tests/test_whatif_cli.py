@@ -45,7 +45,7 @@ def test_json_has_one_prediction_per_budget_and_a_recommendation(trace, capsys):
     assert [(p["max_num_batched_tokens"], p["enable_chunked_prefill"]) for p in preds] == \
         [(256, True), (512, True), (1024, True), (2048, False)]
     for p in preds:
-        assert {"ttft_long_p50_s", "ttft_long_p99_s", "ttft_short_p50_s", "ttft_short_p99_s", "itl_p50_s",
+        assert {"ttft_p50_s", "ttft_p99_s", "ttft_long_p50_s", "ttft_long_p99_s", "ttft_short_p50_s", "ttft_short_p99_s", "itl_p50_s",
                 "itl_p99_s", "output_tok_s"} <= set(p)
         assert p["num_long"] == 3 and p["itl_p50_s"] > 0
     rec = data["recommendation"]
