@@ -1,14 +1,16 @@
 """Validate `stallscope whatif` against the reference server: predicted vs measured, per budget.
 
-1. Runs the reference server (a subprocess, loopback) with chunked prefill OFF under the loadgen's
-   load (refserver/loadgen.py: steady sessions + one long prompt every T s) and records its step trace.
-2. Fits the step-cost model on that one run only and takes the workload from its loadgen result;
-   predicts TTFT P99 (long, short), ITL P99 and output tok/s for every budget and for chunking off;
-   requests reach the scheduler after the send -> first-scheduled delays measured in that run.
-3. Runs the server again at each budget (chunked) under the same load and measures the same figures.
-4. Prints predicted vs measured and the relative error (limit 20 %, goal 10 %), checks the trade-off
-   shape in both, then closes the loop: recommends the largest budget meeting --itl-slo, runs the
-   server at that budget in a fresh run, and checks the measured ITL P99 against the SLO.
+1. Runs the reference server (a subprocess, loopback) at each budget with chunked prefill on, and once
+   with it off, under the loadgen's load (refserver/loadgen.py: steady sessions + one long prompt every
+   T s), in interleaved rounds, recording step traces.
+2. Fits the step-cost model on ONE arm (--calibrate-on, default the middle budget) and takes the
+   workload from its loadgen result and the request overhead from its send -> engine-receipt delays;
+   predicts TTFT P99 (all, long, short), ITL P99 and output tok/s for every budget and for chunking off,
+   pooling as many seeded simulations as there are measured rounds.
+3. Prints predicted vs measured (pooled over rounds) and the relative error (limit 20 %, goal 10 %) for
+   every arm, the held-out ones and the calibration arm, checks the trade-off shape in both, then closes
+   the loop: recommends a budget for --itl-slo (with whatif's headroom), runs the server at that budget
+   in fresh rounds, and checks the measured ITL P99 against the SLO.
 Everything is bounded in time and loopback only. The CPU is shared and noisy: say so with the figures.
 
     python benchmarks/validate_whatif.py --out runs/validate     # defaults: the run in docs/whatif.md
@@ -165,8 +167,10 @@ def main(argv=None) -> int:
     p.add_argument("--no-closed-loop", action="store_true")
     p.add_argument("--reuse", action="store_true", help="reuse arms already measured in --out")
     p.add_argument("--rounds", type=int, default=2, help="interleaved repetitions of every arm (default 2)")
-    p.add_argument("--calibrate-on", default="off", help="the arm whose steps and load calibrate the model: "
-                   "'off' or one of the budgets (default off)")
+    p.add_argument("--calibrate-on", default=None,
+                   help="the arm whose steps and load calibrate the model: 'off' or one of the budgets "
+                        "(default: the middle budget; a chunked arm's mixed prefill+decode steps are what "
+                        "the other budgets run, and chunked prefill is vLLM V1's default)")
     args = p.parse_args(argv)
     budgets = sorted(int(b) for b in args.budgets.split(","))
     out = Path(args.out)
@@ -175,6 +179,8 @@ def main(argv=None) -> int:
     t0 = time.time()
 
     arms = {"off": (max(budgets), False), **{str(b): (b, True) for b in budgets}}
+    if args.calibrate_on is None:
+        args.calibrate_on = str(budgets[len(budgets) // 2])
     if args.calibrate_on not in arms:
         raise SystemExit(f"--calibrate-on {args.calibrate_on!r} is not one of the arms {list(arms)}")
     cal_budget, cal_chunked = arms[args.calibrate_on]
