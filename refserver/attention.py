@@ -17,11 +17,8 @@ import ml_dtypes
 import numpy as np
 
 FP8_MAX = 448.0
-# fp8 bit pattern -> float32 value (the write path's dequantisation of touched blocks).
-_FP8_LUT = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)
-_FP8_LUT[np.isnan(_FP8_LUT)] = 0.0
 STORAGE_DTYPES = {"float32": np.float32, "auto": np.float16, "fp16": np.float16, "fp8": np.uint8}
-# (bits, exponent bias, sign-extended mask) of each stored format: see `_widen`.
+# (signed view, shift into float32 place, exponent bias, mask) of each stored format: see `_widen`.
 _WIDEN = {"fp16": (np.int16, 13, 15, np.int32(-0x70000001)),     # keep bit 31 and bits 27..0
           "fp8": (np.int8, 20, 7, np.int32(-0x78100000))}         # keep bit 31 and bits 26..20
 QUERY_TILE = 512                                   # prefill query rows per attention tile
@@ -75,7 +72,7 @@ class PagedKVCache:
         # Re-quantise each touched block with a scale that covers its old and new values.
         blocks, offsets = np.divmod(slots, self.block_size)
         touched, inverse = np.unique(blocks, return_inverse=True)
-        cur = _FP8_LUT[store[:, touched]] * scale[touched][None, :, None, None]   # (kvh, nb, bs, hd)
+        cur = _widen(store[:, touched], "fp8", scale[touched][None, :, None, None])   # (kvh, nb, bs, hd)
         fresh = np.zeros(touched.size, dtype=bool)
         fresh[inverse[offsets == 0]] = True             # a block's first write starts at offset 0
         cur[:, fresh] = 0.0                             # drop a previous owner's stale values
