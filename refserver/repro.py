@@ -32,7 +32,7 @@ from stallscope.refserver.loadgen import LoadSpec, run_load
 from stallscope.refserver.server_thread import free_port
 
 SCENARIOS = {"starvation": ("off", "on"), "kv-pressure": ("auto", "fp8")}
-DEFAULT_BUDGET = 80           # tokens per step: 32 decodes + a 48-token chunk, a 1,900-token prompt in 40 chunks
+DEFAULT_BUDGET = 64           # tokens per step: 32 decodes + a 32-token chunk, a 1,900-token prompt in 60 chunks
 LONG_EVERY_TOKENS = 50        # session tokens between long prompts: stalls are ~1/51 of the `off` ITLs
 LONG_PROMPT_TOKENS = 1900     # long enough that one unchunked prefill is ~100 decode steps on `tiny`
 KV_PRESSURE_POOL_MB = 2.5     # tiny: 160 blocks with auto, 320 with fp8, vs ~300 blocks of peak demand

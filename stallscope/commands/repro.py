@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="90 s of load instead of 180 s")
     parser.add_argument("--model", default="tiny", help="model preset for both arms (default tiny)")
     parser.add_argument("--budget", type=int, default=None, metavar="N",
-                        help="--max-num-batched-tokens of the chunked arms (default 80)")
+                        help="--max-num-batched-tokens of the chunked arms (default 64)")
     parser.add_argument("--duration", type=float, default=None, metavar="S", help="override the load duration")
     parser.add_argument("--sessions", type=int, default=None, metavar="N", help="override the steady sessions")
     parser.add_argument("--long-every", type=float, default=None, metavar="T",
