@@ -23,6 +23,7 @@ from stallscope.refserver.server_thread import free_port
     (["--port", "0"], "--port must be in 1..65535"),
     (["--max-waiting", "0"], "--max-waiting must be at least 1"),
     (["--kv-cache-mb", "0.001"], "holds no block"),
+    (["--blas-threads", "-1"], "--blas-threads must be a positive integer, got -1"),
 ])
 def test_bad_flags_are_one_line_exit_2(capsys, argv, message):
     assert main(["refserver", *argv]) == 2
