@@ -7,31 +7,21 @@ alone, in three layouts, with the weights cold (streamed from DRAM) as in a real
 2. W^T @ x^T, all threads (the transposed layout);
 3. x @ W split by output columns over two Python threads, one BLAS thread each.
 Each is the best of 7 passes over the 7 layers' four weight matrices; the last column is the ratio to
-the bandwidth floor (the matrices' bytes / this run's best read bandwidth, 1 and all threads).
+the bandwidth floor (the matrices' bytes / this run's best read bandwidth, bench_engine's measure).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from bench_engine import best_of, read_bandwidth_gbs
 from stallscope.refserver.config import PRESETS
 
 BLAS = ThreadpoolController().select(user_api="blas")
-
-
-def best_s(fn, reps: int = 7) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:
@@ -52,12 +42,7 @@ def main() -> None:
     all_threads = max(lc.num_threads for lc in BLAS.lib_controllers)
     nbytes = sum(w.nbytes for layer in weights for w in layer)
 
-    big = np.ones((512 * 2**20 // 4096, 1024), dtype=np.float32)
-    ones = np.ones(1024, dtype=np.float32)
-    bw = 0.0
-    for threads in sorted({1, all_threads}):
-        with BLAS.limit(limits=threads):
-            bw = max(bw, big.nbytes / best_s(lambda: big @ ones, 5))
+    bw = read_bandwidth_gbs(512, 5) * 1e9
     floor = nbytes / bw
 
     def plain():
@@ -80,10 +65,10 @@ def main() -> None:
     print(f"small, batch {m}: {nbytes / 2**20:.0f} MiB of linear weights; read bandwidth {bw / 1e9:.1f} GB/s, "
           f"floor {floor * 1e3:.1f} ms\n\n| layout | linear layers | ratio to floor |\n|---|---|---|")
     with BLAS.limit(limits=all_threads):
-        rows = [(f"x @ W, {all_threads} BLAS threads (engine)", best_s(plain)),
-                (f"W^T @ x^T, {all_threads} BLAS threads", best_s(transposed_layout))]
+        rows = [(f"x @ W, {all_threads} BLAS threads (engine)", best_of(plain, 7)),
+                (f"W^T @ x^T, {all_threads} BLAS threads", best_of(transposed_layout, 7))]
     with BLAS.limit(limits=1):
-        rows.append(("x @ W split by columns over 2 Python threads, 1 BLAS thread each", best_s(column_split)))
+        rows.append(("x @ W split by columns over 2 Python threads, 1 BLAS thread each", best_of(column_split, 7)))
     for name, t in rows:
         print(f"| {name} | {t * 1e3:.1f} ms | {t / floor:.2f}x |")
 

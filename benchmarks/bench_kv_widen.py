@@ -9,22 +9,12 @@ decode step of `small`), as ns per element and as a ratio to the engine's `_wide
 from __future__ import annotations
 
 import argparse
-import time
 
 import ml_dtypes
 import numpy as np
 
+from bench_engine import best_of
 from stallscope.refserver.attention import _widen
-
-
-def best_ns_per_element(fn, n: int, reps: int = 30) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times) / n * 1e9
 
 
 def main() -> None:
@@ -47,7 +37,7 @@ def main() -> None:
     print(f"{n:,} values\n\n| method | ns / element | ratio to the engine's |\n|---|---|---|")
     base = {}
     for name, fn in rows:
-        ns = best_ns_per_element(fn, n)
+        ns = best_of(fn, 30) / n * 1e9
         fmt = name.split(":")[0]
         base.setdefault(fmt, ns)
         print(f"| {name} | {ns:.2f} | {ns / base[fmt]:.2f}x |")

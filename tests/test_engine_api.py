@@ -148,8 +148,9 @@ def test_blas_threads_are_fixed_for_every_step():
     try:
         engine = LLMEngine(EngineConfig(model="tiny", blas_threads=1))
         assert engine.model_runner.blas_threads == 1
-        engine.add_request("a", [1] * 300, SamplingParams(max_tokens=2, ignore_eos=True))
-        drain(engine)                                   # a 300-token step does not switch it back
+        # a 1,024-token step: the old per-step rule (one thread per 256 tokens) would raise the count here
+        engine.add_request("a", [1] * 1024, SamplingParams(max_tokens=2, ignore_eos=True))
+        drain(engine)
         assert [lc.num_threads for lc in ThreadpoolController().select(user_api="blas").lib_controllers] == [1]
     finally:
         fix_blas_threads(before)

@@ -35,24 +35,22 @@ def _positive(kind):
     return parse
 
 
-def _headroom(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction, got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
-    return value
+def _float_in(low: float, high: float = math.inf, *, what: str):
+    """An argparse type: a finite float in [low, high), `what` naming the expected value."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (low <= value < high and math.isfinite(value)):
+            bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g})"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text!r}")
+        return value
+    return parse
 
 
-def _nonnegative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
+_headroom = _float_in(0.0, 1.0, what="a fraction")
+_nonnegative = _float_in(0.0, what="seconds")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
