@@ -47,7 +47,8 @@ def open_nvml(nvml=None):
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        raise CollectorError(f"NVML not available: {exc}") from None
+        raise CollectorError(f"NVML not available: {exc} (NVML comes with the NVIDIA driver; without a GPU, "
+                             "scrape dcgm-exporter with --target instead of --nvml)") from None
     return nvml
 
 

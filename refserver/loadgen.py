@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlparse
 
+import httpx
 import numpy as np
 
 from stallscope.errors import InputError
@@ -179,8 +180,6 @@ async def _stream_one(client, url: str, body: dict, rec: RequestRecord, timeout_
 
 async def run_load(spec: LoadSpec, progress: bool = True) -> dict:
     """Drive the server at `spec.url`; returns the summary dict plus per-request records."""
-    import httpx
-
     spec.validate()
     base = spec.url.rstrip("/")
     rng = random.Random(spec.seed)

@@ -2,7 +2,7 @@
 
 The engine never imports prometheus_client; this module turns each `(outputs, StepStats)` pair into
 metrics with vLLM's exact names, types, labels (`model_name`, `engine`), default buckets and recording
-times (docs: ../shared/reference/vllm.md 1.1-1.3):
+times (vLLM 0.33.0's `vllm/v1/metrics/loggers.py`, `stats.py`, `buckets.py`; docs/metric-traps.md):
 
 * per step (P): the gauges, preemptions, generation tokens, `iteration_tokens_total`, and for each
   request that produced a token its TTFT (first token) or ITL (one observation per output, measured

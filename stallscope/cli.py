@@ -15,7 +15,7 @@ import sys
 from stallscope import __version__
 from stallscope.errors import ToolkitError
 
-# (subcommand, module, one-line help). A module that does not exist yet is simply not offered.
+# (subcommand, module, one-line help)
 COMMANDS = [
     ("generate", "stallscope.commands.generate", "generate text with the reference engine"),
     ("refserver", "stallscope.commands.refserver", "run the OpenAI-compatible reference server"),
@@ -44,12 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stallscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_OneLineParser)
     for name, module_name, help_text in COMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
+        module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
@@ -70,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         sys.stderr.write(f"stallscope: error: {exc}\n")
         return exc.exit_code
+    except ModuleNotFoundError as exc:   # an install problem, not a bug: say what to install
+        if debug:
+            raise
+        sys.stderr.write(f"stallscope: error: Python module `{exc.name}` is not installed; "
+                         "reinstall stallscope with its dependencies (`pip install -e .` in the checkout)\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("stallscope: interrupted\n")
         return 130

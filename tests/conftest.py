@@ -11,7 +11,6 @@ import pytest
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 settings.register_profile("ci", deadline=None, max_examples=40, print_blob=True)
@@ -39,21 +38,15 @@ def require_tool(name: str, package: str) -> str:
     return path
 
 
-def require_shared(*parts: str) -> Path:
-    """A path under ../shared; skip locally (fail in CI) when the shared folder is absent."""
-    path = SHARED.joinpath(*parts)
-    require(path.exists(), f"shared sample {path} not present")
-    return path
-
-
-@pytest.fixture
-def shared_dir() -> Path:
-    require(SHARED.exists(), f"shared folder {SHARED} not present")
-    return SHARED
-
-
 # One short `stallscope demo` run per session, shared by tests/test_demo.py and the browser tests.
 from demo_run import demo_run  # noqa: E402,F401
+
+
+def pytest_collection_modifyitems(items):
+    """Every test on the demo run is `slow` (the run takes about 30 s), so `-m "not slow"` never starts it."""
+    for item in items:
+        if "demo_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 def wait_until(predicate, timeout: float = 20.0, poll: float = 0.05, what: str = "condition"):

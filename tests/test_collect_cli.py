@@ -17,7 +17,7 @@ from misbehaving_server import MetricsServer, wait_until
 from stallscope.cli import main
 from stallscope.collectors import loader, store
 
-DCGM = FIXTURES / "dcgm_samples"  # copies of ../shared/dcgm_samples, each with its source line
+DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line
 
 TEXT = (FIXTURES / "vllm_metrics" / "v0_33_0_custom_itl_buckets.txt").read_text()
 CLI = [sys.executable, "-m", "stallscope.cli", "collect"]
@@ -91,7 +91,8 @@ def test_nvml_without_a_driver_is_one_line_and_exit_2(tmp_path):
     r = subprocess.run([*CLI, "--nvml", "--db", str(tmp_path / "n.db"), "--duration", "1"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == ["stallscope: error: NVML not available: NVML Shared Library Not Found"]
+    assert r.stderr.strip().splitlines() == ["stallscope: error: NVML not available: NVML Shared Library Not Found"
+                                               " (NVML comes with the NVIDIA driver; without a GPU, scrape dcgm-exporter with --target instead of --nvml)"]
     assert not (tmp_path / "n.db").exists()
 
 

@@ -1,4 +1,4 @@
-"""dcgm-exporter exposition → gpu frame, checked against every real capture of shared/dcgm_samples (copied to tests/fixtures)."""
+"""dcgm-exporter exposition → gpu frame, checked against every real capture in tests/fixtures/dcgm_samples."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from conftest import FIXTURES
 from stallscope import schema
 from stallscope.collectors import dcgm
 
-DCGM = FIXTURES / "dcgm_samples"  # copies of ../shared/dcgm_samples, each with its source line
+DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line
 
 MIB = 1 << 20
 

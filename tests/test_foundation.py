@@ -56,3 +56,15 @@ def test_parse_duration(text, seconds):
 def test_parse_duration_rejects_garbage():
     with pytest.raises(ConfigError, match="bad duration '5x'"):
         parse_duration("5x")
+
+
+def test_a_missing_python_module_is_a_user_error_with_the_install_hint(capsys, monkeypatch):
+    """A dependency absent from the environment (here httpx, which loadgen needs) is exit 2 and one line that
+    names it and says how to reinstall, not an internal error."""
+    import sys
+    monkeypatch.setitem(sys.modules, "httpx", None)          # `import httpx` now raises ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "stallscope.refserver.loadgen", raising=False)
+    assert main(["loadgen", "--url", "http://127.0.0.1:9", "--out", "/dev/null"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("stallscope: error: Python module `httpx` is not installed; reinstall stallscope with its "
+                   "dependencies (`pip install -e .` in the checkout)\n")

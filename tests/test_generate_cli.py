@@ -29,6 +29,7 @@ def test_generate_prints_text():
     assert r.stdout.endswith("\n") and len(r.stdout) >= 2 and r.stderr == ""
 
 
+@pytest.mark.slow
 def test_greedy_token_ids_identical_across_budgets_and_chunking(tmp_path):
     assert len(PROMPT_300.encode()) == 300
     seen = {}

@@ -2,7 +2,7 @@
 
 import pandas as pd
 import pytest
-from conftest import require_shared
+from nsys_cases import nsys_sample
 from nsys_cases import TRAIN
 
 from stallscope.analyzers.kernel_roles import classify, load_table, role_of
@@ -71,7 +71,7 @@ def test_bad_user_tables_name_the_problem(tmp_path, text, match):
 
 
 def test_real_training_trace_roles():
-    k = classify(read_export(str(require_shared("nsys_samples", TRAIN)), with_launches=False).kernels)
+    k = classify(read_export(str(nsys_sample(TRAIN)), with_launches=False).kernels)
     counts = k["role"].value_counts()
     assert counts["attention"] == 68 and counts["collective"] == 66 and counts.get("other", 0) == 0
     fa = k[k["short_name"].astype(str) == "flash_fwd_kernel"]

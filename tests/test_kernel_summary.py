@@ -7,7 +7,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 import pytest
-from conftest import require_shared
+from nsys_cases import nsys_sample
 from nsys_cases import WITH_KERNELS
 
 from stallscope.analyzers.kernel_summary import summarize
@@ -36,7 +36,7 @@ def _expected(path):
 
 @pytest.mark.parametrize("name", WITH_KERNELS)
 def test_summary_matches_independent_computation(name):
-    path = require_shared("nsys_samples", name)
+    path = nsys_sample(name)
     got = summarize(read_export(str(path), with_launches=False).kernels)
     exp = _expected(path)
     assert len(got) == len(exp)

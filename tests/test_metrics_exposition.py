@@ -1,4 +1,4 @@
-"""/metrics against vLLM 0.33's reference sheet (../shared/reference/vllm.md 1.1-1.3): names, types, labels,
+"""/metrics against vLLM 0.33's reference sheet (vLLM 0.33.0's `vllm/v1/metrics/loggers.py` and `buckets.py`): names, types, labels,
 buckets, and when each metric is recorded (checked with exact counts after known requests)."""
 
 from __future__ import annotations

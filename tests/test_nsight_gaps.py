@@ -4,7 +4,7 @@ import sqlite3
 
 import pandas as pd
 import pytest
-from conftest import require_shared
+from nsys_cases import nsys_sample
 from nsys_cases import ALL
 
 from stallscope.analyzers.gpu_gaps import busy_ns, find_gaps, ops_frame
@@ -42,14 +42,14 @@ def _expected(path, threshold):
 @pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("threshold", [100_000, 1_000_000])
 def test_gaps_match_independent_sweep(name, threshold):
-    path = require_shared("nsys_samples", name)
+    path = nsys_sample(name)
     trace = read_export(str(path), with_launches=False)
     got = find_gaps(ops_frame(trace.kernels, trace.memops), threshold_ns=threshold, overhead=trace.overhead)
     assert [(r.duration_ns, r.start_ns, r.pid, r.device_id) for r in got.itertuples()] == _expected(path, threshold)
 
 
 def test_llama_sim_has_the_per_token_gaps():
-    trace = read_export(str(require_shared("nsys_samples", "llama3_layer_sim_rtx4060ti_nsys2024.6.2.sqlite")))
+    trace = read_export(str(nsys_sample("llama3_layer_sim_rtx4060ti_nsys2024.6.2.sqlite")))
     got = find_gaps(ops_frame(trace.kernels, trace.memops), threshold_ns=1_000_000)
     assert len(got) == 512 and (got["end_ns"] - got["start_ns"] == got["duration_ns"]).all()
 

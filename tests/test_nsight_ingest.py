@@ -3,7 +3,7 @@
 import sqlite3
 
 import pytest
-from conftest import require_shared
+from nsys_cases import nsys_sample
 from nsys_cases import ALL, CNN, LLMC, TINY, TRAIN, TRT, VIDEO, WITH_KERNELS
 
 from stallscope.cli import main
@@ -22,7 +22,7 @@ def _sql(path, query, params=()):
 
 @pytest.mark.parametrize("name", ALL)
 def test_every_sample_reads_with_counts_matching_plain_sql(name):
-    path = require_shared("nsys_samples", name)
+    path = nsys_sample(name)
     trace = read_export(str(path))
     tables = {r[0] for r in _sql(path, "SELECT name FROM sqlite_master WHERE type='table'")}
     kernels = _sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] if "CUPTI_ACTIVITY_KIND_KERNEL" in tables else 0
@@ -38,7 +38,7 @@ def test_every_sample_reads_with_counts_matching_plain_sql(name):
 
 @pytest.mark.parametrize("name", WITH_KERNELS)
 def test_kernel_names_resolve_through_stringids_and_launches_join_on_correlation_and_pid(name):
-    path = require_shared("nsys_samples", name)
+    path = nsys_sample(name)
     trace = read_export(str(path))
     expected = sorted(_sql(path, """SELECT k.start, d.value, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
         JOIN StringIds d ON d.id = k.demangledName JOIN StringIds s ON s.id = k.shortName"""))
@@ -50,30 +50,30 @@ def test_kernel_names_resolve_through_stringids_and_launches_join_on_correlation
 
 
 def test_missing_tables_are_named():
-    tiny = read_export(str(require_shared("nsys_samples", TINY)))
+    tiny = read_export(str(nsys_sample(TINY)))
     assert any("NVTX_EVENTS" in m for m in tiny.missing) and tiny.nvtx.empty
-    video = read_export(str(require_shared("nsys_samples", VIDEO)))
+    video = read_export(str(nsys_sample(VIDEO)))
     assert any("TARGET_INFO_GPU" in m for m in video.missing) and video.gpus.empty
-    llmc = read_export(str(require_shared("nsys_samples", LLMC)))
+    llmc = read_export(str(nsys_sample(LLMC)))
     assert llmc.kernels.empty and any("CUPTI_ACTIVITY_KIND_KERNEL" in m for m in llmc.missing)
 
 
 def test_nvtx_names_coalesce_registered_strings_and_text():
-    trt = read_export(str(require_shared("nsys_samples", TRT)))  # TensorRT: registered strings (textId)
+    trt = read_export(str(nsys_sample(TRT)))  # TensorRT: registered strings (textId)
     assert "ExecutionContext::execute" in set(trt.nvtx["name"]) and set(trt.nvtx["domain"]) == {"TensorRT"}
-    train = read_export(str(require_shared("nsys_samples", TRAIN)))  # PyTorch text + NCCL textId
+    train = read_export(str(nsys_sample(TRAIN)))  # PyTorch text + NCCL textId
     names = set(train.nvtx["name"])
     assert any(n.startswith("aten::") for n in names)
-    expected = _sql(require_shared("nsys_samples", TRAIN), """SELECT count(*) FROM NVTX_EVENTS n
+    expected = _sql(nsys_sample(TRAIN), """SELECT count(*) FROM NVTX_EVENTS n
         LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL AND n.eventType IN (59, 60, 70, 71)
         AND coalesce(s.value, n.text) LIKE 'nccl%'""")[0][0]
     assert expected > 0 and sum(n.startswith("nccl") for n in train.nvtx["name"]) == expected
 
 
 def test_gpu_info_and_graph_mode():
-    trt = read_export(str(require_shared("nsys_samples", TRT)))
+    trt = read_export(str(nsys_sample(TRT)))
     assert len(trt.gpus) == 4 and trt.gpus["name"].str.contains("3090").all()
-    assert read_export(str(require_shared("nsys_samples", VIDEO))).graph_trace_mode == "Graph"
+    assert read_export(str(nsys_sample(VIDEO))).graph_trace_mode == "Graph"
 
 
 def test_api_version_suffix_is_stripped():
@@ -105,7 +105,7 @@ def test_bad_inputs_each_give_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_truncated_export_is_named(tmp_path, capsys):
-    data = require_shared("nsys_samples", TRT).read_bytes()
+    data = nsys_sample(TRT).read_bytes()
     cut = tmp_path / "cut.sqlite"
     cut.write_bytes(data[: len(data) // 2])
     err = _one_error_line(capsys, cut)
@@ -115,7 +115,7 @@ def test_truncated_export_is_named(tmp_path, capsys):
 
 
 def test_export_without_kernel_table_says_what_is_there_and_why(capsys):
-    err = _one_error_line(capsys, require_shared("nsys_samples", LLMC))
+    err = _one_error_line(capsys, nsys_sample(LLMC))
     assert "no CUPTI_ACTIVITY_KIND_KERNEL table" in err
     assert "none of its CUDA API calls launched a kernel" in err
     assert "1464 CUDA API calls, 72 memcpy, 98 memset" in err

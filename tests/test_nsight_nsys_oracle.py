@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import require_shared
+from nsys_cases import nsys_sample
 from nsys_cases import ALL, SAMPLE_TRACES, WITH_KERNELS
 
 from stallscope.analyzers.gpu_gaps import find_gaps, ops_frame
@@ -25,16 +25,16 @@ pytestmark = pytest.mark.skipif(not NSYS, reason="NVIDIA nsys not found (optiona
 
 
 def _csv(tmp_path, args, db, stem):
-    shutil.copy(db, tmp_path / "in.sqlite")  # nsys writes next to its input; ../shared is read-only
+    shutil.copy(db, tmp_path / "in.sqlite")  # nsys writes next to its input; keep the fixture clean
     subprocess.run([NSYS, *args, "-f", "csv", "-o", str(tmp_path / stem), "--force-overwrite", "true",
                     str(tmp_path / "in.sqlite")], check=True, capture_output=True, timeout=120)
     found = list(tmp_path.glob(f"{stem}*.csv"))
     return list(csv.DictReader(open(found[0]))) if found else []
 
 
-@pytest.mark.parametrize("path", [f"shared:{n}" for n in WITH_KERNELS] + ["starvation", "chunked", "cuda_graphs"])
+@pytest.mark.parametrize("path", [f"real:{n}" for n in WITH_KERNELS] + ["starvation", "chunked", "cuda_graphs"])
 def test_kernel_summary_equals_nsys_stats(tmp_path, path):
-    db = require_shared("nsys_samples", path[7:]) if path.startswith("shared:") else SAMPLE_TRACES / f"{path}.sqlite"
+    db = nsys_sample(path[5:]) if path.startswith("real:") else SAMPLE_TRACES / f"{path}.sqlite"
     rows = _csv(tmp_path, ["stats", "-r", "cuda_gpu_kern_sum"], db, "ks")
     ours = summarize(read_export(str(db), with_launches=False).kernels)
     theirs = [[float(r["Time (%)"]), int(r["Total Time (ns)"]), int(r["Instances"]), float(r["Avg (ns)"]),
@@ -46,7 +46,7 @@ def test_kernel_summary_equals_nsys_stats(tmp_path, path):
 
 @pytest.mark.parametrize("name", ALL)
 def test_gpu_gaps_equal_nsys_analyze(tmp_path, name):
-    db = require_shared("nsys_samples", name)
+    db = nsys_sample(name)
     rows = _csv(tmp_path, ["analyze", "-r", "gpu_gaps:gap=1:rows=-1"], db, "gaps")
     trace = read_export(str(db), with_launches=False)
     ours = find_gaps(ops_frame(trace.kernels, trace.memops), threshold_ns=1_000_000, overhead=trace.overhead)

@@ -13,7 +13,7 @@ from promserver import PrometheusServer
 from stallscope.collectors import loader, prometheus_api, scrape_loop, store
 from stallscope.errors import CollectorError
 
-DCGM = FIXTURES / "dcgm_samples"  # copies of ../shared/dcgm_samples, each with its source line
+DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line
 
 V = FIXTURES / "vllm_metrics"
 POD = "vllm-agg-0-vllmdecodeworker-s65j5"
@@ -31,6 +31,7 @@ def series_values(df) -> dict[tuple, list[float]]:
     return out
 
 
+@pytest.mark.slow
 def test_store_and_prometheus_give_the_same_series_for_static_targets(tmp_path):
     texts = {"old": (V / "v0_8_5_v1.txt").read_text(), "new": (V / "v0_10_2.txt").read_text(),
              "dcgm": (DCGM / "h100_sxm_8gpu_k8s_pod_uid_sampled_aicr_2026-03.txt").read_text()}

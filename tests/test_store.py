@@ -14,7 +14,7 @@ from conftest import FIXTURES
 from stallscope.collectors import dcgm, loader, store, vllm
 from stallscope.errors import CollectorError
 
-DCGM = FIXTURES / "dcgm_samples"  # copies of ../shared/dcgm_samples, each with its source line
+DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line
 
 TEXT = (FIXTURES / "vllm_metrics" / "v0_10_2_multiprocess_2engines.txt").read_text()
 S = 1_000_000_000

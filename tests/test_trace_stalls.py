@@ -5,7 +5,7 @@ import sqlite3
 import statistics
 
 import pytest
-from conftest import require_shared
+from nsys_cases import nsys_sample
 from nsys_cases import CNN, LLAMA_SIM, SAMPLE_TRACES, TINY, TRAIN, TRT, VIDEO
 
 from stallscope.analyzers.nsys_report import build_report
@@ -61,7 +61,7 @@ def test_higher_stall_factor_than_the_stall_silences_it():
 
 @pytest.mark.parametrize("name", [CNN, TRT, TRAIN, VIDEO, LLAMA_SIM, TINY])
 def test_no_false_alarm_on_traces_without_llm_serving_structure(name):
-    report = _report(require_shared("nsys_samples", name), gap_threshold_ns=1_000_000)
+    report = _report(nsys_sample(name), gap_threshold_ns=1_000_000)
     assert [f for f in report["findings"] if f["kind"] == "decode_starvation"] == []
     assert report["steps"]["decode_only_steps"] == 0
 

@@ -182,14 +182,15 @@ def test_prometheus_source(trace, tmp_path, capsys):
 
 
 def test_nsys_steps_fit_the_step_cost(capsys):
-    from conftest import ROOT, require_shared
+    from conftest import ROOT
+    from nsys_cases import nsys_sample
 
     export = ROOT / "sample_traces" / "starvation.sqlite"
     data = run_json(["--nsys", str(export), *FLAGS, "--budgets", "256,1024"], capsys)
     cost = data["step_cost"]
     assert cost["source"] == str(export) and cost["n_steps"] >= 8 and cost["coef_s"].get("prefill_tokens", 0) > 0
     assert "kv_tokens_read" not in cost["coef_s"]   # nsys steps carry no per-request detail
-    plain = require_shared("nsys_samples", "torch_tiny_rtx3080_nsys2026.1.1.sqlite")
+    plain = nsys_sample("torch_tiny_rtx3080_nsys2026.1.1.sqlite")
     assert main(["whatif", "--nsys", str(plain), *FLAGS]) == 2
     assert "carry no token counts" in capsys.readouterr().err
 

@@ -2,9 +2,10 @@
 
 One function per source turns its input into a `SourceResult` (report sections + findings); `run`
 merges the results of every source given on the command line and prints them as text or JSON.
-Sources today: `--nsys FILE` (an Nsight Systems SQLite export). To add one (a run directory, `--db`,
-`--prometheus`, `--html`, `--fail-on`): add its flags in `add_arguments`, write `_from_<source>(args,
-progress) -> SourceResult`, and list it in `SOURCES`; output merging and exit codes need no change.
+Sources: `--nsys FILE` (an Nsight Systems SQLite export), and run directories, `--db` stores and
+`--prometheus` APIs (`analyze_metrics`), on one timeline; `--html` writes the standalone report and
+`--fail-on` sets exit 1. A new source adds its flags in `add_arguments`, a `_from_<source>(args,
+progress) -> SourceResult`, and an entry in `SOURCES`; output merging and exit codes need no change.
 """
 
 from __future__ import annotations
