@@ -4,7 +4,7 @@
 all call `recommend_budget(inputs, itl_slo_s)`, so one run directory and one SLO give one budget.
 1. `WhatifInputs` is everything the simulation holds fixed: the step-cost model, the workload, the
    server shape, the request overhead and the budgets the run itself used. A run directory resolves
-   them through `stallscope.commands.whatif_inputs.run_inputs` (every arm's steps, the loadgen
+   them through `stallscope.cli.whatif_inputs.run_inputs` (every arm's steps, the loadgen
    result, `server.json`, the measured intake delays); frames alone (a store plus a step trace)
    through `inputs_from_frames`.
 2. `candidate_budgets` is the list simulated when none is given: 256, 512, 1,024, 2,048, 4,096 and
@@ -24,7 +24,7 @@ import pandas as pd
 from stallscope.analyzers.step_cost import StepCostModel
 from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend
 from stallscope.analyzers.workload import Workload
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 DEFAULT_BUDGETS = (256, 512, 1024, 2048, 4096)
 

@@ -31,7 +31,7 @@ from stallscope.analyzers.findings import Finding, chunked_prefill_recommendatio
 from stallscope.analyzers.quantiles import format_quantile
 from stallscope.analyzers.signals import episodes
 from stallscope.analyzers.step_stalls import find_stalls
-from stallscope.config import load_thresholds
+from stallscope.core.config import load_thresholds
 
 STALL_SHARE = 0.01  # 1 - q for q = 0.99: the time-weighted counterpart of a P99 breach
 

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from stallscope.errors import InputError
-from stallscope.schema import columns, validate
+from stallscope.core.errors import InputError
+from stallscope.core.schema import columns, validate
 
 SEVERITIES = ("info", "warning", "critical")
 
@@ -72,7 +72,7 @@ def to_frame(findings) -> pd.DataFrame:
     """The `findings` frame (schema.FRAMES["findings"]) of a list of Finding, sorted by start."""
     cols = columns("findings")
     if not findings:
-        from stallscope.schema import empty
+        from stallscope.core.schema import empty
         return empty("findings")
     df = pd.DataFrame([asdict(f) for f in findings], columns=cols)
     df["start_ns"] = df["start_ns"].astype("int64")
@@ -162,7 +162,7 @@ def diagnose(samples: pd.DataFrame | None = None, gpu: pd.DataFrame | None = Non
     decode_starvation budget; without it the budget is simulated from `steps` and `samples` alone.
     """
     from stallscope.analyzers import decode_starvation, kv_pressure, memory_bound, scheduler_stall, signals
-    from stallscope.config import load_thresholds
+    from stallscope.core.config import load_thresholds
 
     th = thresholds or load_thresholds()
     parts, sig = [], None
@@ -191,7 +191,7 @@ def _whatif_budget(out: pd.DataFrame, steps: pd.DataFrame | None, slo_s: float, 
     if steps is None or "num_scheduled_tokens" not in steps or not starving.any():
         return out
     from stallscope.analyzers.budget import inputs_from_frames, recommend_budget
-    from stallscope.errors import ToolkitError
+    from stallscope.core.errors import ToolkitError
 
     try:
         inputs = inputs if inputs is not None else inputs_from_frames(steps, samples)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from stallscope.errors import ConfigError
+from stallscope.core.errors import ConfigError
 
 ROLES = ["attention", "gemm", "small_gemm", "collective", "norm_elementwise", "sampling", "memcpy", "other"]
 DEFAULT_TABLE = Path(__file__).with_name("kernel_roles.yaml")

@@ -23,7 +23,7 @@ import pandas as pd
 
 from stallscope.analyzers.findings import Finding, kv_recommendation, to_frame
 from stallscope.analyzers.signals import episodes
-from stallscope.config import load_thresholds
+from stallscope.core.config import load_thresholds
 
 
 def cache_info(samples: pd.DataFrame | None) -> dict[str, dict]:

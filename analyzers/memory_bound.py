@@ -18,7 +18,7 @@ import pandas as pd
 from stallscope.analyzers import quantiles as Q
 from stallscope.analyzers.findings import Finding, to_frame
 from stallscope.analyzers.signals import episodes
-from stallscope.config import load_thresholds
+from stallscope.core.config import load_thresholds
 
 
 def _gpu_series(gpu: pd.DataFrame, metric: str, eval_ts: np.ndarray) -> dict:

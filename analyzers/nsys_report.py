@@ -22,7 +22,7 @@ from stallscope.analyzers.kernel_summary import summarize
 from stallscope.analyzers.trace_stalls import cuda_graph_findings, find_decode_starvation
 from stallscope.analyzers.trace_steps import graph_ops, reconstruct_steps
 from stallscope.collectors.nsight_sqlite import KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, launch_calls
-from stallscope.errors import TraceError
+from stallscope.core.errors import TraceError
 
 PERCENTILES = (50, 90, 99)
 

@@ -27,8 +27,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from stallscope.config import parse_duration  # noqa: F401  (re-exported for callers)
-from stallscope.errors import InputError
+from stallscope.core.config import parse_duration  # noqa: F401  (re-exported for callers)
+from stallscope.core.errors import InputError
 
 NS = 1_000_000_000
 LOOKBACK_NS = 300 * NS  # Prometheus's default lookback delta for instant gauges

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "auto": 2, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1,
                "fp8_e5m2": 1, "float32": 4, "fp32": 4}

@@ -14,7 +14,7 @@ import pandas as pd
 
 from stallscope.analyzers.findings import Finding, to_frame
 from stallscope.analyzers.signals import episodes
-from stallscope.config import load_thresholds
+from stallscope.core.config import load_thresholds
 
 
 def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, min_windows: int = 2) -> pd.DataFrame:

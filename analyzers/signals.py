@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
-from stallscope.config import load_thresholds, parse_duration
+from stallscope.core.config import load_thresholds, parse_duration
 
 NS = Q.NS
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 FEATURES = ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs", "decode_kv_padded")
 

@@ -21,14 +21,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stallscope.schema import validate
+from stallscope.core.schema import validate
 
 K_BLOCK_M = 128  # FlashAttention-2/3 query tile rows for head_dim 128
 TOP_KERNELS = 5
 
 
 def _empty_findings() -> pd.DataFrame:
-    from stallscope.schema import empty
+    from stallscope.core.schema import empty
 
     return empty("findings")
 

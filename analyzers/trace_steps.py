@@ -28,7 +28,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from stallscope.schema import validate
+from stallscope.core.schema import validate
 
 VLLM_STEP = re.compile(r"execute_(?:\d+_)?context_(\d+)\((?:sq)?(\d+)[^)]*\)_generation_(\d+)\((?:sq)?(\d+)")
 VLLM_FORWARD = re.compile(r"gpu_model_runner: forward$")

@@ -26,10 +26,10 @@ import pandas as pd
 
 from stallscope.analyzers.step_cost import StepCostModel, batch_features
 from stallscope.analyzers.workload import Workload
-from stallscope.errors import InputError
-from stallscope.refserver.kv_cache_manager import KVCacheManager
-from stallscope.refserver.request import Request, SamplingParams
-from stallscope.refserver.scheduler import Scheduler
+from stallscope.core.errors import InputError
+from stallscope.engine.kv_cache_manager import KVCacheManager
+from stallscope.engine.request import Request, SamplingParams
+from stallscope.engine.scheduler import Scheduler
 
 DRAIN_LIMIT = 10  # simulate at most this many durations (+60 s) while draining in-flight requests
 PREDICTION_COLUMNS = [

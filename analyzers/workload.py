@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 PROMPT_HIST = "vllm:request_prompt_tokens"
 OUTPUT_HIST = "vllm:request_generation_tokens"
@@ -180,7 +180,7 @@ def _default_long_threshold(w: Workload) -> int:
 
 def workload_from_samples(samples: pd.DataFrame, *, duration_s: float | None = None,
                           source: str = "metrics") -> Workload:
-    """Open-loop workload from a `samples` frame (stallscope.schema) of vLLM scrapes.
+    """Open-loop workload from a `samples` frame (stallscope.core.schema) of vLLM scrapes.
 
     1. Each histogram's per-`le` increase over the frame's time span (counter resets handled, summed
        over label sets) gives the prompt and output length distributions.

@@ -124,7 +124,7 @@ def main() -> int:
                          "the on arm's slowest step and the off arm's fastest whole-long-prompt step)")
     ap.add_argument("--evaluate-only", action="store_true", help="do not record missing arms")
     args = ap.parse_args()
-    from stallscope.config import load_thresholds
+    from stallscope.core.config import load_thresholds
 
     fixed = None if args.itl_slo in (None, "calibrated") else float(args.itl_slo)
     th = load_thresholds(itl_slo_s=fixed)

@@ -28,7 +28,7 @@ from threadpoolctl import ThreadpoolController
 
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.engine import LLMEngine
-from stallscope.refserver.request import RequestStatus, SamplingParams
+from stallscope.engine.request import RequestStatus, SamplingParams
 
 
 BLAS = ThreadpoolController()

@@ -20,7 +20,7 @@ import httpx
 
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.engine import LLMEngine
-from stallscope.refserver.request import SamplingParams
+from stallscope.engine.request import SamplingParams
 from stallscope.refserver.server_thread import ServerThread
 
 

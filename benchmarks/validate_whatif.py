@@ -32,9 +32,9 @@ import requests
 
 from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
 from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend, trace_itl
-from stallscope.commands.whatif_inputs import workload_from_loadgen
+from stallscope.cli.whatif_inputs import workload_from_loadgen
 from stallscope.refserver.config import EngineConfig
-from stallscope.commands.whatif_inputs import intake_delays, run_steps
+from stallscope.cli.whatif_inputs import intake_delays, run_steps
 from stallscope.refserver.loadgen import LoadSpec, RequestRecord, run_load
 from stallscope.refserver.loadgen import summarize as loadgen_summary
 from stallscope.refserver.server_thread import free_port

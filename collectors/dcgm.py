@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from stallscope.collectors.exposition import ParseCache, parse_rows, scrape  # noqa: F401 - scrape is public here
-from stallscope.errors import CollectorError
-from stallscope.schema import validate
+from stallscope.core.errors import CollectorError
+from stallscope.core.schema import validate
 
 MIB = 1 << 20
 # canonical name → (factor to base units, every field spelling that carries it)

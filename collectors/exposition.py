@@ -21,7 +21,7 @@ import time
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from stallscope.errors import CollectorError
+from stallscope.core.errors import CollectorError
 
 Mapper = Callable[[list], list]
 

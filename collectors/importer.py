@@ -14,7 +14,7 @@ from stallscope.collectors import dcgm, vllm
 from stallscope.collectors.exposition import ParseCache
 from stallscope.collectors.loader import is_dcgm, iter_jsonl
 from stallscope.collectors.store import Store
-from stallscope.errors import CollectorError
+from stallscope.core.errors import CollectorError
 
 
 def jsonl_files(path: Path) -> list[tuple[str, Path]]:

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from stallscope import schema
-from stallscope.errors import CollectorError
+from stallscope.core import schema
+from stallscope.core.errors import CollectorError
 
 log = logging.getLogger(__name__)
 Frames = dict[str, dict[str, pd.DataFrame]]

@@ -21,8 +21,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from stallscope.errors import TraceError
-from stallscope.schema import validate
+from stallscope.core.errors import TraceError
+from stallscope.core.schema import validate
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"

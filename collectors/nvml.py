@@ -21,8 +21,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from stallscope.errors import CollectorError
-from stallscope.schema import validate
+from stallscope.core.errors import CollectorError
+from stallscope.core.schema import validate
 
 log = logging.getLogger(__name__)
 ARCH_HOPPER = 9  # NVML_DEVICE_ARCH_HOPPER

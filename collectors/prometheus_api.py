@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 import requests
 
-from stallscope import schema
+from stallscope.core import schema
 from stallscope.collectors import dcgm, vllm
-from stallscope.errors import CollectorError
+from stallscope.core.errors import CollectorError
 
 MAX_POINTS = 10_000
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")  # validates selector keys, not exposition
@@ -45,8 +45,8 @@ def matchers(selector: dict[str, str], drop: set[str] = frozenset()) -> str:
 
 
 def _step_seconds(step) -> float:
-    from stallscope.config import parse_duration
-    from stallscope.errors import ConfigError
+    from stallscope.core.config import parse_duration
+    from stallscope.core.errors import ConfigError
 
     try:
         value = parse_duration(step if step is not None else "5s")

@@ -26,7 +26,7 @@ from stallscope.collectors import dcgm, vllm
 from stallscope.collectors.exposition import ParseCache, RetryableScrapeError, scrape
 from stallscope.collectors.loader import is_dcgm
 from stallscope.collectors.store import Store
-from stallscope.errors import CollectorError
+from stallscope.core.errors import CollectorError
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stallscope import schema
-from stallscope.errors import CollectorError
+from stallscope.core import schema
+from stallscope.core.errors import CollectorError
 
 SCHEMA_VERSION = "1"
 DDL = """

@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from stallscope.collectors.exposition import ParseCache, parse_rows, scrape  # noqa: F401 - scrape is public here
-from stallscope.errors import CollectorError
-from stallscope.schema import validate
+from stallscope.core.errors import CollectorError
+from stallscope.core.schema import validate
 
 # old family name → (new family name, whether HELP may state a blocks unit)
 ALIASES: dict[str, tuple[str, bool]] = {

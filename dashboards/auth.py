@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from flask import Flask, Response, redirect, request
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 COOKIE = "stallscope_token"
 ENV = "STALLSCOPE_AUTH_TOKEN"

@@ -20,9 +20,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from stallscope import schema
-from stallscope.config import load_thresholds
-from stallscope.errors import InputError
+from stallscope.core import schema
+from stallscope.core.config import load_thresholds
+from stallscope.core.errors import InputError
 
 log = logging.getLogger(__name__)
 FRAME_KINDS = ("samples", "gpu", "steps", "findings")

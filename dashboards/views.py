@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stallscope import schema
-from stallscope.errors import InputError
+from stallscope.core import schema
+from stallscope.core.errors import InputError
 from stallscope.dashboards.data import SERIES_LABELS as _BY, series_name
 
 
@@ -75,8 +75,8 @@ def run_parts(path: Path) -> dict:
     if steps is not None:
         out["steps"] = steps
     if _analyzer("budget") is not None:
-        from stallscope.commands.whatif_inputs import run_inputs
-        from stallscope.errors import ToolkitError
+        from stallscope.cli.whatif_inputs import run_inputs
+        from stallscope.core.errors import ToolkitError
         try:
             out["whatif_inputs"] = run_inputs(path) if steps is not None else None
         except ToolkitError as exc:
@@ -111,7 +111,7 @@ def load_steps(path: Path) -> pd.DataFrame:
     from stallscope.analyzers.kernel_roles import classify
     from stallscope.analyzers.trace_steps import reconstruct_steps
     from stallscope.collectors.nsight_sqlite import KERNEL, read_export
-    from stallscope.errors import TraceError
+    from stallscope.core.errors import TraceError
 
     trace = read_export(str(path), with_launches=False)
     if KERNEL not in trace.tables:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 KV_CACHE_DTYPES = ("auto", "float32", "fp16", "fp8")
 # Bytes one stored KV element takes; "auto" is 16-bit storage, as in real deployments.

@@ -11,16 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 from .config import EngineConfig, ModelConfig
-from .kv_cache_manager import KVCacheManager
+from stallscope.engine.kv_cache_manager import KVCacheManager
 from .model_runner import ModelRunner
-from .request import Request, RequestStatus, SamplingParams
+from stallscope.engine.request import Request, RequestStatus, SamplingParams
 from .sampling import request_rng
-from .scheduler import Scheduler
-from .stats import StepStats
-from .step_trace import StepTraceWriter
+from stallscope.engine.scheduler import Scheduler
+from stallscope.engine.stats import StepStats
+from stallscope.engine.step_trace import StepTraceWriter
 from .tokenizer import ByteTokenizer
 from .weights import init_weights, load_npz
 

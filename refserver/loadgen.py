@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 import httpx
 import numpy as np
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 PERCENTILES = (50, 90, 99)
 

@@ -11,10 +11,10 @@ from threadpoolctl import ThreadpoolController
 
 from .attention import AttentionMetadata, PagedKVCache
 from .config import EngineConfig
-from .kv_cache_manager import KVCacheManager
+from stallscope.engine.kv_cache_manager import KVCacheManager
 from .model import Transformer
 from .sampling import Sampler
-from .scheduler import SchedulerOutput
+from stallscope.engine.scheduler import SchedulerOutput
 
 
 def available_cores() -> int:

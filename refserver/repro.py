@@ -27,7 +27,7 @@ from pathlib import Path
 
 import requests
 
-from stallscope.errors import InputError, ToolkitError
+from stallscope.core.errors import InputError, ToolkitError
 from stallscope.refserver.loadgen import LoadSpec, run_load
 from stallscope.refserver.server_thread import free_port
 

@@ -6,7 +6,7 @@ import zlib
 
 import numpy as np
 
-from .request import SamplingParams
+from stallscope.engine.request import SamplingParams
 from .tokenizer import ByteTokenizer
 
 

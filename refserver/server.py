@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from stallscope.refserver.engine_thread import EngineError, EngineThread
 from stallscope.refserver.metrics import CONTENT_TYPE
-from stallscope.refserver.request import SamplingParams
+from stallscope.engine.request import SamplingParams
 
 ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
                500: "InternalServerError", 503: "ServiceUnavailableError"}

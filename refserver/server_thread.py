@@ -13,7 +13,7 @@ import time
 
 import uvicorn
 
-from stallscope.errors import ToolkitError
+from stallscope.core.errors import ToolkitError
 
 
 def free_port(host: str = "127.0.0.1") -> int:

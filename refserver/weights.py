@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 from .config import ModelConfig
 

@@ -167,7 +167,7 @@ def test_a_source_that_raises_is_stored_as_failed_and_the_loop_goes_on(tmp_path)
 def test_scrape_returns_text_and_names_the_url_in_every_failure():
     from stallscope.collectors import dcgm, vllm
     from stallscope.collectors.exposition import RetryableScrapeError
-    from stallscope.errors import CollectorError
+    from stallscope.core.errors import CollectorError
 
     assert vllm.scrape is dcgm.scrape
     with MetricsServer(lambda n: ("ok", TEXT)) as srv:

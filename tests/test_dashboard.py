@@ -174,7 +174,7 @@ def test_live_source_reloads_when_the_probe_changes():
 
 
 def test_series_names_and_figures_escape_markup():
-    from stallscope.dashboards import figures as figs
+    from stallscope.render import figures as figs
     frame = pd.DataFrame({"ts": [F.T0_NS], "series": ['<img src=x onerror="alert(1)">'], "value": [1.0]})
     fig = figs.lines(frame, "t <b>", "y")
     assert fig.data[0].name == "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" and fig.layout.title.text == "t &lt;b&gt;"
@@ -226,7 +226,7 @@ def test_real_server_answers_401_without_token():
 
 def test_token_is_required_off_loopback(monkeypatch):
     from stallscope.dashboards.auth import is_loopback, resolve_token
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
 
     monkeypatch.delenv("STALLSCOPE_AUTH_TOKEN", raising=False)
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and not is_loopback("0.0.0.0")

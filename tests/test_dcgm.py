@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES
-from stallscope import schema
+from stallscope.core import schema
 from stallscope.collectors import dcgm
 
 DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line

@@ -7,9 +7,9 @@ import pytest
 from expo_frames import T0_NS, VllmMetrics, simulate_kv_pressure, simulate_starvation
 from stallscope.analyzers import decode_starvation, findings, kv_pressure, memory_bound, scheduler_stall, signals
 from stallscope.analyzers import step_stalls
-from stallscope.config import load_thresholds
-from stallscope.errors import InputError
-from stallscope.schema import validate
+from stallscope.core.config import load_thresholds
+from stallscope.core.errors import InputError
+from stallscope.core.schema import validate
 
 NS = 10**9
 

@@ -18,7 +18,7 @@ from stallscope.analyzers.findings import diagnose
 from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.analyzers.whatif import trace_itl
 from stallscope.collectors import loader
-from stallscope.config import load_thresholds
+from stallscope.core.config import load_thresholds
 from stallscope.refserver.loadgen import LoadSpec
 from stallscope.refserver.repro import default_load, run_repro
 

@@ -11,12 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 from stallscope.refserver.config import PRESETS, EngineConfig
 from stallscope.refserver.engine import LLMEngine
-from stallscope.refserver.request import SamplingParams
-from stallscope.refserver.stats import StepStats
-from stallscope.refserver.step_trace import read_step_trace
+from stallscope.engine.request import SamplingParams
+from stallscope.engine.stats import StepStats
+from stallscope.engine.step_trace import read_step_trace
 from stallscope.refserver.weights import init_weights, save_npz
 from conftest import ROOT
 

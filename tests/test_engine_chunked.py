@@ -7,7 +7,7 @@ import pytest
 
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.engine import LLMEngine
-from stallscope.refserver.request import SamplingParams
+from stallscope.engine.request import SamplingParams
 
 PROMPT = list(np.random.default_rng(0).integers(0, 256, 300))
 GREEDY = SamplingParams(max_tokens=8, ignore_eos=True)

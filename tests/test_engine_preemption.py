@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.engine import LLMEngine
-from stallscope.refserver.request import SamplingParams
+from stallscope.engine.request import SamplingParams
 
 BLOCK_MB = 16 * 2048 / 2**20       # one tiny float32 block: 16 tokens x 4 layers x 2 kv x 32 x 2 x 4 B
 

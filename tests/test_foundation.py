@@ -6,10 +6,10 @@ import sys
 import pandas as pd
 import pytest
 
-from stallscope import schema
+from stallscope.core import schema
 from stallscope.cli import main
-from stallscope.config import load_thresholds, parse_duration
-from stallscope.errors import ConfigError, SchemaError
+from stallscope.core.config import load_thresholds, parse_duration
+from stallscope.core.errors import ConfigError, SchemaError
 
 
 def test_unknown_command_is_one_line_exit_2(capsys):

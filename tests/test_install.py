@@ -22,7 +22,8 @@ import ast, importlib, importlib.util, json, pkgutil, sys
 import dash, stallscope
 from stallscope.dashboards.app import PAGES_FOLDER
 dash.Dash("install-check", use_pages=True, pages_folder=str(PAGES_FOLDER))  # pages register with an app, as in app.py
-names = ["stallscope"] + [m.name for m in pkgutil.walk_packages(stallscope.__path__, "stallscope.")]
+names = ["stallscope"] + [m.name for m in pkgutil.walk_packages(stallscope.__path__, "stallscope.")
+                          if not m.name.endswith(".__main__")]       # __main__ runs the CLI
 failed, third_party = {}, set()
 for name in names:
     try:
@@ -43,13 +44,17 @@ print(json.dumps({"modules": names, "failed": failed, "unresolved": unresolved})
 
 
 def _source_modules() -> set[str]:
-    """Module names the package should contain, from the folders pyproject maps into `stallscope.*`."""
+    """Module names the package should contain: every package pyproject lists, found through its package-dir."""
     import tomllib
-    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs = setup["package-dir"]
     names = set()
-    for package, folder in dirs.items():
-        for path in (ROOT / folder).glob("*.py"):
-            names.add(package if path.stem == "__init__" else f"{package}.{path.stem}")
+    for package in setup["packages"]:
+        base = max((p for p in dirs if package == p or package.startswith(p + ".")), key=len)
+        folder = ROOT / dirs[base] / package[len(base):].lstrip(".").replace(".", "/")
+        for path in folder.glob("*.py"):
+            if path.stem != "__main__":
+                names.add(package if path.stem == "__init__" else f"{package}.{path.stem}")
     return names
 
 

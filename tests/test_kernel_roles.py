@@ -7,7 +7,7 @@ from nsys_cases import TRAIN
 
 from stallscope.analyzers.kernel_roles import classify, load_table, role_of
 from stallscope.collectors.nsight_sqlite import read_export
-from stallscope.errors import ConfigError
+from stallscope.core.errors import ConfigError
 
 NAMES = {
     "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<(int)128, (int)128, (int)64, (int)4>>(flash::Flash_fwd_params)": "attention",

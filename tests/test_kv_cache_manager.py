@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stallscope.refserver.config import EngineConfig
-from stallscope.refserver.kv_cache_manager import KVCacheManager
-from stallscope.refserver.request import Request, SamplingParams
+from stallscope.engine.kv_cache_manager import KVCacheManager
+from stallscope.engine.request import Request, SamplingParams
 
 
 def req(rid, n):

@@ -10,8 +10,8 @@ import pytest
 
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.engine import LLMEngine
-from stallscope.refserver.request import Request, SamplingParams
-from stallscope.refserver.scheduler import SchedulerOutput
+from stallscope.engine.request import Request, SamplingParams
+from stallscope.engine.scheduler import SchedulerOutput
 
 
 def logits_at_every_position(dtype: str, prompt: list[int], model: str = "tiny") -> np.ndarray:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from stallscope.cli import main
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.loadgen import LoadSpec, RequestRecord, check_loopback, request_metrics, run_load, summarize
 from stallscope.refserver.server_thread import ServerThread

@@ -8,8 +8,8 @@ from nsys_cases import ALL, CNN, LLMC, TINY, TRAIN, TRT, VIDEO, WITH_KERNELS
 
 from stallscope.cli import main
 from stallscope.collectors.nsight_sqlite import read_export, strip_api_version
-from stallscope.errors import TraceError
-from stallscope.schema import validate
+from stallscope.core.errors import TraceError
+from stallscope.core.schema import validate
 
 VERSIONS = {CNN: "2022.1.3.3", TRT: "2023.1.2.43", LLMC: "2024.2.3.38", TINY: "2026.1.1.204", VIDEO: "2026.2.1.210"}
 

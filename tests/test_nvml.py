@@ -6,10 +6,10 @@ import types
 
 import pytest
 
-from stallscope import schema
+from stallscope.core import schema
 from stallscope.collectors import scrape_loop, store
 from stallscope.collectors.nvml import NvmlPoller, open_nvml
-from stallscope.errors import CollectorError
+from stallscope.core.errors import CollectorError
 
 
 class NVMLError(Exception):

@@ -11,7 +11,7 @@ from conftest import FIXTURES
 from misbehaving_server import MetricsServer
 from promserver import PrometheusServer
 from stallscope.collectors import loader, prometheus_api, scrape_loop, store
-from stallscope.errors import CollectorError
+from stallscope.core.errors import CollectorError
 
 DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line
 

@@ -9,7 +9,7 @@ import pytest
 
 from expo_frames import T0_NS, VllmMetrics, random_itl_run, to_openmetrics
 from stallscope.analyzers import quantiles as Q
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 NS = Q.NS
 

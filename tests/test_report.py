@@ -4,9 +4,10 @@ import pandas as pd
 
 from expo_frames import simulate_starvation, write_arm
 from stallscope.analyzers import findings as F
-from stallscope.analyzers import report, signals
+from stallscope.analyzers import signals
+from stallscope.render import html as report
 from stallscope.cli import main
-from stallscope.dashboards import figures
+from stallscope.render import figures
 
 EVIL = '<script>alert("x")</script>'
 

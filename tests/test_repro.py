@@ -8,8 +8,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stallscope.cli import main
-from stallscope.commands.repro import ab_table
-from stallscope.errors import InputError
+from stallscope.cli.repro import ab_table
+from stallscope.core.errors import InputError
 from stallscope.refserver.loadgen import LoadSpec
 from stallscope.refserver.repro import arm_summary, arms_for, run_repro
 

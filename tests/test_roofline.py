@@ -7,7 +7,7 @@ import pytest
 
 from stallscope.analyzers import roofline as R
 from stallscope.cli import main
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 
 def test_h100_ridge_uses_the_dense_figure():

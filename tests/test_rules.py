@@ -13,7 +13,7 @@ import yaml
 from conftest import ROOT
 from promserver import promtool
 from stallscope.cli import main
-from stallscope.config import load_thresholds, parse_duration
+from stallscope.core.config import load_thresholds, parse_duration
 from stallscope.rules import render
 
 RULES = ROOT / "rules"
@@ -163,7 +163,7 @@ def test_fmt_duration(seconds, text):
     ({"itl_slo_s": float("nan")}, "threshold 'itl_slo_s' must be a number >= 0, got nan"),
 ])
 def test_bad_thresholds_name_the_value(override, message):
-    from stallscope.errors import ConfigError
+    from stallscope.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         render.render_files(load_thresholds(**override))

@@ -29,7 +29,7 @@ import pytest
 import requests
 
 from promserver import PrometheusServer, free_port
-from stallscope.config import load_thresholds
+from stallscope.core.config import load_thresholds
 from stallscope.rules import render
 
 
@@ -62,7 +62,7 @@ def calibrate(budget: int) -> dict:
 
     from stallscope.refserver.config import EngineConfig
     from stallscope.refserver.engine import LLMEngine
-    from stallscope.refserver.request import SamplingParams
+    from stallscope.engine.request import SamplingParams
 
     def step_times(engine, n):
         out = []

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from stallscope.refserver.kv_cache_manager import KVCacheManager
-from stallscope.refserver.request import Request, RequestStatus, SamplingParams
-from stallscope.refserver.scheduler import Scheduler
+from stallscope.engine.kv_cache_manager import KVCacheManager
+from stallscope.engine.request import Request, RequestStatus, SamplingParams
+from stallscope.engine.scheduler import Scheduler
 
 
 def make(num_blocks=64, block_size=4, budget=32, chunked=True, max_num_seqs=16, max_model_len=512):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope.refserver.kv_cache_manager import KVCacheManager
-from stallscope.refserver.request import Request, RequestStatus, SamplingParams
-from stallscope.refserver.scheduler import Scheduler
+from stallscope.engine.kv_cache_manager import KVCacheManager
+from stallscope.engine.request import Request, RequestStatus, SamplingParams
+from stallscope.engine.scheduler import Scheduler
 
 MAX_MODEL_LEN = 256
 

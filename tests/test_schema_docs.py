@@ -1,9 +1,9 @@
-"""Meta-test: every column declared in stallscope/schema.py is documented in docs/schema.md."""
+"""Meta-test: every column declared in stallscope/core/schema.py is documented in docs/schema.md."""
 
 import re
 
 from conftest import ROOT
-from stallscope.schema import FRAMES
+from stallscope.core.schema import FRAMES
 
 
 def _doc_sections() -> dict[str, str]:

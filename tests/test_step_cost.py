@@ -12,7 +12,7 @@ import pytest
 from stallscope.analyzers.step_cost import (
     StepCostModel, batch_features, busy_gap_s, busy_gaps_s, fit_step_cost, read_step_trace, roofline_cost, step_features,
 )
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 TRUE = {"intercept": 0.004, "prefill_tokens": 2e-5, "decode_reqs": 3e-4, "kv_tokens_read": 1e-6,
         "prefill_attn_pairs": 4e-9, "decode_kv_padded": 0.0}

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FIXTURES
 from stallscope.collectors import dcgm, loader, store, vllm
-from stallscope.errors import CollectorError
+from stallscope.core.errors import CollectorError
 
 DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line
 

@@ -98,7 +98,7 @@ def test_cli_without_a_source_is_a_usage_error(capsys):
 
 
 def test_progress_bar_callback_sees_every_kernel_row(monkeypatch):
-    from stallscope.commands import analyze
+    from stallscope.cli import analyze
 
     monkeypatch.setattr(analyze, "LARGE_FILE_BYTES", 0)  # treat the sample as a large file
     path = str(SAMPLE_TRACES / "starvation.sqlite")

@@ -9,7 +9,7 @@ from nsys_cases import SAMPLE_TRACES
 from stallscope.analyzers.kernel_roles import classify
 from stallscope.analyzers.trace_steps import reconstruct_steps, steps_from_kernels
 from stallscope.collectors.nsight_sqlite import read_export
-from stallscope.schema import validate
+from stallscope.core.schema import validate
 
 
 def _load(name):

@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
-from stallscope import schema
+from stallscope.core import schema
 from stallscope.collectors import vllm
 from stallscope.collectors.exposition import ParseCache
-from stallscope.errors import CollectorError
+from stallscope.core.errors import CollectorError
 
 D = FIXTURES / "vllm_metrics"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

@@ -14,10 +14,10 @@ from stallscope.analyzers.whatif import (
     ServerShape, calibrate_overhead, predict, recommend, simulate, summarize, trace_itl, trace_token_times,
 )
 from stallscope.analyzers.workload import LengthDist, Workload
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.engine import LLMEngine
-from stallscope.refserver.request import SamplingParams
+from stallscope.engine.request import SamplingParams
 
 CONST = StepCostModel(intercept_s=0.010)                                   # every step 10 ms
 LINEAR = StepCostModel(intercept_s=0.010, coef_s={"prefill_tokens": 1e-4})  # + 0.1 ms per prompt token
@@ -188,7 +188,7 @@ def test_analyze_takes_the_starvation_budget_from_the_simulation():
     decode_starvation finding's recommendation and evidence carry it."""
     from stallscope.analyzers import findings
     from stallscope.analyzers.budget import inputs_from_frames, recommend_budget
-    from stallscope.schema import validate
+    from stallscope.core.schema import validate
 
     w = fixed(16, 100, sessions=6, long_prompt_tokens=1500, long_output_tokens=4, long_every_s=0.5, duration_s=8.0)
     res = simulate(w, LINEAR, max_num_batched_tokens=2048, enable_chunked_prefill=False, record_steps=True,

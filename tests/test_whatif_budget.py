@@ -15,7 +15,7 @@ from stallscope.analyzers.step_cost import StepCostModel
 from stallscope.analyzers.whatif import ServerShape, recommend, simulate
 from stallscope.analyzers.workload import LengthDist, Workload
 from stallscope.cli import main
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 # the engine the run "measured": 10 ms per step + 0.2 ms per prompt token
 COST = StepCostModel(intercept_s=0.010, coef_s={"prefill_tokens": 2e-4})
@@ -104,7 +104,7 @@ def test_whatif_analyze_and_dashboard_recommend_the_same_budget(run_dir, capsys)
 def test_when_no_budget_meets_the_slo_all_three_pick_the_lowest_itl(run_dir, capsys):
     """A 20 ms SLO that even the run's own 128-token chunks (~36 ms steps) miss: every caller names 128,
     the budget with the lowest predicted ITL P99, and says the SLO is missed."""
-    from stallscope.config import load_thresholds
+    from stallscope.core.config import load_thresholds
     from stallscope.dashboards import data
     from stallscope.dashboards.app import create_app, page_module
     from stallscope.dashboards.data import DataSource

@@ -203,7 +203,7 @@ def test_intake_delays_measure_send_to_first_schedule(tmp_path):
     from stallscope.analyzers.step_cost import StepCostModel
     from stallscope.analyzers.whatif import simulate
     from stallscope.analyzers.workload import LengthDist, Workload
-    from stallscope.commands.whatif_inputs import intake_delays
+    from stallscope.cli.whatif_inputs import intake_delays
 
     w = Workload(LengthDist.fixed(16), LengthDist.fixed(4), sessions=2, duration_s=1.0)
     res = simulate(w, StepCostModel(intercept_s=0.010), max_num_batched_tokens=64, record_steps=True,

@@ -9,7 +9,7 @@ import dashboard_frames as F
 from stallscope.dashboards import data
 from stallscope.dashboards.app import create_app, page_module
 from stallscope.dashboards.data import DataSource
-from stallscope.dashboards.figures_whatif import whatif_curves
+from stallscope.render.figures_whatif import whatif_curves
 
 
 @pytest.fixture(scope="module")

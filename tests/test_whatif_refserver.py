@@ -14,7 +14,7 @@ import pytest
 
 from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
 from stallscope.analyzers.whatif import ServerShape, predict, trace_itl
-from stallscope.commands.whatif_inputs import workload_from_loadgen
+from stallscope.cli.whatif_inputs import workload_from_loadgen
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.loadgen import LoadSpec, run_load
 from stallscope.refserver.server_thread import ServerThread

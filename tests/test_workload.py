@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stallscope.analyzers.workload import LengthDist, Workload, workload_from_samples
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 # vLLM's request_tokens buckets (1-2-5 series up to max_model_len=2048) and two scrapes 60 s apart.
 LES = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, math.inf]
@@ -29,7 +29,7 @@ def exposition(prompt_cum, gen_cum):
 
 
 def samples_frame(scrapes):
-    """`samples` frame rows (stallscope.schema) from (ts_s, exposition) pairs via prometheus_client's parser."""
+    """`samples` frame rows (stallscope.core.schema) from (ts_s, exposition) pairs via prometheus_client's parser."""
     rows = []
     for ts, text in scrapes:
         for fam in text_string_to_metric_families(text):

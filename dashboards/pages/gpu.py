@@ -6,7 +6,8 @@ import dash
 import pandas as pd
 from dash import Input, Output, callback, dcc, html
 
-from stallscope.dashboards import data, figures as figs, views
+from stallscope.dashboards import data, views
+from stallscope.render import figures as figs
 
 dash.register_page(__name__, path="/gpu", name="GPU", order=3)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from stallscope.dashboards import data, figures as figs
+from stallscope.dashboards import data
+from stallscope.render import figures as figs
 
 dash.register_page(__name__, path="/kv-cache", name="KV cache", order=2)
 

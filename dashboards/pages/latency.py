@@ -5,7 +5,8 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from stallscope.dashboards import data, figures as figs, views
+from stallscope.dashboards import data, views
+from stallscope.render import figures as figs
 
 dash.register_page(__name__, path="/latency", name="Latency", order=1)
 

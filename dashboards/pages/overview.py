@@ -8,7 +8,8 @@ import dash
 import pandas as pd
 from dash import Input, Output, callback, dcc, html
 
-from stallscope.dashboards import data, figures as figs
+from stallscope.dashboards import data
+from stallscope.render import figures as figs
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
 

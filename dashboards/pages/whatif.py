@@ -15,8 +15,8 @@ import dash
 from dash import Input, Output, State, callback, dcc, html
 
 from stallscope.dashboards import data
-from stallscope.dashboards.figures import empty_figure
-from stallscope.errors import ToolkitError
+from stallscope.render.figures import empty_figure
+from stallscope.core.errors import ToolkitError
 
 dash.register_page(__name__, path="/whatif", name="What-if", order=5)
 
@@ -119,7 +119,7 @@ def slider(_tick, value):
 @callback(Output("whatif-curves", "figure"), Output("whatif-selected", "children"),
           Input("whatif-budget", "value"), Input("app-live", "n_intervals"))
 def curves(budget_index, _tick):
-    from stallscope.dashboards.figures_whatif import whatif_curves
+    from stallscope.render.figures_whatif import whatif_curves
 
     src = data.current()
     res = result(src) if available() else "What-if simulation is not available in this build."

@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _check_bindable(host: str, port: int) -> None:
     import socket
 
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
 
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -68,7 +68,7 @@ def _check_bindable(host: str, port: int) -> None:
 def run(args) -> int:
     import uvicorn
 
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
     from stallscope.refserver.server import build_app
 
     if not 0 < args.port < 65536:

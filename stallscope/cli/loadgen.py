@@ -60,7 +60,7 @@ def run(args) -> int:
     spec.validate()
     out = Path(args.out) if args.out else None
     if out is not None and not out.parent.is_dir():
-        from stallscope.errors import InputError
+        from stallscope.core.errors import InputError
         raise InputError(f"--out directory {out.parent} does not exist")
     result = asyncio.run(run_load(spec, progress=not args.no_progress))
     if out is not None:

@@ -68,7 +68,7 @@ def run(args) -> int:
 
     from rich.console import Console
 
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
     from stallscope.refserver.repro import DEFAULT_BUDGET, default_load, run_repro
 
     out = Path(args.out)

@@ -6,9 +6,9 @@ import json
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
-from .stats import StepStats
+from stallscope.engine.stats import StepStats
 
 _FIELDS = [f.name for f in fields(StepStats)]
 _OPTIONAL = {"arrival_ns"}                          # added later; older traces lack it

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stallscope.errors import SchemaError
+from stallscope.core.errors import SchemaError
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def run(args) -> int:
 
     from rich.console import Console
 
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -49,7 +49,7 @@ def run(args) -> int:
     console = Console(stderr=True)
     t0 = time.monotonic()
 
-    from stallscope.commands.repro import ab_table
+    from stallscope.cli.repro import ab_table
     from stallscope.refserver.repro import DEFAULT_BUDGET, default_load, run_repro
 
     run_dir, db, report = out / "run", out / "stallscope.db", out / "report.html"
@@ -74,7 +74,7 @@ def run(args) -> int:
     n_scrapes, n_failed, _ = import_run(run_dir, db)
     _say(console, 3, f"collected {n_scrapes} scrapes into the store {db} ({n_failed} unparseable)", t0)
 
-    from stallscope.commands import analyze
+    from stallscope.cli import analyze
 
     parser = argparse.ArgumentParser(prog="stallscope analyze")
     analyze.add_arguments(parser)
@@ -86,7 +86,7 @@ def run(args) -> int:
         _say(console, 5, f"done; dashboard skipped (--no-dashboard). Later: stallscope dashboard --db {db}", t0)
         return 0
 
-    from stallscope.commands.dashboard import serve
+    from stallscope.cli.dashboard import serve
     from stallscope.dashboards.app import create_app
     from stallscope.dashboards.data import DataSource
 

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from stallscope.refserver.config import EngineConfig
     from stallscope.refserver.engine import LLMEngine
-    from stallscope.refserver.request import SamplingParams
+    from stallscope.engine.request import SamplingParams
 
     config = EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens,
                           enable_chunked_prefill=args.enable_chunked_prefill, block_size=args.block_size,

@@ -26,7 +26,7 @@ def add_arguments(p) -> None:
 
 def build_source(args):
     """The DataSource the flags name (also used by `stallscope demo`)."""
-    from stallscope.config import parse_duration
+    from stallscope.core.config import parse_duration
     from stallscope.dashboards.data import DataSource
 
     live = not getattr(args, "no_live", False)
@@ -46,7 +46,7 @@ def serve(app, host: str, port: int, *, any_port_if_busy: bool = False) -> int:
     """Serve `app` until interrupted; print the URL first (stdout, flushed)."""
     from werkzeug.serving import make_server
 
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
 
     try:
         server = make_server(host, port, app.server, threaded=True)
@@ -66,10 +66,10 @@ def serve(app, host: str, port: int, *, any_port_if_busy: bool = False) -> int:
 
 
 def run(args) -> int:
-    from stallscope.config import parse_duration
+    from stallscope.core.config import parse_duration
     from stallscope.dashboards.app import create_app
     from stallscope.dashboards.auth import resolve_token
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
 
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port must be 0-65535, got {args.port}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from .request import Request
+from stallscope.engine.request import Request
 
 
 class KVCacheManager:

@@ -102,8 +102,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from stallscope.analyzers.budget import recommend_budget
-    from stallscope.commands import whatif_inputs
-    from stallscope.config import load_thresholds
+    from stallscope.cli import whatif_inputs
+    from stallscope.core.config import load_thresholds
 
     slo = args.itl_slo if args.itl_slo is not None else float(load_thresholds()["itl_slo_s"])
     inputs = whatif_inputs.resolve_inputs(args)

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def _time(value, what: str):
         return None
     text = str(value).strip()
     if text and text[-1] in "smhdwy" and text[0].isdigit():
-        from stallscope.config import parse_duration
+        from stallscope.core.config import parse_duration
 
         return time.time_ns() - int(parse_duration(text) * 1e9)
     if text.isdigit():
@@ -139,8 +139,8 @@ def _run_whatif_inputs(run_dir):
     """The run's what-if inputs as `stallscope whatif --from` resolves them (one budget for every arm's
     decode_starvation finding); None, with a warning, when the run cannot give them (no step trace,
     a malformed loadgen result): the findings then simulate each arm's own trace."""
-    from stallscope.commands.whatif_inputs import arm_dirs, run_inputs
-    from stallscope.errors import ToolkitError
+    from stallscope.cli.whatif_inputs import arm_dirs, run_inputs
+    from stallscope.core.errors import ToolkitError
 
     try:
         if not any((arm / "steps.jsonl").is_file() for arm in arm_dirs(run_dir)):
@@ -226,7 +226,7 @@ def analyze(args):
     import pandas as pd
 
     from stallscope.analyzers.findings import Finding, diagnose
-    from stallscope.config import load_thresholds, parse_duration
+    from stallscope.core.config import load_thresholds, parse_duration
 
     th = load_thresholds(args.thresholds, itl_slo_s=args.itl_slo)
     if args.itl_slo is not None and args.itl_slo <= 0:
@@ -261,7 +261,7 @@ def render_text(result: dict) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    from stallscope.analyzers.report import _iso as iso
+    from stallscope.render.html import _iso as iso
 
     con = Console(record=True, file=io.StringIO(), width=120, highlight=False)
     src = Table(title="sources")
@@ -293,7 +293,7 @@ def finish(args, report: dict) -> int:
 
     result = getattr(args, "_metrics_result", None)
     if args.html:
-        from stallscope.analyzers.report import render_html
+        from stallscope.render.html import render_html
 
         page = {"title": "stallscope analysis", "findings": report.get("findings", []),
                 "quantiles": report.get("quantiles", {}), "sources": report.get("sources", {}),
@@ -310,7 +310,7 @@ def finish(args, report: dict) -> int:
 
 def from_metrics(args):
     """The `SourceResult` of the metric sources (analyze's per-source seam)."""
-    from stallscope.commands.analyze import SourceResult
+    from stallscope.cli.analyze import SourceResult
 
     result = analyze(args)
     args._metrics_result = result

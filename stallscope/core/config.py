@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from stallscope.errors import ConfigError
+from stallscope.core.errors import ConfigError
 
 
 def _default_text() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 
 @dataclass(frozen=True)

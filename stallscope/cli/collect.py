@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _duration(text, flag: str) -> float:
-    from stallscope.config import parse_duration
-    from stallscope.errors import ConfigError, InputError
+    from stallscope.core.config import parse_duration
+    from stallscope.core.errors import ConfigError, InputError
 
     try:
         value = parse_duration(text)
@@ -44,7 +44,7 @@ def _duration(text, flag: str) -> float:
 
 def _targets(specs: list[str], timeout: float, retries: int):
     from stallscope.collectors.scrape_loop import Target
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
 
     out, seen = [], set()
     for spec in specs:
@@ -62,7 +62,7 @@ def _targets(specs: list[str], timeout: float, retries: int):
 
 
 def run(args) -> int:
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
 
     if args.retries < 0:
         raise InputError(f"--retries must be 0 or more, got {args.retries}")

@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
                              "is a stall (default 3)")
     parser.add_argument("--kernel-roles", metavar="YAML", help="extra kernel-role patterns, tried before the shipped ones")
     parser.add_argument("--top", type=int, default=15, help="rows of each table in text output (default 15)")
-    from stallscope.commands import analyze_metrics
+    from stallscope.cli import analyze_metrics
 
     analyze_metrics.add_arguments(parser)  # RUN_DIR, --db, --prometheus, --html, --fail-on, ...
 
@@ -71,8 +71,8 @@ def _from_nsys(args) -> SourceResult:
     from stallscope.analyzers.kernel_roles import load_table
     from stallscope.analyzers.nsys_report import build_report, render_text
     from stallscope.collectors.nsight_sqlite import read_export
-    from stallscope.config import load_thresholds
-    from stallscope.errors import InputError
+    from stallscope.core.config import load_thresholds
+    from stallscope.core.errors import InputError
 
     if args.gap_ms < 0 or args.stall_factor <= 1:
         raise InputError(f"--gap-ms must be >= 0 and --stall-factor > 1 (got {args.gap_ms}, {args.stall_factor})")
@@ -90,7 +90,7 @@ def _from_nsys(args) -> SourceResult:
 
 # (argument dest, reader). Each reader takes the parsed args and returns a SourceResult.
 def _from_metrics(args) -> SourceResult:
-    from stallscope.commands.analyze_metrics import from_metrics
+    from stallscope.cli.analyze_metrics import from_metrics
 
     return from_metrics(args)
 
@@ -99,7 +99,7 @@ SOURCES = [("nsys", _from_nsys), ("metrics", _from_metrics)]
 
 
 def run(args) -> int:
-    from stallscope.errors import InputError
+    from stallscope.core.errors import InputError
 
     results = [reader(args) for dest, reader in SOURCES if getattr(args, dest, None)]
     if not results:
@@ -112,6 +112,6 @@ def run(args) -> int:
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
     else:
         sys.stdout.write("\n".join(r.text for r in results))
-    from stallscope.commands.analyze_metrics import finish
+    from stallscope.cli.analyze_metrics import finish
 
     return finish(args, report)  # --html, and --fail-on: exit 1 when a finding is at or above it

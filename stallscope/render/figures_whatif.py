@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from stallscope.dashboards.figures import _PAGE_LAYOUT, esc
+from stallscope.render.figures import _PAGE_LAYOUT, esc
 
 CURVES = [("itl_p99_s", "ITL P99"), ("itl_p50_s", "ITL P50"), ("ttft_long_p99_s", "TTFT P99, long prompts"),
           ("ttft_short_p99_s", "TTFT P99, short prompts")]

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .kv_cache_manager import KVCacheManager
-from .request import Request, RequestStatus
+from stallscope.engine.kv_cache_manager import KVCacheManager
+from stallscope.engine.request import Request, RequestStatus
 
 
 @dataclass

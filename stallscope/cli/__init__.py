@@ -2,7 +2,7 @@
 
 Each command module exposes `add_arguments(parser)` and `run(args) -> int` and keeps heavy
 imports inside `run`, so `stallscope --help` stays fast. User errors are `ToolkitError`s and
-print as one line, `stallscope: error: ...`, with exit code 2 (see `stallscope.errors`).
+print as one line, `stallscope: error: ...`, with exit code 2 (see `stallscope.core.errors`).
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ import os
 import sys
 
 from stallscope import __version__
-from stallscope.errors import ToolkitError
+from stallscope.core.errors import ToolkitError
 
 # (subcommand, module, one-line help)
 COMMANDS = [
-    ("generate", "stallscope.commands.generate", "generate text with the reference engine"),
-    ("refserver", "stallscope.commands.refserver", "run the OpenAI-compatible reference server"),
-    ("loadgen", "stallscope.commands.loadgen", "drive a server with steady streams plus long prompts"),
-    ("repro", "stallscope.commands.repro", "reproduce decode starvation or KV pressure in two arms"),
-    ("collect", "stallscope.commands.collect", "scrape vLLM/DCGM/NVML into the embedded store"),
-    ("analyze", "stallscope.commands.analyze", "diagnose a run, a store, Prometheus or an nsys export"),
-    ("roofline", "stallscope.commands.roofline", "roofline figures for a GPU and a model"),
-    ("rules", "stallscope.commands.rules", "render or check the Prometheus alert rules"),
-    ("dashboard", "stallscope.commands.dashboard", "serve the Dash web app"),
-    ("whatif", "stallscope.commands.whatif", "simulate chunk budgets and recommend one"),
-    ("demo", "stallscope.commands.demo", "reproduce, collect, analyze and show, in one command"),
+    ("generate", "stallscope.cli.generate", "generate text with the reference engine"),
+    ("refserver", "stallscope.cli.refserver", "run the OpenAI-compatible reference server"),
+    ("loadgen", "stallscope.cli.loadgen", "drive a server with steady streams plus long prompts"),
+    ("repro", "stallscope.cli.repro", "reproduce decode starvation or KV pressure in two arms"),
+    ("collect", "stallscope.cli.collect", "scrape vLLM/DCGM/NVML into the embedded store"),
+    ("analyze", "stallscope.cli.analyze", "diagnose a run, a store, Prometheus or an nsys export"),
+    ("roofline", "stallscope.cli.roofline", "roofline figures for a GPU and a model"),
+    ("rules", "stallscope.cli.rules", "render or check the Prometheus alert rules"),
+    ("dashboard", "stallscope.cli.dashboard", "serve the Dash web app"),
+    ("whatif", "stallscope.cli.whatif", "simulate chunk budgets and recommend one"),
+    ("demo", "stallscope.cli.demo", "reproduce, collect, analyze and show, in one command"),
 ]
 
 
@@ -83,6 +83,3 @@ def main(argv: list[str] | None = None) -> int:
                          "(rerun with STALLSCOPE_DEBUG=1 for the traceback)\n")
         return 3
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 
 def add_arguments(parser) -> None:

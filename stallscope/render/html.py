@@ -5,7 +5,7 @@ whole-run quantiles (printed no finer than their bucket), findings (explanation,
 recommendation), then the evidence on one timeline: ITL/TTFT P50/P99 with prefill spikes and findings
 shaded; KV usage, waiting, running and preemptions; the roofline when GPU data exists. Every string
 from the input is HTML-escaped here or in `dashboards.figures`; plotly's JSON escapes `<`, `>` and `/`.
-Plotting lives in `stallscope.dashboards.figures`; this module only assembles.
+Plotting lives in `stallscope.render.figures`; this module only assembles.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def render_html(result: dict) -> str:
     roofline (dict for dashboards.figures.roofline_figure, or None)."""
     from plotly.offline import get_plotlyjs
 
-    from stallscope.dashboards import figures
+    from stallscope.render import figures
 
     th = result.get("thresholds") or {}
     parts = [f"<h1>{_e(result.get('title', 'stallscope analysis'))}</h1>",

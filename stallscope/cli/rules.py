@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from stallscope.errors import InputError
+from stallscope.core.errors import InputError
 
 # flag -> (threshold key, help)
 THRESHOLD_FLAGS = {
@@ -65,7 +65,7 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
 
 
 def _thresholds(args) -> dict:
-    from stallscope.config import load_thresholds
+    from stallscope.core.config import load_thresholds
 
     overrides = {key: getattr(args, key) for key, _ in THRESHOLD_FLAGS.values()}
     windows = {k: v for k, v in (("short", args.window_short), ("long", args.window_long)) if v is not None}

@@ -19,7 +19,7 @@ from stallscope.analyzers.budget import WhatifInputs
 from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost, read_step_trace, roofline_cost
 from stallscope.analyzers.whatif import ServerShape
 from stallscope.analyzers.workload import LengthDist, Workload, read_json, workload_from_samples, workload_with
-from stallscope.errors import InputError, ToolkitError
+from stallscope.core.errors import InputError, ToolkitError
 
 
 def arm_dirs(run_dir: str | Path) -> list[Path]:
@@ -66,7 +66,7 @@ def run_inputs(run_dir: str | Path) -> WhatifInputs:
     directory (analyze, the dashboard) simulates the same thing."""
     import argparse
 
-    from stallscope.commands.whatif import add_arguments
+    from stallscope.cli.whatif import add_arguments
 
     parser = argparse.ArgumentParser(add_help=False)
     add_arguments(parser)
@@ -215,7 +215,7 @@ def _metrics_workload(args) -> Workload:
 def _when(text: str, ref_ns: int, flag: str) -> int:
     """A duration back from `ref_ns` (`30m`), or a time: int ns since the epoch or ISO-8601."""
     from stallscope.collectors.loader import to_ns
-    from stallscope.config import parse_duration
+    from stallscope.core.config import parse_duration
 
     text = str(text).strip()
     if text.isdigit():
@@ -245,7 +245,7 @@ def arm_engine_config(arm: Path):
     """The EngineConfig an arm's server ran with, from its `server.json` argv; None when absent."""
     import argparse
 
-    from stallscope.commands.refserver import add_arguments, engine_config
+    from stallscope.cli.refserver import add_arguments, engine_config
 
     path = Path(arm) / "server.json"
     if not path.is_file():

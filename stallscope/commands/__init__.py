@@ -1,1 +1,0 @@
-"""CLI subcommands: each module has add_arguments(parser) and run(args) -> int."""

@@ -1,0 +1,1 @@
+"""Faces of a diagnosis: the standalone HTML report and the plotly figures the report and the dashboard share."""
