@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from stallscope.analyzers.step_cost import trace_token_times
 from stallscope.core.errors import InputError
 
 PROMPT_HIST = "vllm:request_prompt_tokens"
@@ -252,12 +253,10 @@ def read_json(path: str | Path) -> dict:
 def workload_from_steps(steps: pd.DataFrame, *, source: str = "steps") -> Workload:
     """Open-loop workload rebuilt from a step trace with `num_scheduled_tokens`.
 
-    Each request's output length is its token count (stallscope.analyzers.whatif.trace_token_times),
+    Each request's output length is its token count (stallscope.analyzers.step_cost.trace_token_times),
     its prompt the rest of its scheduled tokens (recompute after preemption counts too), and the
     arrival rate the requests first scheduled per second of trace.
     """
-    from stallscope.analyzers.whatif import trace_token_times
-
     if "num_scheduled_tokens" not in steps or len(steps) < 2:
         raise InputError(f"{source}: the steps carry no per-request token counts (`num_scheduled_tokens`)")
     tokens = trace_token_times(steps)

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import requests
 
-from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
-from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend, trace_itl
+from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace, trace_itl
+from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend
 from stallscope.cli.whatif_inputs import workload_from_loadgen
 from stallscope.refserver.config import EngineConfig
 from stallscope.cli.whatif_inputs import intake_delays, run_steps

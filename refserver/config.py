@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stallscope.core.errors import InputError
+from stallscope.engine.config import SchedulerConfig
 
 KV_CACHE_DTYPES = ("auto", "float32", "fp16", "fp8")
 # Bytes one stored KV element takes; "auto" is 16-bit storage, as in real deployments.
@@ -95,6 +96,11 @@ class EngineConfig:
         if self.max_model_len is not None and (not isinstance(self.max_model_len, (int, np.integer))
                                                or self.max_model_len < 2):
             raise InputError(f"--max-model-len must be an integer >= 2, got {self.max_model_len!r}")
+
+    @property
+    def scheduler_config(self) -> SchedulerConfig:
+        return SchedulerConfig(self.max_num_batched_tokens, self.max_num_seqs, self.enable_chunked_prefill,
+                               self.block_size, self.num_kv_blocks, self.resolved_max_model_len)
 
     @property
     def model_config(self) -> ModelConfig:

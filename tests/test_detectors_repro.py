@@ -15,8 +15,7 @@ import pytest
 
 from stallscope.analyzers import step_stalls
 from stallscope.analyzers.findings import diagnose
-from stallscope.analyzers.step_cost import read_step_trace
-from stallscope.analyzers.whatif import trace_itl
+from stallscope.analyzers.step_cost import read_step_trace, trace_itl
 from stallscope.collectors import loader
 from stallscope.core.config import load_thresholds
 from stallscope.refserver.loadgen import LoadSpec

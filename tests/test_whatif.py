@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost, read_step_trace
+from stallscope.analyzers.step_cost import (
+    StepCostModel, fit_step_cost, read_step_trace, trace_itl, trace_token_times,
+)
 from stallscope.analyzers.whatif import (
-    ServerShape, calibrate_overhead, predict, recommend, simulate, summarize, trace_itl, trace_token_times,
+    ServerShape, calibrate_overhead, predict, recommend, simulate, summarize,
 )
 from stallscope.analyzers.workload import LengthDist, Workload
 from stallscope.core.errors import InputError

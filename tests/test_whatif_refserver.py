@@ -12,8 +12,8 @@ import asyncio
 import numpy as np
 import pytest
 
-from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
-from stallscope.analyzers.whatif import ServerShape, predict, trace_itl
+from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace, trace_itl
+from stallscope.analyzers.whatif import ServerShape, predict
 from stallscope.cli.whatif_inputs import workload_from_loadgen
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.loadgen import LoadSpec, run_load
