@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers.step_cost import StepCostModel
-from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend
+from stallscope.analyzers.whatif import DEFAULT_HEADROOM, predict, recommend
 from stallscope.analyzers.workload import Workload
 from stallscope.core.errors import InputError
+from stallscope.engine.config import SchedulerConfig
 
 DEFAULT_BUDGETS = (256, 512, 1024, 2048, 4096)
 
@@ -35,7 +36,7 @@ class WhatifInputs:
 
     cost: StepCostModel
     workload: Workload
-    shape: ServerShape = ServerShape()
+    shape: SchedulerConfig = SchedulerConfig()
     request_overhead_s: object = 0.0       # seconds, or an array of measured delays drawn per request
     run_budgets: tuple = ()                # the chunked --max-num-batched-tokens the run's arms used
     source: str = "the step trace"         # what the inputs came from, for explanations
@@ -90,8 +91,8 @@ def inputs_from_frames(steps: pd.DataFrame, samples: pd.DataFrame | None = None,
     longest = max(2048, int(max(w.prompt_tokens.hi)) + int(max(w.output_tokens.hi)) + 1,
                   w.long_prompt_tokens + w.long_output_tokens + 1)
     blocks = steps["kv_blocks_total"].max() if "kv_blocks_total" in steps else float("nan")
-    shape = ServerShape(max_model_len=longest,
-                        num_kv_blocks=int(blocks) if np.isfinite(blocks) and blocks > 0 else ServerShape.num_kv_blocks)
+    shape = SchedulerConfig(max_model_len=longest,
+                        num_gpu_blocks=int(blocks) if np.isfinite(blocks) and blocks > 0 else SchedulerConfig.num_gpu_blocks)
     return WhatifInputs(cost, w, shape, source=source)
 
 

@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -37,16 +37,6 @@ PREDICTION_COLUMNS = [
     "ttft_short_p50_s", "ttft_short_p99_s", "itl_p50_s", "itl_p99_s", "output_tok_s",
     "num_requests", "num_long", "num_unfinished", "num_steps", "num_preemptions",
 ]
-
-
-@dataclass(frozen=True)
-class ServerShape:
-    """The engine flags the simulation holds fixed (everything but the budget and chunking)."""
-
-    max_num_seqs: int = 128
-    block_size: int = 16
-    num_kv_blocks: int = 1 << 20      # default: effectively unbounded
-    max_model_len: int = 2048
 
 
 @dataclass
@@ -157,7 +147,7 @@ def _next_step(core: EngineCore, arrivals: _Arrivals, sims: dict, clock: _SimClo
 
 
 def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens: int,
-             enable_chunked_prefill: bool = True, shape: ServerShape = ServerShape(), seed: int = 0,
+             enable_chunked_prefill: bool = True, shape: SchedulerConfig = SchedulerConfig(), seed: int = 0,
              noise: bool = True, drain: bool = True, record_steps: bool = False,
              request_overhead_s=0.0) -> SimResult:
     """Run one budget. Returns every request with its token times (simulated seconds from 0).
@@ -177,8 +167,7 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
         raise InputError(f"max_num_batched_tokens must be >= 1, got {max_num_batched_tokens}")
     rng = np.random.default_rng(seed)
     clock = _SimClock()
-    shape = SchedulerConfig(max_num_batched_tokens, shape.max_num_seqs, enable_chunked_prefill, shape.block_size,
-                            shape.num_kv_blocks, shape.max_model_len)
+    shape = replace(shape, max_num_batched_tokens=max_num_batched_tokens, enable_chunked_prefill=enable_chunked_prefill)
     core = EngineCore(shape, _cost_executor(cost, clock, rng, noise), clock)
     arrivals, pacer, sims = _Arrivals(shape, request_overhead_s, rng), _LongPacer(workload), {}
     for t, p, o, kind in workload.open_arrivals(rng):
@@ -246,7 +235,7 @@ def _summarize(results: list, workload: Workload) -> dict:
 
 
 def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunked: bool = False,
-            shape: ServerShape = ServerShape(), seed: int = 0, noise: bool = True,
+            shape: SchedulerConfig = SchedulerConfig(), seed: int = 0, noise: bool = True,
             request_overhead_s=0.0, seeds: int = 1) -> pd.DataFrame:
     """One row per budget (and one for chunked prefill off): the predicted latencies and throughput.
 
@@ -280,7 +269,7 @@ def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunk
 
 def calibrate_overhead(workload: Workload, cost: StepCostModel, measured_ttft_short_p50_s: float, *,
                        max_num_batched_tokens: int, enable_chunked_prefill: bool,
-                       shape: ServerShape = ServerShape(), seed: int = 0, seeds: int = 2) -> float:
+                       shape: SchedulerConfig = SchedulerConfig(), seed: int = 0, seeds: int = 2) -> float:
     """The request overhead (s) that makes the simulated short-prompt TTFT P50 match a measured run.
 
     The measured run is the one the step costs came from (same budget and chunking). Bisection over

@@ -31,7 +31,8 @@ import numpy as np
 import requests
 
 from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace, trace_itl
-from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend
+from stallscope.analyzers.whatif import DEFAULT_HEADROOM, predict, recommend
+from stallscope.engine.config import SchedulerConfig
 from stallscope.cli.whatif_inputs import workload_from_loadgen
 from stallscope.refserver.config import EngineConfig
 from stallscope.cli.whatif_inputs import intake_delays, run_steps
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
     cost = fit_step_cost(run_steps(out / cal_dir), source=f"{cal_dir} arm")
     workload = workload_from_loadgen(results[args.calibrate_on][0], f"{cal_dir} loadgen")
     cfg = EngineConfig(model=args.model)
-    shape = ServerShape(max_num_seqs=cfg.max_num_seqs, block_size=cfg.block_size, num_kv_blocks=cfg.num_kv_blocks,
+    shape = SchedulerConfig(max_num_seqs=cfg.max_num_seqs, block_size=cfg.block_size, num_gpu_blocks=cfg.num_gpu_blocks,
                         max_model_len=cfg.resolved_max_model_len)
     # the request overhead: the calibration arm's measured send -> first-scheduled delays, drawn per request
     overhead = np.concatenate([intake_delays(p.parent) for p in sorted((out / cal_dir).glob("r*/steps.jsonl"))])

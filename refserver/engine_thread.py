@@ -169,7 +169,7 @@ class EngineThread:
         waiting, running, used = engine.num_waiting(), engine.num_running(), kv.num_used_blocks
         with self._lock:
             self._published = (waiting, running, used)
-        self.metrics.set_gauges(running, waiting, used, kv.num_total_blocks)
+        self.metrics.set_gauges(running, waiting, used, kv.num_gpu_blocks)
 
     @staticmethod
     def _post(loop: asyncio.AbstractEventLoop, items) -> None:

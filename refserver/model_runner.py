@@ -70,7 +70,7 @@ class ModelRunner:
         self.kv = kv_cache_manager
         self.block_size = config.block_size
         self.model = Transformer(mc, weights, max_len=config.resolved_max_model_len)
-        self.cache = PagedKVCache(mc.num_layers, kv_cache_manager.num_total_blocks, config.block_size,
+        self.cache = PagedKVCache(mc.num_layers, kv_cache_manager.num_gpu_blocks, config.block_size,
                                   mc.num_kv_heads, mc.head_dim, config.kv_cache_dtype)
         self.sampler = Sampler(mc.vocab_size)
         self.blas_threads = fix_blas_threads(config.blas_threads)

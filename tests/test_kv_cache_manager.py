@@ -44,4 +44,4 @@ def test_bytes_per_block_formula(dtype, nbytes):
     # small: 7 layers x 2 kv heads x 64 head_dim x 2 (K, V) x dtype bytes
     assert cfg.bytes_per_token == 7 * 2 * 64 * 2 * nbytes
     assert cfg.bytes_per_block == 16 * cfg.bytes_per_token
-    assert cfg.num_kv_blocks == 64 * 2**20 // cfg.bytes_per_block
+    assert cfg.num_gpu_blocks == 64 * 2**20 // cfg.bytes_per_block

@@ -89,7 +89,7 @@ def test_finish_frees_blocks_and_reports_length():
     while s.has_unfinished_requests():
         step(s)
     assert r.status is RequestStatus.FINISHED_LENGTH_CAPPED and r.output_token_ids == [7, 7]
-    assert s.kv.num_free_blocks == s.kv.num_total_blocks
+    assert s.kv.num_free_blocks == s.kv.num_gpu_blocks
 
 
 def test_eos_and_stop_tokens_finish_with_stop():

@@ -13,10 +13,11 @@ from stallscope.analyzers.step_cost import (
     StepCostModel, fit_step_cost, read_step_trace, trace_itl, trace_token_times,
 )
 from stallscope.analyzers.whatif import (
-    ServerShape, calibrate_overhead, predict, recommend, simulate, summarize,
+    calibrate_overhead, predict, recommend, simulate, summarize,
 )
 from stallscope.analyzers.workload import LengthDist, Workload
 from stallscope.core.errors import InputError
+from stallscope.engine.config import SchedulerConfig
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.engine import LLMEngine
 from stallscope.engine.request import SamplingParams
@@ -71,14 +72,14 @@ def test_policy_is_the_engines_scheduler(tmp_path):
     """Same requests, all at t=0: the simulated steps equal the real engine's step trace, step for step."""
     w = fixed(20, 24, sessions=4, long_prompt_tokens=100, long_output_tokens=8, long_every_s=10.0,
               long_first_s=0.0, duration_s=1e-6)
-    sim = simulate(w, CONST, max_num_batched_tokens=64, shape=ServerShape(max_num_seqs=8, block_size=16,
-                                                                            num_kv_blocks=10, max_model_len=2048),
+    sim = simulate(w, CONST, max_num_batched_tokens=64, shape=SchedulerConfig(max_num_seqs=8, block_size=16,
+                                                                            num_gpu_blocks=10, max_model_len=2048),
                    record_steps=True)
     trace = tmp_path / "steps.jsonl"
     cfg = EngineConfig(model="tiny", max_num_batched_tokens=64, max_num_seqs=8, block_size=16,
                        kv_cache_mb=(10.5 * EngineConfig().bytes_per_block) / 2**20, step_trace=str(trace))
     engine = LLMEngine(cfg)
-    assert engine.kv_cache_manager.num_total_blocks == 10
+    assert engine.kv_cache_manager.num_gpu_blocks == 10
     engine.add_request("sim-0", [7] * 100, SamplingParams(max_tokens=8, ignore_eos=True))
     for i in range(1, 5):
         engine.add_request(f"sim-{i}", [5] * 20, SamplingParams(max_tokens=24, ignore_eos=True))
@@ -120,7 +121,7 @@ def test_noise_replays_residuals_deterministically():
 
 def test_kv_pool_pressure_preempts_and_still_finishes():
     w = fixed(100, 60, sessions=6, duration_s=2.0)
-    res = simulate(w, CONST, max_num_batched_tokens=512, shape=ServerShape(num_kv_blocks=30, block_size=16))
+    res = simulate(w, CONST, max_num_batched_tokens=512, shape=SchedulerConfig(num_gpu_blocks=30, block_size=16))
     assert res.num_preemptions > 0
     assert summarize(res, w)["num_unfinished"] == 0
 
@@ -164,7 +165,7 @@ def test_token_times_rebuilt_from_a_trace_match_the_simulation():
     """trace_token_times (the measured side of the validation) recovers every simulated token time."""
     w = Workload(LengthDist.from_buckets([20, 300, 600], [10, 16, 20]), LengthDist.fixed(12), rate_hz=8.0,
                  duration_s=3.0)
-    res = simulate(w, LINEAR, max_num_batched_tokens=128, shape=ServerShape(num_kv_blocks=40), record_steps=True)
+    res = simulate(w, LINEAR, max_num_batched_tokens=128, shape=SchedulerConfig(num_gpu_blocks=40), record_steps=True)
     assert res.num_preemptions > 0        # recompute chunks are in the trace too
     rebuilt = trace_token_times(pd.DataFrame(res.steps))
     for r in res.requests:
@@ -194,7 +195,7 @@ def test_analyze_takes_the_starvation_budget_from_the_simulation():
 
     w = fixed(16, 100, sessions=6, long_prompt_tokens=1500, long_output_tokens=4, long_every_s=0.5, duration_s=8.0)
     res = simulate(w, LINEAR, max_num_batched_tokens=2048, enable_chunked_prefill=False, record_steps=True,
-                   shape=ServerShape(num_kv_blocks=2000))
+                   shape=SchedulerConfig(num_gpu_blocks=2000))
     steps = pd.DataFrame(res.steps)
     inputs = inputs_from_frames(steps)
     res = recommend_budget(inputs, 0.05)

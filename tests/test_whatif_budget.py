@@ -12,7 +12,8 @@ import pytest
 from expo_frames import T0_NS, simulate_starvation, write_arm
 from stallscope.analyzers.budget import WhatifInputs, candidate_budgets, recommend_budget
 from stallscope.analyzers.step_cost import StepCostModel
-from stallscope.analyzers.whatif import ServerShape, recommend, simulate
+from stallscope.analyzers.whatif import recommend, simulate
+from stallscope.engine.config import SchedulerConfig
 from stallscope.analyzers.workload import LengthDist, Workload
 from stallscope.cli import main
 from stallscope.core.errors import InputError
@@ -44,7 +45,7 @@ def run_dir(tmp_path_factory):
         texts = []
         simulate_starvation(30, chunk=chunk, texts=texts)
         res = simulate(w, COST, max_num_batched_tokens=chunk or 2048, enable_chunked_prefill=chunk is not None,
-                       shape=ServerShape(num_kv_blocks=4096), noise=False, record_steps=True)
+                       shape=SchedulerConfig(num_gpu_blocks=4096), noise=False, record_steps=True)
         steps = pd.DataFrame([{**s, "start_ns": s["start_ns"] + T0_NS, "end_ns": s["end_ns"] + T0_NS,
                                "num_scheduled_tokens": {f"req-{k}": v for k, v in s["num_scheduled_tokens"].items()}}
                               for s in res.steps])
@@ -153,7 +154,7 @@ def test_candidate_budgets_add_the_run_budget_and_respect_the_block_size():
     assert candidate_budgets((8,), block_size=16) == [256, 512, 1024, 2048, 4096]
     assert candidate_budgets((300,), block_size=512) == [512, 1024, 2048, 4096]
     w = Workload(LengthDist.fixed(16), LengthDist.fixed(8), sessions=1, duration_s=0.5)
-    inputs = WhatifInputs(StepCostModel(intercept_s=0.01), w, ServerShape(block_size=32))
+    inputs = WhatifInputs(StepCostModel(intercept_s=0.01), w, SchedulerConfig(block_size=32))
     with pytest.raises(InputError, match="budget 16 is below --block-size 32"):
         recommend_budget(inputs, 0.2, budgets=[16, 256])
 

@@ -73,7 +73,7 @@ def test_run_directory_supplies_steps_workload_and_pool(tmp_path, capsys):
     assert data["step_cost"]["n_steps"] == 600                 # both arms' steps feed one fit
     assert data["workload"]["sessions"] == 4 and data["workload"]["long_threshold_tokens"] == 1200
     assert data["workload"]["output_tokens_mean"] == pytest.approx(48.0)
-    assert data["server_shape"]["num_kv_blocks"] == 512        # kv_blocks_total of the trace
+    assert data["server_shape"]["num_gpu_blocks"] == 512       # num_gpu_blocks of the trace
     # the loadgen's send times against the trace's first scheduled steps: the measured intake delays
     over = data["request_overhead_s"]
     assert over["measured_requests"] == 4 and 0 <= over["p50_s"] <= over["p99_s"] < 66.0   # the off arm's 4
@@ -82,7 +82,7 @@ def test_run_directory_supplies_steps_workload_and_pool(tmp_path, capsys):
             "--kv-cache-mb", "4", "--max-num-seqs", "64", "--port", "1234"]
     (run / "off" / "server.json").write_text(json.dumps({"argv": argv, "port": 1234}))
     data = run_json(["--from", str(run), "--budgets", "256,512"], capsys)
-    assert data["server_shape"] == {"max_num_seqs": 64, "block_size": 16, "num_kv_blocks": 256, "max_model_len": 2048}
+    assert data["server_shape"] == {"max_num_seqs": 64, "block_size": 16, "num_gpu_blocks": 256, "max_model_len": 2048}
     assert run_json(["--from", str(run), "--budgets", "256", "--request-overhead", "0.01"],
                     capsys)["request_overhead_s"] == 0.01
     # explicit flags override the measured workload

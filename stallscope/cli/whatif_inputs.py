@@ -17,9 +17,9 @@ import pandas as pd
 
 from stallscope.analyzers.budget import WhatifInputs
 from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost, read_step_trace, roofline_cost
-from stallscope.analyzers.whatif import ServerShape
 from stallscope.analyzers.workload import LengthDist, Workload, read_json, workload_from_samples, workload_with
 from stallscope.core.errors import InputError, ToolkitError
+from stallscope.engine.config import SchedulerConfig
 
 
 def arm_dirs(run_dir: str | Path) -> list[Path]:
@@ -123,7 +123,7 @@ def _roofline(gpu: str | None, model: str | None, tp: int) -> StepCostModel:
         peak_flops=spec.peak_flops(mspec.weight_dtype) * tp, hbm_bytes_s=spec.bandwidth * tp,
         n_params=mspec.matmul_params, weight_bytes=mspec.weight_bytes(),
         kv_bytes_per_token=mspec.kv_bytes_per_token("auto"), n_layers=mspec.num_layers,
-        hidden_size=mspec.num_heads * mspec.hd, overhead_s=0.002,
+        hidden_size=mspec.num_heads * mspec.head_dim, overhead_s=0.002,
         source=f"roofline of {spec.name} / {mspec.name} / tp={tp} (60% of peak, 2 ms overhead)")
 
 
@@ -298,7 +298,7 @@ def intake_delays(arm: Path) -> np.ndarray:
     return sane if sane.size * 2 >= out.size else np.empty(0)  # clocks that do not line up: no figure
 
 
-def calibrate_from_run(args, workload: Workload, cost: StepCostModel, shape: ServerShape):
+def calibrate_from_run(args, workload: Workload, cost: StepCostModel, shape: SchedulerConfig):
     """The request overhead: `--request-overhead` seconds, else the intake delays measured in the run
     (`intake_delays` of the arm that supplies the workload; the simulator draws one per request),
     else 0.
@@ -316,20 +316,20 @@ def calibrate_from_run(args, workload: Workload, cost: StepCostModel, shape: Ser
     return 0.0
 
 
-def resolve_shape(args) -> ServerShape:
+def resolve_shape(args) -> SchedulerConfig:
     """Server flags held fixed: explicit flags, else what the run shows, else vLLM's defaults."""
-    shape = ServerShape()
+    shape = SchedulerConfig()
     found = {}
     if args.run_dir:
         steps = run_steps(args.run_dir)
         cfgs = [c for c in (arm_engine_config(a) for a in arm_dirs(args.run_dir)) if c is not None]
         if cfgs:
             found.update(max_num_seqs=cfgs[0].max_num_seqs, block_size=cfgs[0].block_size,
-                         num_kv_blocks=cfgs[0].num_kv_blocks, max_model_len=cfgs[0].resolved_max_model_len)
+                         num_gpu_blocks=cfgs[0].num_gpu_blocks, max_model_len=cfgs[0].resolved_max_model_len)
         elif steps is not None and "kv_blocks_total" in steps and steps["kv_blocks_total"].notna().any():
-            found["num_kv_blocks"] = int(steps["kv_blocks_total"].max())
-    for name in ("max_num_seqs", "block_size", "num_kv_blocks", "max_model_len"):
+            found["num_gpu_blocks"] = int(steps["kv_blocks_total"].max())
+    for name in ("max_num_seqs", "block_size", "num_gpu_blocks", "max_model_len"):
         value = getattr(args, name, None)
         if value is not None:
             found[name] = int(value)
-    return ServerShape(**{**vars(shape), **found})
+    return SchedulerConfig(**{**vars(shape), **found})
