@@ -134,3 +134,16 @@ def empty(kind: str):
 
     dtypes = {"int": "int64", "float": "float64", "str": "object", "object": "object", "bool": "bool"}
     return pd.DataFrame({c.name: pd.Series(dtype=dtypes[c.dtype]) for c in FRAMES[kind] if c.required})
+
+
+def steps_frame(rows: list[dict]):
+    """A steps frame from step-trace records: `step` numbered from 0 when absent, the declared columns
+    cast to int64/float64, every other field (e.g. `num_scheduled_tokens`) kept as it is."""
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    if "step" not in frame:
+        frame["step"] = np.arange(len(frame))
+    cast = {"int": "int64", "float": "float64"}
+    return validate(frame.astype({c.name: cast[c.dtype] for c in FRAMES["steps"] if c.name in frame}), "steps")
