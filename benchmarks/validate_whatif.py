@@ -25,17 +25,18 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import requests
 
-from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace, trace_itl
+from stallscope.analyzers.budget import run_cost
+from stallscope.analyzers.step_cost import read_step_trace, trace_itl
 from stallscope.analyzers.whatif import DEFAULT_HEADROOM, predict, recommend
-from stallscope.engine.config import SchedulerConfig
-from stallscope.cli.whatif_inputs import workload_from_loadgen
+from stallscope.analyzers.workload import intake_delays, workload_from_loadgen
+from stallscope.collectors.run_dir import RunDir
 from stallscope.refserver.config import EngineConfig
-from stallscope.cli.whatif_inputs import intake_delays, run_steps
 from stallscope.refserver.loadgen import LoadSpec, RequestRecord, run_load
 from stallscope.refserver.loadgen import summarize as loadgen_summary
 from stallscope.refserver.server_thread import free_port
@@ -65,7 +66,8 @@ def run_arm(out: Path, name: str, args, *, budget: int, chunked: bool) -> dict:
            "--max-num-batched-tokens", str(budget), "--step-trace", str(arm / "steps.jsonl"),
            "--enable-chunked-prefill" if chunked else "--no-enable-chunked-prefill"]
     (arm / "steps.jsonl").unlink(missing_ok=True)
-    (arm / "server.json").write_text(json.dumps({"argv": cmd[1:], "port": port}))  # as `repro` writes it
+    engine = asdict(EngineConfig.from_flags(cmd[cmd.index("refserver") + 1:]))
+    (arm / "server.json").write_text(json.dumps({"argv": cmd[1:], "port": port, "engine": engine}))  # as `repro` does
     # one BLAS thread: on a shared 2-core machine, OpenBLAS's spinning worker threads turn other
     # processes' load into 10-30x step-time spikes; single-threaded steps are slower but steady
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -202,13 +204,12 @@ def main(argv=None) -> int:
                   for f in ("itl_p99_s", "engine_itl_p99_s", "ttft_p99_s", "ttft_long_p99_s", "ttft_short_p99_s",
                             "output_tok_s")}
               for k, v in per_round.items() if len(v) > 1}
-    cost = fit_step_cost(run_steps(out / cal_dir), source=f"{cal_dir} arm")
+    cal_run = RunDir.open(out / cal_dir)
+    cost = run_cost(cal_run)
     workload = workload_from_loadgen(results[args.calibrate_on][0], f"{cal_dir} loadgen")
-    cfg = EngineConfig(model=args.model)
-    shape = SchedulerConfig(max_num_seqs=cfg.max_num_seqs, block_size=cfg.block_size, num_gpu_blocks=cfg.num_gpu_blocks,
-                        max_model_len=cfg.resolved_max_model_len)
+    shape = EngineConfig(model=args.model).scheduler_config
     # the request overhead: the calibration arm's measured send -> first-scheduled delays, drawn per request
-    overhead = np.concatenate([intake_delays(p.parent) for p in sorted((out / cal_dir).glob("r*/steps.jsonl"))])
+    overhead = np.concatenate([intake_delays(a.steps(), a.loadgen()) for a in cal_run.arms if a.steps() is not None])
     pred = predict(workload, cost, budgets, include_unchunked=True, shape=shape, seeds=args.sim_seeds or args.rounds,
                    request_overhead_s=overhead)
 

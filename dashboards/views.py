@@ -75,7 +75,7 @@ def run_parts(path: Path) -> dict:
     if steps is not None:
         out["steps"] = steps
     if _analyzer("budget") is not None:
-        from stallscope.cli.whatif_inputs import run_inputs
+        from stallscope.analyzers.budget import inputs_from_run as run_inputs
         from stallscope.core.errors import ToolkitError
         try:
             out["whatif_inputs"] = run_inputs(path) if steps is not None else None

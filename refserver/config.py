@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -67,6 +67,22 @@ class EngineConfig:
         if self.max_model_len is not None and (not isinstance(self.max_model_len, (int, np.integer))
                                                or self.max_model_len < 2):
             raise InputError(f"--max-model-len must be an integer >= 2, got {self.max_model_len!r}")
+
+    @classmethod
+    def from_flags(cls, flags) -> EngineConfig:
+        """The config a `stallscope refserver` command line's engine flags give (`--name value`, `--name=value`,
+        `--[no-]enable-chunked-prefill`; other flags skipped), so `repro` can record it in server.json as data.
+        ValueError for a value of the wrong type."""
+        kinds, kw, flags = {f.name: f.type for f in fields(cls)}, {}, [str(f) for f in flags]
+        for i, flag in enumerate(flags):
+            name, eq, value = flag[2:].partition("=") if flag.startswith("--") else ("", "", "")
+            name = name.replace("-", "_")
+            if name in ("enable_chunked_prefill", "no_enable_chunked_prefill"):
+                kw["enable_chunked_prefill"] = name == "enable_chunked_prefill"
+            elif name in kinds:
+                value = value if eq else flags[i + 1] if i + 1 < len(flags) else ""
+                kw[name] = int(value) if kinds[name].startswith("int") else float(value) if kinds[name] == "float" else value
+        return cls(**kw)
 
     @property
     def scheduler_config(self) -> SchedulerConfig:

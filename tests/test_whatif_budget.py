@@ -4,6 +4,7 @@ the candidate budgets, and the rule when no budget meets the SLO."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -13,10 +14,11 @@ from expo_frames import T0_NS, simulate_starvation, write_arm
 from stallscope.analyzers.budget import WhatifInputs, candidate_budgets, recommend_budget
 from stallscope.analyzers.step_cost import StepCostModel
 from stallscope.analyzers.whatif import recommend, simulate
-from stallscope.engine.config import SchedulerConfig
 from stallscope.analyzers.workload import LengthDist, Workload
 from stallscope.cli import main
 from stallscope.core.errors import InputError
+from stallscope.engine.config import SchedulerConfig
+from stallscope.refserver.config import EngineConfig
 
 # the engine the run "measured": 10 ms per step + 0.2 ms per prompt token
 COST = StepCostModel(intercept_s=0.010, coef_s={"prefill_tokens": 2e-4})
@@ -54,7 +56,8 @@ def run_dir(tmp_path_factory):
         flags = ["--enable-chunked-prefill", "--max-num-batched-tokens", str(chunk)] if chunk else \
             ["--no-enable-chunked-prefill"]
         argv = ["-m", "stallscope.cli", "refserver", "--model", "tiny", "--max-num-seqs", "256", *flags]
-        (root / arm / "server.json").write_text(json.dumps({"argv": argv, "port": 0}))
+        engine = asdict(EngineConfig.from_flags(argv[argv.index("refserver") + 1:]))     # as `repro` records it
+        (root / arm / "server.json").write_text(json.dumps({"argv": argv, "port": 0, "engine": engine}))
     return root
 
 

@@ -139,13 +139,13 @@ def _run_whatif_inputs(run_dir):
     """The run's what-if inputs as `stallscope whatif --from` resolves them (one budget for every arm's
     decode_starvation finding); None, with a warning, when the run cannot give them (no step trace,
     a malformed loadgen result): the findings then simulate each arm's own trace."""
-    from stallscope.cli.whatif_inputs import arm_dirs, run_inputs
+    from stallscope.analyzers.budget import inputs_from_run
+    from stallscope.collectors.run_dir import RunDir
     from stallscope.core.errors import ToolkitError
 
     try:
-        if not any((arm / "steps.jsonl").is_file() for arm in arm_dirs(run_dir)):
-            return None
-        return run_inputs(run_dir)
+        run = RunDir.open(run_dir)
+        return inputs_from_run(run) if run.steps() is not None else None
     except ToolkitError as exc:
         log.warning("what-if inputs of %s: %s; the budget is simulated from each arm's trace instead", run_dir, exc)
         return None
