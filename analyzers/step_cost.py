@@ -185,12 +185,6 @@ def busy_gaps_s(steps: pd.DataFrame) -> np.ndarray:
     return gaps[np.isfinite(gaps) & (gaps >= 0) & (gaps <= longest)]
 
 
-def busy_gap_s(steps: pd.DataFrame) -> float:
-    """Median busy gap (s); 0 when the trace has none."""
-    gaps = busy_gaps_s(steps)
-    return float(np.median(gaps)) if len(gaps) else 0.0
-
-
 def trace_token_times(steps: pd.DataFrame) -> dict[str, list[int]]:
     """Engine-side token times (step `end_ns`) per request, rebuilt from a step trace.
 

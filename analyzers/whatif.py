@@ -267,30 +267,6 @@ def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunk
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
 
 
-def calibrate_overhead(workload: Workload, cost: StepCostModel, measured_ttft_short_p50_s: float, *,
-                       max_num_batched_tokens: int, enable_chunked_prefill: bool,
-                       shape: SchedulerConfig = SchedulerConfig(), seed: int = 0, seeds: int = 2) -> float:
-    """The request overhead (s) that makes the simulated short-prompt TTFT P50 match a measured run.
-
-    The measured run is the one the step costs came from (same budget and chunking). Bisection over
-    [0, measured P50]; returns 0 when the simulation is already slower than the measurement.
-    """
-    def p50(overhead):
-        vals = [summarize(simulate(workload, cost, max_num_batched_tokens=max_num_batched_tokens,
-                                   enable_chunked_prefill=enable_chunked_prefill, shape=shape, seed=seed + k,
-                                   request_overhead_s=overhead), workload)["ttft_short_p50_s"]
-                for k in range(seeds)]
-        return float(np.nanmean(vals))
-
-    if not measured_ttft_short_p50_s > 0 or p50(0.0) >= measured_ttft_short_p50_s:
-        return 0.0
-    lo, hi = 0.0, float(measured_ttft_short_p50_s)
-    for _ in range(8):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if p50(mid) < measured_ttft_short_p50_s else (lo, mid)
-    return (lo + hi) / 2
-
-
 def recommend(predictions: pd.DataFrame, itl_slo_s: float, headroom: float = DEFAULT_HEADROOM) -> dict:
     """The largest chunked budget whose predicted ITL P99 is at most `itl_slo_s` x (1 - `headroom`).
 

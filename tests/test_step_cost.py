@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from stallscope.analyzers.step_cost import (
-    StepCostModel, batch_features, busy_gap_s, busy_gaps_s, fit_step_cost, read_step_trace, roofline_cost, step_features,
+    StepCostModel, batch_features, busy_gaps_s, fit_step_cost, read_step_trace, roofline_cost, step_features,
 )
 from stallscope.core.errors import InputError
 
@@ -132,7 +132,7 @@ def test_coefficients_never_negative():
 def test_busy_gap_ignores_idle_periods():
     frame = pd.DataFrame({"start_ns": [0, 1_000_000, 2_000_000, 900_000_000], "end_ns": [900_000, 1_900_000, 2_900_000, 901_000_000],
                           "num_running": [1.0, 1.0, 0.0, 1.0], "num_waiting": [0.0, 0.0, 0.0, 0.0]})
-    assert busy_gap_s(frame) == pytest.approx(100e-6)
+    assert busy_gaps_s(frame).tolist() == pytest.approx([100e-6, 100e-6])   # not the idle 0.9 s
 
 
 @pytest.mark.parametrize("content,match", [

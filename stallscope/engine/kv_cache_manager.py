@@ -54,9 +54,6 @@ class KVCacheManager:
         held = len(self.block_tables.get(request.request_id, ()))
         return max(0, self.blocks_for_tokens(request.num_computed_tokens + num_new_tokens) - held)
 
-    def can_allocate(self, request: Request, num_new_tokens: int) -> bool:
-        return self.num_new_blocks_needed(request, num_new_tokens) <= len(self.free_block_queue)
-
     def allocate_slots(self, request: Request, num_new_tokens: int) -> bool:
         """Cover the request's next `num_new_tokens` tokens with blocks; False (and no change) if the pool is short."""
         need = self.num_new_blocks_needed(request, num_new_tokens)
