@@ -17,15 +17,17 @@ import time
 import traceback
 from collections import defaultdict
 
+from stallscope.core.errors import InputError
+
 log = logging.getLogger(__name__)
 
 
 class EngineError(Exception):
     """Delivered into a request's queue when the engine rejected it or failed while running it."""
 
-    def __init__(self, message: str, status: int = 400):
+    def __init__(self, message: str, status: int = 400, request_id: str | None = None):
         super().__init__(message)
-        self.status = status
+        self.status, self.request_id = status, request_id
 
 
 def _deliver(items) -> None:
@@ -68,17 +70,19 @@ class EngineThread:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def add(self, request_id: str, prompt_token_ids: list[int], params) -> asyncio.Queue:
-        """Queue a request; returns the asyncio.Queue its outputs (or an EngineError) will arrive in."""
-        outputs: asyncio.Queue = asyncio.Queue()
+    def add(self, request_id: str, prompt_token_ids: list[int], params,
+            outputs: asyncio.Queue | None = None) -> asyncio.Queue:
+        """Queue a request; returns the asyncio.Queue (`outputs`, shareable) its outputs or EngineError arrive in."""
+        outputs = asyncio.Queue() if outputs is None else outputs
         with self._lock:
             self._pending_adds += 1
         self._commands.put(("add", request_id, list(prompt_token_ids), params, asyncio.get_running_loop(), outputs,
                             time.time_ns()))
         return outputs
 
-    def abort(self, request_id: str) -> None:
-        self._commands.put(("abort", request_id))
+    def abort(self, request_id: str, reason: str = "abort") -> None:
+        """Free the request in the engine; it is counted under `finished_reason=reason` (a stop string: "stop")."""
+        self._commands.put(("abort", request_id, reason))
 
     def num_waiting(self) -> int:
         """Waiting requests as of the last step, plus adds not yet applied (for the 503 queue bound)."""
@@ -143,24 +147,24 @@ class EngineThread:
         try:
             self.engine.add_request(request_id, prompt_token_ids, params, arrival_ns=arrival_ns)
         except Exception as exc:  # InputError from the engine's own checks -> 400
-            status = 400 if exc.__class__.__name__ == "InputError" else 500
-            self._post(loop, [(outputs, EngineError(str(exc), status))])
+            status = 400 if isinstance(exc, InputError) else 500
+            self._post(loop, [(outputs, EngineError(str(exc), status, request_id))])
             return
         self._sinks[request_id] = (loop, outputs)
         self.metrics.on_add(request_id, max_tokens=params.max_tokens, num_prompt_tokens=len(prompt_token_ids),
                             arrival_ns=arrival_ns)
 
-    def _cmd_abort(self, request_id) -> None:
+    def _cmd_abort(self, request_id, reason) -> None:
         if self._sinks.pop(request_id, None) is None:
             return
         self.engine.abort_request(request_id)
-        self.metrics.on_abort(request_id, time.time_ns())
+        self.metrics.on_abort(request_id, time.time_ns(), reason)
 
     def _fail_all(self, message: str, status: int = 500) -> None:
         for request_id, (loop, outputs) in list(self._sinks.items()):
             self.engine.abort_request(request_id)
             self.metrics.on_abort(request_id, time.time_ns())
-            self._post(loop, [(outputs, EngineError(message, status))])
+            self._post(loop, [(outputs, EngineError(message, status, request_id))])
         self._sinks.clear()
         self._publish()
 
