@@ -3,6 +3,7 @@ connection, a client that hangs up aborts its request (non-streaming too), and v
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -202,3 +203,43 @@ def test_public_host_without_api_key_warns(monkeypatch, capsys, argv, warned):
     err = capsys.readouterr().err
     assert ("warning: --host 0.0.0.0 without --api-key" in err) is warned
     assert err.count("\n") == int(warned)
+
+
+POISON_SEED = 666
+
+
+@pytest.mark.xfail(strict=False, reason="engine-step isolation belongs in the engine (helper B's rewrite): a sampling "
+                   "error for one request fails the whole step, so every live request gets the error")
+def test_one_poisoned_request_among_8_streams_fails_alone(server, client, monkeypatch):
+    prompts = [f"stream {i}" for i in range(7)]
+    expected = [greedy_text(client, p, max_tokens=16) for p in prompts]
+    errors_before = metric(client, "vllm:request_success_total", finished_reason="error")
+    sampler = server.engine.model_runner.sampler
+    real = sampler._sample_one
+
+    def poisoned(row, p, rng):
+        if p.seed == POISON_SEED:
+            raise FloatingPointError("poisoned sampling row")
+        return real(row, p, rng)
+
+    monkeypatch.setattr(sampler, "_sample_one", poisoned)
+
+    async def stream(ac, body):
+        async with ac.stream("POST", "/v1/completions", json={**body, "stream": True}) as r:
+            chunks = [json.loads(line[6:]) async for line in r.aiter_lines()
+                      if line.startswith("data: ") and line != "data: [DONE]"]
+        return chunks
+
+    async def all_streams():
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as ac:
+            bodies = [{"prompt": p, "max_tokens": 16, "temperature": 0, "ignore_eos": True} for p in prompts]
+            bodies.insert(3, {"prompt": "poison", "max_tokens": 16, "temperature": 1.0, "seed": POISON_SEED})
+            return await asyncio.gather(*(stream(ac, b) for b in bodies))
+
+    results = asyncio.run(all_streams())
+    poisoned_chunks = results.pop(3)
+    assert [c["error"]["message"] for chunks in results for c in chunks if "error" in c] == []
+    assert poisoned_chunks[-1]["choices"][0]["finish_reason"] == "error"
+    texts = ["".join(c["choices"][0]["text"] for c in chunks if c.get("choices")) for chunks in results]
+    assert texts == expected
+    assert metric(client, "vllm:request_success_total", finished_reason="error") == errors_before + 1
