@@ -41,12 +41,29 @@ def _finite(default: float, **bounds):
 
 # vLLM fields the reference engine cannot honour, with the values that mean "off" (accepted silently).
 UNSUPPORTED = {"top_k": (-1,), "presence_penalty": (0.0,), "frequency_penalty": (0.0,),
-               "repetition_penalty": (1.0,), "min_p": (0.0,), "min_tokens": (0,), "logprobs": (None, False),
-               "top_logprobs": (None, 0), "echo": (False,), "best_of": (None, 1), "suffix": (None, ""),
-               "logit_bias": (None, {}), "stop_token_ids": (None, []), "tools": (None, []),
+               "repetition_penalty": (1.0,), "min_p": (0.0,), "min_tokens": (0,), "echo": (False,),
+               "best_of": (None, 1), "suffix": (None, ""), "logit_bias": (None, {}), "stop_token_ids": (None, []), "tools": (None, []),
                "tool_choice": (None, "none"), "response_format": (None, {"type": "text"}),
                "use_beam_search": (None, False)}
 HARMLESS = {"user", "skip_special_tokens", "spaces_between_special_tokens", "parallel_tool_calls"}
+
+
+def logprobs_body(tokenizer, entries: list[tuple], chat: bool) -> dict | None:
+    """OpenAI's logprobs object: chat's `content` list, or the completions' parallel arrays."""
+    if not entries:
+        return None
+
+    def item(t: int, lp: float) -> dict:
+        text = tokenizer.token_text(t)
+        return {"token": text, "logprob": lp, "bytes": list(text.encode())}
+
+    if chat:
+        return {"content": [{**item(t, lp), "top_logprobs": [item(u, v) for u, v in top]} for t, lp, top in entries]}
+    tokens = [tokenizer.token_text(t) for t, _, _ in entries]
+    offsets = [sum(len(x) for x in tokens[:i]) for i in range(len(tokens))]
+    return {"tokens": tokens, "token_logprobs": [lp for _, lp, _ in entries], "text_offset": offsets,
+            "top_logprobs": [dict(reversed([(tokenizer.token_text(u), v) for u, v in top]))  # likeliest wins a
+                             for _, _, top in entries]}                                # shared text (U+FFFD)
 
 
 class StreamOptions(BaseModel):
@@ -101,6 +118,9 @@ class CompletionRequest(_GenerateRequest):
     prompt: str | list[StrictInt] | list[str]
     logprobs: StrictInt | None = Field(None, ge=0, le=20)
 
+    def num_logprobs(self) -> int | None:
+        return self.logprobs
+
 
 class TextPart(BaseModel):
     type: Literal["text"]
@@ -117,8 +137,17 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
+    def num_logprobs(self) -> int | None:
+        return self.logprobs
+
+
 class ChatCompletionRequest(_GenerateRequest):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: StrictInt | None = Field(None, ge=1)
     logprobs: StrictBool = False
     top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
+
+    def num_logprobs(self) -> int | None:
+        if self.top_logprobs is not None and not self.logprobs:
+            raise HTTPError(400, "top_logprobs needs logprobs: true", "top_logprobs")
+        return (self.top_logprobs or 0) if self.logprobs else None

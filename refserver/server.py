@@ -26,7 +26,7 @@ from stallscope.engine.request import SamplingParams
 from stallscope.refserver.engine_thread import EngineError, EngineThread
 from stallscope.refserver.metrics import CONTENT_TYPE
 from stallscope.refserver.protocol import (ChatCompletionRequest, CompletionRequest, HTTPError, _GenerateRequest,
-                                           error_body, error_response)
+                                           error_body, error_response, logprobs_body)
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -51,6 +51,7 @@ class _Choice:
 
     def __init__(self, index: int, request_id: str, stops: list[str], include_stop: bool):
         self.index, self.request_id, self.stops, self.include_stop = index, request_id, stops, include_stop
+        self.logprobs: list[tuple] = []   # (token, logprob, top) per token, for requests that asked
         self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.text, self.sent, self.num_tokens = "", 0, 0
         self.finish_reason = self.stop_reason = None
@@ -84,15 +85,17 @@ class _Generation:
     async def events(self):
         """(choice, text delta) per engine output until every choice has finished; raises EngineError."""
         while any(c.finish_reason is None for c in self.choices):
-            out = await self.outputs.get()
-            if isinstance(out, EngineError):
-                if (c := self._by_id.get(out.request_id)) is not None:
+            item = await self.outputs.get()
+            if isinstance(item, EngineError):
+                if (c := self._by_id.get(item.request_id)) is not None:
                     c.in_engine = False
-                raise out
+                raise item
+            out, logprobs = item
             c = self._by_id.get(out.request_id)
             if c is None or c.finish_reason is not None:
                 continue
             delta = c.feed(out.new_token_ids, out.finish_reason if out.finished else None)
+            c.logprobs += [logprobs] if logprobs else []
             if out.finished:
                 c.in_engine = False
             elif c.finish_reason == "stop":  # a stop string: end it in the engine, counted as "stop"
@@ -213,7 +216,7 @@ def _submit(ctx: _Context, prefix: str, prompt_ids: list[int], req: _GenerateReq
         params = SamplingParams(max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p,
                                 seed=seed, ignore_eos=req.ignore_eos)
         choice_id = request_id if req.n == 1 else f"{request_id}-{i}"
-        runner.add(choice_id, prompt_ids, params, outputs)
+        runner.add(choice_id, prompt_ids, params, outputs, logprobs=req.num_logprobs())
         choices.append(_Choice(i, choice_id, req.stop_strings(), req.include_stop_str_in_output))
     return request_id, _Generation(runner, choices, outputs)
 
@@ -236,7 +239,7 @@ async def _unless_disconnected(request: Request, work):
     return task.result()
 
 
-async def _complete(gen: _Generation, head: dict, num_prompt_tokens: int, chat: bool):
+async def _complete(gen: _Generation, head: dict, num_prompt_tokens: int, chat: bool, tokenizer):
     try:
         async for _ in gen.events():
             pass
@@ -245,21 +248,23 @@ async def _complete(gen: _Generation, head: dict, num_prompt_tokens: int, chat: 
     finally:
         gen.close()
     choices = [{"index": c.index, **({"message": {"role": "assistant", "content": c.text}} if chat else
-                                     {"text": c.text, "logprobs": None}),
+                                     {"text": c.text}), "logprobs": logprobs_body(tokenizer, c.logprobs, chat),
                 "finish_reason": c.finish_reason, "stop_reason": c.stop_reason} for c in gen.choices]
     return JSONResponse({**head, "choices": choices, "usage": gen.usage(num_prompt_tokens)})
 
 
-async def _sse(gen: _Generation, head: dict, num_prompt_tokens: int, chat: bool, include_usage: bool):
-    started = set()
+async def _sse(gen: _Generation, head: dict, num_prompt_tokens: int, chat: bool, include_usage: bool, tokenizer):
+    started, sent = set(), {}
     try:
         async for c, delta in gen.events():
+            logprobs = logprobs_body(tokenizer, c.logprobs[sent.get(c.index, 0):], chat)
+            sent[c.index] = len(c.logprobs)
             if chat:
-                choice = {"index": c.index, "delta": {"content": delta}, "logprobs": None}
+                choice = {"index": c.index, "delta": {"content": delta}, "logprobs": logprobs}
                 if c.index not in started:
                     choice["delta"]["role"] = "assistant"
             else:
-                choice = {"index": c.index, "text": delta, "logprobs": None}
+                choice = {"index": c.index, "text": delta, "logprobs": logprobs}
             started.add(c.index)
             choice.update(finish_reason=c.finish_reason, stop_reason=c.stop_reason)
             yield f"data: {json.dumps({**head, 'choices': [choice], **({'usage': None} if include_usage else {})})}\n\n"
@@ -281,8 +286,8 @@ async def _generate(request: Request, req: _GenerateRequest, prefix: str, prompt
             "created": int(time.time()), "model": ctx.served_model_name}
     if req.stream:
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return _AbortOnClose(_sse(gen, head, len(prompt_ids), chat, include_usage), gen.close)
-    return await _unless_disconnected(request, _complete(gen, head, len(prompt_ids), chat))
+        return _AbortOnClose(_sse(gen, head, len(prompt_ids), chat, include_usage, ctx.tokenizer), gen.close)
+    return await _unless_disconnected(request, _complete(gen, head, len(prompt_ids), chat, ctx.tokenizer))
 
 
 @router.post("/v1/completions")
@@ -370,7 +375,7 @@ def build_app(config, *, served_model_name: str | None = None, api_key: str | No
     from stallscope.refserver.engine import LLMEngine
     from stallscope.refserver.metrics import EngineMetrics
 
-    engine = LLMEngine(config)
+    engine = LLMEngine(config, keep_logits=True)  # the engine thread pops each step's rows (logprobs)
     kv = engine.kv_cache_manager
     cache_info = {"block_size": config.block_size, "cache_dtype": config.kv_cache_dtype,
                   "enable_prefix_caching": False, "num_gpu_blocks": kv.num_total_blocks,

@@ -9,6 +9,7 @@ import logging
 import threading
 
 import httpx
+import numpy as np
 import pytest
 import uvicorn
 
@@ -16,6 +17,8 @@ from conftest import wait_until
 from test_server import sample, sse_events
 
 from stallscope.cli import main
+from stallscope.engine.request import SamplingParams
+from stallscope.refserver.engine import LLMEngine
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.server_thread import ServerThread, free_port
 
@@ -68,7 +71,7 @@ def test_out_of_range_parameters_are_400s_naming_them(client, field, param):
     assert err["param"].startswith(param.split(".")[0]) and param.split(".")[0] in err["message"]
 
 
-@pytest.mark.parametrize("field,value", [("top_k", 5), ("presence_penalty", 0.5), ("logprobs", 2), ("echo", True),
+@pytest.mark.parametrize("field,value", [("top_k", 5), ("presence_penalty", 0.5), ("echo", True),
                                          ("logit_bias", {"65": 10}), ("best_of", 3), ("min_tokens", 4)])
 def test_known_fields_the_engine_cannot_honour_are_400s(client, field, value):
     r = client.post("/v1/completions", json={"prompt": "x", "max_tokens": 1, field: value})
@@ -76,10 +79,39 @@ def test_known_fields_the_engine_cannot_honour_are_400s(client, field, value):
     assert f"`{field}` is not supported" in r.json()["error"]["message"]
 
 
-def test_chat_top_logprobs_is_a_400_naming_logprobs(client):
-    r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}],
-                                                  "logprobs": True, "top_logprobs": 2})
-    assert r.status_code == 400 and r.json()["error"]["param"] == "logprobs"
+def test_completion_logprobs_are_the_models_own(server, client):
+    r = client.post("/v1/completions", json={"prompt": "hello", "max_tokens": 4, "temperature": 0,
+                                             "ignore_eos": True, "logprobs": 3}).json()
+    lp = r["choices"][0]["logprobs"]
+    # the same greedy tokens from a bare engine with the same weights, and their log-softmax (masked ids excluded)
+    engine = LLMEngine(EngineConfig(model="tiny", max_model_len=4096), keep_logits=True)
+    engine.add_request("r", engine.tokenizer.encode("hello"), SamplingParams(max_tokens=4, ignore_eos=True))
+    tokens = []
+    while engine.has_unfinished_requests():
+        tokens += [t for out in engine.step()[0] for t in out.new_token_ids]
+    mask = engine.model_runner.sampler.mask
+    expected = []
+    for row, t in zip(engine.logits["r"], tokens):
+        z = row.astype(np.float64) + mask
+        expected.append(float(z[t] - np.log(np.exp(z - z.max()).sum()) - z.max()))
+    assert lp["tokens"] == [engine.tokenizer.token_text(t) for t in tokens]
+    assert lp["token_logprobs"] == pytest.approx(expected, abs=1e-9)
+    assert all(1 <= len(top) <= 3 and max(top.values()) == pytest.approx(x, abs=1e-12)  # greedy: the likeliest
+               for top, x in zip(lp["top_logprobs"], lp["token_logprobs"]))
+    assert lp["text_offset"][0] == 0 and len(lp["text_offset"]) == 4
+
+
+def test_chat_logprobs_with_top_logprobs_plain_and_streamed(client):
+    body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "ignore_eos": True,
+            "logprobs": True, "top_logprobs": 2}
+    content = client.post("/v1/chat/completions", json=body).json()["choices"][0]["logprobs"]["content"]
+    assert len(content) == 3 and all(len(c["top_logprobs"]) == 2 and c["logprob"] <= 0 for c in content)
+    assert all(c["bytes"] == list(c["token"].encode()) for c in content)
+    with client.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as s:
+        chunks = [json.loads(e)["choices"][0] for e in sse_events(s)[:-1]]
+    assert [len(c["logprobs"]["content"]) for c in chunks] == [1, 1, 1]
+    bad = client.post("/v1/chat/completions", json={**body, "logprobs": False})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "top_logprobs"
 
 
 def test_unknown_fields_are_ignored_with_one_warning(client, caplog):
