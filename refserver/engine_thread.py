@@ -3,8 +3,9 @@
 The event loop talks to the thread through one thread-safe command queue (`add`, `abort`, `stop`);
 the thread applies commands only *between* steps, runs `LLMEngine.step()` while there is work, records
 metrics, and hands each step's `RequestOutput`s back to the event loop in one `call_soon_threadsafe`
-batch, into one `asyncio.Queue` per request. A request's queue ends with a finished output, or with
-an `EngineError` when the engine rejected or failed it.
+batch, as `(output, logprobs)` pairs (logprobs only for a request added with `logprobs=N`, else None) into
+the request's `asyncio.Queue`. A request's queue ends with a finished output, or with an `EngineError`
+when the engine rejected or failed it.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ import time
 import traceback
 from collections import defaultdict
 
+from stallscope.core.errors import InputError
+
 log = logging.getLogger(__name__)
 
 
 class EngineError(Exception):
     """Delivered into a request's queue when the engine rejected it or failed while running it."""
 
-    def __init__(self, message: str, status: int = 400):
+    def __init__(self, message: str, status: int = 400, request_id: str | None = None):
         super().__init__(message)
-        self.status = status
+        self.status, self.request_id = status, request_id
 
 
 def _deliver(items) -> None:
@@ -39,7 +42,7 @@ class EngineThread:
     Example (inside a coroutine):
         runner = EngineThread(engine, metrics); runner.start()
         outputs = runner.add("cmpl-1", [1, 2, 3], SamplingParams(max_tokens=4))
-        while not (out := await outputs.get()).finished: ...
+        while not (out := (await outputs.get())[0]).finished: ...
         runner.stop()
     """
 
@@ -47,7 +50,7 @@ class EngineThread:
         self.engine = engine
         self.metrics = metrics
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
-        self._sinks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._sinks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue, int | None]] = {}
         self._idle_poll_s = idle_poll_s
         self._lock = threading.Lock()
         self._pending_adds = 0
@@ -68,17 +71,20 @@ class EngineThread:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def add(self, request_id: str, prompt_token_ids: list[int], params) -> asyncio.Queue:
-        """Queue a request; returns the asyncio.Queue its outputs (or an EngineError) will arrive in."""
-        outputs: asyncio.Queue = asyncio.Queue()
+    def add(self, request_id: str, prompt_token_ids: list[int], params,
+            outputs: asyncio.Queue | None = None, logprobs: int | None = None) -> asyncio.Queue:
+        """Queue a request; returns the asyncio.Queue (`outputs`, shareable) its outputs or EngineError arrive in.
+        With `logprobs=N` each output comes with its token's logprob and the N likeliest tokens'."""
+        outputs = asyncio.Queue() if outputs is None else outputs
         with self._lock:
             self._pending_adds += 1
         self._commands.put(("add", request_id, list(prompt_token_ids), params, asyncio.get_running_loop(), outputs,
-                            time.time_ns()))
+                            time.time_ns(), logprobs))
         return outputs
 
-    def abort(self, request_id: str) -> None:
-        self._commands.put(("abort", request_id))
+    def abort(self, request_id: str, reason: str = "abort") -> None:
+        """Free the request in the engine; it is counted under `finished_reason=reason` (a stop string: "stop")."""
+        self._commands.put(("abort", request_id, reason))
 
     def num_waiting(self) -> int:
         """Waiting requests as of the last step, plus adds not yet applied (for the 503 queue bound)."""
@@ -108,9 +114,13 @@ class EngineThread:
             self._publish()  # post-step gauges before any client can see this step's outputs
             batches = defaultdict(list)
             for out in outputs:
+                rows = engine.logits.pop(out.request_id, None) if engine.keep_logits else None
                 sink = self._sinks.pop(out.request_id, None) if out.finished else self._sinks.get(out.request_id)
                 if sink is not None:
-                    batches[sink[0]].append((sink[1], out))
+                    logprobs = None
+                    if sink[2] is not None and rows and out.new_token_ids:
+                        logprobs = engine.model_runner.sampler.logprobs(rows[-1], out.new_token_ids[-1], sink[2])
+                    batches[sink[0]].append((sink[1], (out, logprobs)))
             for loop, items in batches.items():
                 self._post(loop, items)
 
@@ -137,30 +147,30 @@ class EngineThread:
             self._publish()
         return True
 
-    def _cmd_add(self, request_id, prompt_token_ids, params, loop, outputs, arrival_ns) -> None:
+    def _cmd_add(self, request_id, prompt_token_ids, params, loop, outputs, arrival_ns, logprobs) -> None:
         with self._lock:
             self._pending_adds -= 1
         try:
             self.engine.add_request(request_id, prompt_token_ids, params, arrival_ns=arrival_ns)
         except Exception as exc:  # InputError from the engine's own checks -> 400
-            status = 400 if exc.__class__.__name__ == "InputError" else 500
-            self._post(loop, [(outputs, EngineError(str(exc), status))])
+            status = 400 if isinstance(exc, InputError) else 500
+            self._post(loop, [(outputs, EngineError(str(exc), status, request_id))])
             return
-        self._sinks[request_id] = (loop, outputs)
+        self._sinks[request_id] = (loop, outputs, logprobs)
         self.metrics.on_add(request_id, max_tokens=params.max_tokens, num_prompt_tokens=len(prompt_token_ids),
                             arrival_ns=arrival_ns)
 
-    def _cmd_abort(self, request_id) -> None:
+    def _cmd_abort(self, request_id, reason) -> None:
         if self._sinks.pop(request_id, None) is None:
             return
         self.engine.abort_request(request_id)
-        self.metrics.on_abort(request_id, time.time_ns())
+        self.metrics.on_abort(request_id, time.time_ns(), reason)
 
     def _fail_all(self, message: str, status: int = 500) -> None:
-        for request_id, (loop, outputs) in list(self._sinks.items()):
+        for request_id, (loop, outputs, _) in list(self._sinks.items()):
             self.engine.abort_request(request_id)
             self.metrics.on_abort(request_id, time.time_ns())
-            self._post(loop, [(outputs, EngineError(message, status))])
+            self._post(loop, [(outputs, EngineError(message, status, request_id))])
         self._sinks.clear()
         self._publish()
 

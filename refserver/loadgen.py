@@ -178,93 +178,101 @@ async def _stream_one(client, url: str, body: dict, rec: RequestRecord, timeout_
         rec.error = f"{type(exc).__name__}: {exc}"
 
 
+class _Load:
+    """One bounded run: the short-prompt sessions, the long-prompt pacer, and the records they fill."""
+
+    def __init__(self, spec: LoadSpec, client: httpx.AsyncClient, model: str):
+        self.spec, self.client, self.model = spec, client, model
+        self.rng = random.Random(spec.seed)
+        self.records: list[RequestRecord] = []
+        self.long_tasks: list[asyncio.Task] = []
+        self.endpoint = spec.url.rstrip("/") + "/v1/completions"
+        self.t0 = time.time()
+        self.deadline = self.t0 + spec.duration_s
+
+    def new_request(self, kind: str) -> tuple[dict, RequestRecord] | None:
+        spec, rng = self.spec, self.rng
+        if len(self.records) >= spec.max_requests or time.time() >= self.deadline:
+            return None
+        n_prompt = spec.short_prompt_tokens if kind == "short" else spec.long_prompt_tokens
+        base_max = spec.max_tokens if kind == "short" else spec.long_max_tokens
+        max_tokens = max(1, rng.randint(base_max // 2, base_max * 3 // 2)) if kind == "short" else base_max
+        prompt = [rng.randrange(32, 127) for _ in range(n_prompt)]
+        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
+                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+        rec = RequestRecord(kind, n_prompt, max_tokens, time.time())
+        self.records.append(rec)
+        return body, rec
+
+    async def session(self) -> None:
+        while (item := self.new_request("short")) is not None:
+            await _stream_one(self.client, self.endpoint, item[0], item[1], self.spec.request_timeout_s)
+            if item[1].error is not None:  # back off briefly on errors (e.g. 503 + Retry-After)
+                await asyncio.sleep(0.2)
+
+    def fire_long(self) -> bool:
+        if (item := self.new_request("long")) is None:
+            return False
+        self.long_tasks.append(asyncio.create_task(
+            _stream_one(self.client, self.endpoint, item[0], item[1], self.spec.request_timeout_s)))
+        return True
+
+    async def long_ticker(self) -> None:
+        k, every = 1, self.spec.long_every_s
+        while self.t0 + k * every < self.deadline:
+            await asyncio.sleep(max(0.0, self.t0 + k * every - time.time()))
+            if not self.fire_long():
+                return
+            k += 1
+
+    def short_chunks(self) -> int:
+        return sum(len(r.chunk_ts) for r in self.records if r.kind == "short")
+
+    async def long_pacer(self) -> None:
+        """Next long prompt once the previous one has its first token and the sessions have streamed
+        `long_every_tokens` more tokens each since then."""
+        spec, mark = self.spec, 0
+        while time.time() < self.deadline:
+            await asyncio.sleep(0.01)
+            if self.short_chunks() - mark < spec.long_every_tokens * spec.sessions:
+                continue
+            if not self.fire_long():
+                return
+            rec = self.records[-1]
+            while not rec.chunk_ts and rec.error is None and time.time() < self.deadline + spec.drain_s:
+                await asyncio.sleep(0.01)
+            mark = self.short_chunks()
+
+    async def run(self, progress: bool) -> float:
+        """Run until every stream ended or `drain_s` past the deadline; returns the last completed chunk's time."""
+        spec = self.spec
+        tasks = [asyncio.create_task(self.session()) for _ in range(spec.sessions)]
+        tasks.append(asyncio.create_task(self.long_pacer() if spec.long_every_tokens else self.long_ticker()))
+        watcher = asyncio.create_task(_progress(self.records, self.t0, spec.duration_s)) if progress else None
+        hard_stop = self.deadline + spec.drain_s
+        while time.time() < hard_stop and not all(t.done() for t in tasks + self.long_tasks):
+            await asyncio.wait(tasks + self.long_tasks, timeout=0.25)
+        for t in tasks + self.long_tasks + ([watcher] if watcher else []):
+            t.cancel()
+        await asyncio.gather(*tasks, *self.long_tasks, *([watcher] if watcher else []), return_exceptions=True)
+        return max((r.chunk_ts[-1] for r in self.records if r.done and r.chunk_ts), default=time.time())
+
+
 async def run_load(spec: LoadSpec, progress: bool = True) -> dict:
     """Drive the server at `spec.url`; returns the summary dict plus per-request records."""
     spec.validate()
-    base = spec.url.rstrip("/")
-    rng = random.Random(spec.seed)
-    records: list[RequestRecord] = []
     limits = httpx.Limits(max_connections=spec.sessions + 64, max_keepalive_connections=spec.sessions + 64)
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(spec.request_timeout_s)) as client:
         try:
-            model = (await client.get(base + "/v1/models")).json()["data"][0]["id"]
+            model = (await client.get(spec.url.rstrip("/") + "/v1/models")).json()["data"][0]["id"]
         except Exception as exc:
             raise InputError(f"cannot reach an OpenAI-compatible server at {spec.url}: {exc}") from exc
-        t0 = time.time()
-        deadline = t0 + spec.duration_s
-        endpoint = base + "/v1/completions"
-
-        def new_request(kind: str) -> tuple[dict, RequestRecord] | None:
-            if len(records) >= spec.max_requests or time.time() >= deadline:
-                return None
-            n_prompt = spec.short_prompt_tokens if kind == "short" else spec.long_prompt_tokens
-            base_max = spec.max_tokens if kind == "short" else spec.long_max_tokens
-            max_tokens = max(1, rng.randint(base_max // 2, base_max * 3 // 2)) if kind == "short" else base_max
-            prompt = [rng.randrange(32, 127) for _ in range(n_prompt)]
-            body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
-                    "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
-            rec = RequestRecord(kind, n_prompt, max_tokens, time.time())
-            records.append(rec)
-            return body, rec
-
-        async def session():
-            while (item := new_request("short")) is not None:
-                await _stream_one(client, endpoint, item[0], item[1], spec.request_timeout_s)
-                if item[1].error is not None:  # back off briefly on errors (e.g. 503 + Retry-After)
-                    await asyncio.sleep(0.2)
-
-        long_tasks: list[asyncio.Task] = []
-
-        def fire_long() -> bool:
-            if (item := new_request("long")) is None:
-                return False
-            long_tasks.append(asyncio.create_task(
-                _stream_one(client, endpoint, item[0], item[1], spec.request_timeout_s)))
-            return True
-
-        async def long_ticker():
-            k = 1
-            while t0 + k * spec.long_every_s < deadline:
-                await asyncio.sleep(max(0.0, t0 + k * spec.long_every_s - time.time()))
-                if not fire_long():
-                    return
-                k += 1
-
-        def short_chunks() -> int:
-            return sum(len(r.chunk_ts) for r in records if r.kind == "short")
-
-        async def long_pacer():
-            # next long prompt once the previous one has its first token and the sessions have streamed
-            # `long_every_tokens` more tokens each since then
-            mark = 0
-            while time.time() < deadline:
-                await asyncio.sleep(0.01)
-                if short_chunks() - mark < spec.long_every_tokens * spec.sessions:
-                    continue
-                if not fire_long():
-                    return
-                rec = records[-1]
-                while not rec.chunk_ts and rec.error is None and time.time() < deadline + spec.drain_s:
-                    await asyncio.sleep(0.01)
-                mark = short_chunks()
-
-        tasks = [asyncio.create_task(session()) for _ in range(spec.sessions)]
-        tasks.append(asyncio.create_task(long_pacer() if spec.long_every_tokens else long_ticker()))
-        watcher = asyncio.create_task(_progress(records, t0, spec.duration_s)) if progress else None
-        hard_stop = deadline + spec.drain_s
-        while time.time() < hard_stop and not all(t.done() for t in tasks + long_tasks):
-            await asyncio.wait(tasks + long_tasks, timeout=0.25)
-        for t in tasks + long_tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, *long_tasks, return_exceptions=True)
-        if watcher:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
-        last = max((r.chunk_ts[-1] for r in records if r.done and r.chunk_ts), default=time.time())
-    result = summarize(records, max(last - t0, 1e-9), window=(t0, t0 + spec.duration_s))
+        load = _Load(spec, client, model)
+        last = await load.run(progress)
+    result = summarize(load.records, max(last - load.t0, 1e-9), window=(load.t0, load.t0 + spec.duration_s))
     result["spec"] = asdict(spec)
-    result["start_ts"] = t0
-    result["records"] = [asdict(r) for r in records]
+    result["start_ts"] = load.t0
+    result["records"] = [asdict(r) for r in load.records]
     return result
 
 

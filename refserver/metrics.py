@@ -149,12 +149,12 @@ class EngineMetrics:
         """Start tracking a request the engine accepted."""
         self._requests[request_id] = _RequestTimes(max_tokens, num_prompt_tokens, arrival_ns)
 
-    def on_abort(self, request_id: str, now_ns: int) -> None:
-        """Finish an aborted request (client gone) with what was known of it; no-op if already finished."""
+    def on_abort(self, request_id: str, now_ns: int, reason: str = "abort") -> None:
+        """Finish a request the server ended (client gone; a stop string: "stop"); no-op if already finished."""
         times = self._requests.pop(request_id, None)
         if times is not None:
             out = times.last_output
-            self._finish(times, "abort", now_ns, out.first_scheduled_ns if out else None,
+            self._finish(times, reason, now_ns, out.first_scheduled_ns if out else None,
                          out.num_output_tokens if out else 0, out.num_preemptions if out else 0)
 
     def on_rejected(self, reason: str = "max_num_queued_reqs") -> None:

@@ -1,4 +1,5 @@
-"""Greedy and temperature/top-p sampling over the byte vocabulary (+EOS), with a seeded RNG per request."""
+"""Greedy and temperature/top-p sampling over the byte vocabulary (+EOS), with a seeded RNG per request, and
+the logprobs of a sampled token."""
 
 from __future__ import annotations
 
@@ -35,6 +36,14 @@ class Sampler:
             if p.temperature > 0:
                 tokens[i] = self._sample_one(masked[i], p, rngs[i])
         return tokens
+
+    def logprobs(self, row: np.ndarray, token: int, n: int) -> tuple[int, float, list[tuple[int, float]]]:
+        """`(token, its logprob, the n likeliest (token, logprob))` under the distribution the sampler draws
+        from at temperature 1 (the model's logits, never-sampled ids masked)."""
+        z = row.astype(np.float64) + self.mask
+        lp = z - (z.max() + np.log(np.exp(z - z.max()).sum()))
+        top = np.argsort(-lp, kind="stable")[:n]
+        return token, float(lp[token]), [(int(t), float(lp[t])) for t in top]
 
     @staticmethod
     def _sample_one(row: np.ndarray, p: SamplingParams, rng: np.random.Generator) -> int:

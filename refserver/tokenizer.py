@@ -14,5 +14,10 @@ class ByteTokenizer:
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
 
+    def token_text(self, token_id: int) -> str:
+        """One token as text for logprobs: its byte (U+FFFD if not UTF-8 by itself), or `<bos>`/`<eos>`/`<pad>`."""
+        special = {self.bos_token_id: "<bos>", self.eos_token_id: "<eos>", self.pad_token_id: "<pad>"}
+        return special.get(token_id) or bytes([token_id]).decode("utf-8", errors="replace")
+
     def decode(self, token_ids) -> str:
         return bytes(t for t in token_ids if 0 <= t < 256).decode("utf-8", errors="replace")

@@ -107,13 +107,13 @@ BAD_REQUESTS = [
     ("missing prompt", {"max_tokens": 3}, 400, "prompt"),
     ("mistyped max_tokens", {"prompt": "x", "max_tokens": "three"}, 400, "max_tokens"),
     ("mistyped stream", {"prompt": "x", "stream": "yes"}, 400, "stream"),
-    ("max_tokens zero", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens must be at least 1"),
-    ("max_tokens negative", {"prompt": "x", "max_tokens": -4}, 400, "max_tokens must be at least 1"),
+    ("max_tokens zero", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens: Input should be greater than or equal to 1"),
+    ("max_tokens negative", {"prompt": "x", "max_tokens": -4}, 400, "max_tokens: Input should be greater than or e"),
     ("max_tokens over the limit", {"prompt": "x", "max_tokens": 600}, 400, "max_tokens=600 is too large"),
     ("prompt too long", {"prompt": "x" * 513, "max_tokens": 1}, 400, "maximum context length is 512"),
     ("token id outside vocab", {"prompt": [1, 99999], "max_tokens": 1}, 400, "token ids"),
     ("empty prompt", {"prompt": "", "max_tokens": 1}, 400, "prompt is empty"),
-    ("n > 1", {"prompt": "x", "n": 2}, 400, "n"),
+    ("n over 64", {"prompt": "x", "n": 65}, 400, "n: Input should be less than or equal to 64"),
     ("unknown model", {"prompt": "x", "model": "gpt-9"}, 404, "`gpt-9` does not exist"),
 ]
 

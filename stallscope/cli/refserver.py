@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +77,9 @@ def run(args) -> int:
     if args.max_waiting < 1:
         raise InputError(f"--max-waiting must be at least 1, got {args.max_waiting}")
     _check_bindable(args.host, args.port)
+    if args.api_key is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"stallscope refserver: warning: --host {args.host} without --api-key serves /v1/* to anyone "
+              "who can reach it", file=sys.stderr, flush=True)
     app, runner = build_app(engine_config(args), served_model_name=args.served_model_name,
                             api_key=args.api_key, max_waiting=args.max_waiting)
     kv = runner.engine.kv_cache_manager
