@@ -91,7 +91,7 @@ def inputs_from_frames(steps: pd.DataFrame, samples: pd.DataFrame | None = None,
     w = workload_with(w, duration_s=min(w.duration_s, max_duration_s))
     longest = max(2048, int(max(w.prompt_tokens.hi)) + int(max(w.output_tokens.hi)) + 1,
                   w.long_prompt_tokens + w.long_output_tokens + 1)
-    blocks = steps["kv_blocks_total"].max() if "kv_blocks_total" in steps else float("nan")
+    blocks = steps["num_gpu_blocks"].max() if "num_gpu_blocks" in steps else float("nan")
     shape = SchedulerConfig(max_model_len=longest,
                         num_gpu_blocks=int(blocks) if np.isfinite(blocks) and blocks > 0 else SchedulerConfig.num_gpu_blocks)
     return WhatifInputs(cost, w, shape, source=source)
@@ -157,8 +157,8 @@ def one_target_workload(frames: dict, source: str) -> Workload:
 
 def _steps_pool(run: RunDir) -> dict:
     steps = run.steps()
-    if steps is not None and "kv_blocks_total" in steps and steps["kv_blocks_total"].notna().any():
-        return {"num_gpu_blocks": int(steps["kv_blocks_total"].max())}
+    if steps is not None and "num_gpu_blocks" in steps and steps["num_gpu_blocks"].notna().any():
+        return {"num_gpu_blocks": int(steps["num_gpu_blocks"].max())}
     return {}
 
 

@@ -161,14 +161,14 @@ class EngineMetrics:
         """Count an HTTP 503 admission rejection."""
         self._admission_rejections.labels(model_name=self._labels["model_name"], reason=reason).inc()
 
-    def set_gauges(self, num_running: int, num_waiting: int, kv_blocks_used: int, kv_blocks_total: int) -> None:
+    def set_gauges(self, num_running: int, num_waiting: int, kv_blocks_used: int, num_gpu_blocks: int) -> None:
         self.num_requests_running.set(num_running)
         self.num_requests_waiting.set(num_waiting)
-        self.kv_cache_usage_perc.set(kv_blocks_used / kv_blocks_total if kv_blocks_total else 0.0)
+        self.kv_cache_usage_perc.set(kv_blocks_used / num_gpu_blocks if num_gpu_blocks else 0.0)
 
     def record_step(self, outputs, stats) -> None:
         """Record one engine step: `outputs` are `RequestOutput`s, `stats` its `StepStats`."""
-        self.set_gauges(stats.num_running, stats.num_waiting, stats.kv_blocks_used, stats.kv_blocks_total)
+        self.set_gauges(stats.num_running, stats.num_waiting, stats.kv_blocks_used, stats.num_gpu_blocks)
         if stats.num_preempted:
             self.num_preemptions.inc(stats.num_preempted)
         now_ns = stats.end_ns

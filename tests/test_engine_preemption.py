@@ -30,7 +30,7 @@ def run(reqs, num_blocks, budget=64, aborts=()):
                 engine.abort_request(rid)
         outputs, st_ = engine.step()
         stats.append(st_)
-        assert st_.kv_blocks_used + engine.kv_cache_manager.num_free_blocks == st_.kv_blocks_total
+        assert st_.kv_blocks_used + engine.kv_cache_manager.num_free_blocks == st_.num_gpu_blocks
         assert sum(st_.num_scheduled_tokens.values()) <= budget
         for out in outputs:
             tokens[out.request_id].extend(out.new_token_ids)

@@ -61,7 +61,7 @@ def synthetic_trace(path, *, n_steps=300, budget=256, noise=0.0, seed=42):
                       "num_prefill_tokens": f["prefill_tokens"], "num_decode_tokens": f["decode_reqs"],
                       "num_prefill_reqs": sum(1 for c in chunks if c[2]), "num_decode_reqs": f["decode_reqs"],
                       "num_running": len(reqs), "num_waiting": 0, "num_preempted": 0,
-                      "kv_blocks_used": 0, "kv_blocks_total": 512, "num_scheduled_tokens": sched})
+                      "kv_blocks_used": 0, "num_gpu_blocks": 512, "num_scheduled_tokens": sched})
         t = end + 300_000  # 0.3 ms between steps
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     return path
@@ -127,6 +127,14 @@ def test_coefficients_never_negative():
     model = fit_step_cost(frame)
     assert all(c >= 0 for c in model.coef_s.values()) and model.intercept_s >= 0
     assert "decode_reqs" not in model.coef_s and model.coef_s["prefill_tokens"] > 0
+
+
+def test_old_traces_pool_size_reads_as_num_gpu_blocks(tmp_path):
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps({"start_ns": 0, "end_ns": 5, "num_prefill_tokens": 3, "num_decode_tokens": 0,
+                                "kv_blocks_total": 96}) + "\n")
+    frame = read_step_trace(path)
+    assert "kv_blocks_total" not in frame and frame["num_gpu_blocks"].tolist() == [96.0]
 
 
 def test_busy_gap_ignores_idle_periods():

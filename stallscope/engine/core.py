@@ -49,7 +49,7 @@ class EngineCore:
             num_prefill_tokens=out.num_prefill_tokens, num_decode_tokens=out.num_decode_tokens,
             num_prefill_reqs=out.num_prefill_reqs, num_decode_reqs=out.num_decode_reqs,
             num_running=num_running, num_waiting=num_waiting, num_preempted=len(out.preempted_request_ids),
-            kv_blocks_used=kv.num_used_blocks, kv_blocks_total=kv.num_gpu_blocks,
+            kv_blocks_used=kv.num_used_blocks, num_gpu_blocks=kv.num_gpu_blocks,
             num_scheduled_tokens=dict(out.num_scheduled_tokens), arrival_ns=arrivals)
         self.step_count += 1
         return changed, stats

@@ -20,7 +20,7 @@ class StepStats:
     num_waiting: int
     num_preempted: int
     kv_blocks_used: int
-    kv_blocks_total: int
+    num_gpu_blocks: int
     num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
     # {request_id: arrival time (ns, the server's add)} of the requests scheduled for the first time here
     arrival_ns: dict[str, int] = field(default_factory=dict)
