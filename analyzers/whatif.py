@@ -300,33 +300,37 @@ def recommend(predictions: pd.DataFrame, itl_slo_s: float, headroom: float = DEF
     roomy = finite & (itl <= target)
     meets = bool((itl[finite] <= itl_slo_s).any())
     if roomy.any():
-        row = chunked[roomy].iloc[-1]
+        case, pick = "roomy", roomy
     elif meets:
-        row = chunked[finite & (itl <= itl_slo_s)].iloc[-1]
+        case, pick = "bare", finite & (itl <= itl_slo_s)
     elif finite.any():
-        row = chunked[finite & (itl == itl[finite].min())].iloc[-1]
+        case, pick = "lowest", finite & (itl == itl[finite].min())
     else:
-        row = chunked.iloc[-1]
+        case, pick = "none", np.ones_like(finite)
+    row = chunked[pick].iloc[-1]
     budget = int(row["max_num_batched_tokens"])
     ttft = float(row.get("ttft_long_p99_s", float("nan")))
-    ttft_text = f"long-prompt TTFT P99 of {ttft:.2f} s" if np.isfinite(ttft) else "no long prompt completed"
-    if roomy.any():
-        room = f" less {headroom:.0%} headroom" if headroom else ""
-        reason = (f"largest simulated budget with predicted ITL P99 {row['itl_p99_s']:.3f} s "
-                  f"<= SLO {itl_slo_s:g} s{room}, at a {ttft_text}")
-    elif meets:
-        reason = (f"largest simulated budget with predicted ITL P99 {row['itl_p99_s']:.3f} s <= SLO {itl_slo_s:g} s, "
-                  f"but without the {headroom:.0%} headroom ({target:.3f} s): expect misses; at a {ttft_text}")
-    elif finite.any():
-        reason = (f"no simulated budget meets the ITL SLO {itl_slo_s:g} s; {budget} predicts the lowest ITL P99, "
-                  f"{row['itl_p99_s']:.3f} s, at a {ttft_text}")
-    else:
-        reason = (f"no simulated budget completed a request, so none can be said to meet the ITL SLO "
-                  f"{itl_slo_s:g} s; {budget} is the largest simulated")
     return {
         "max_num_batched_tokens": budget, "meets_slo": meets, "itl_slo_s": float(itl_slo_s),
         "headroom": float(headroom), "within_headroom": bool(roomy.any()),
         "predicted_itl_p99_s": float(row["itl_p99_s"]), "predicted_ttft_long_p99_s": ttft,
         "flags": f"--enable-chunked-prefill --max-num-batched-tokens {budget}",
-        "reason": reason,
+        "reason": _reason(case, budget, float(row["itl_p99_s"]), ttft, itl_slo_s, headroom),
     }
+
+
+def _reason(case: str, budget: int, itl_p99_s: float, ttft_long_p99_s: float, itl_slo_s: float, headroom: float) -> str:
+    """Why `recommend` picked `budget`: within the headroom, within the bare SLO, the lowest ITL, or none ran."""
+    ttft = (f"long-prompt TTFT P99 of {ttft_long_p99_s:.2f} s" if np.isfinite(ttft_long_p99_s)
+            else "no long prompt completed")
+    if case == "roomy":
+        room = f" less {headroom:.0%} headroom" if headroom else ""
+        return f"largest simulated budget with predicted ITL P99 {itl_p99_s:.3f} s <= SLO {itl_slo_s:g} s{room}, at a {ttft}"
+    if case == "bare":
+        return (f"largest simulated budget with predicted ITL P99 {itl_p99_s:.3f} s <= SLO {itl_slo_s:g} s, but without "
+                f"the {headroom:.0%} headroom ({itl_slo_s * (1.0 - headroom):.3f} s): expect misses; at a {ttft}")
+    if case == "lowest":
+        return (f"no simulated budget meets the ITL SLO {itl_slo_s:g} s; {budget} predicts the lowest ITL P99, "
+                f"{itl_p99_s:.3f} s, at a {ttft}")
+    return (f"no simulated budget completed a request, so none can be said to meet the ITL SLO "
+            f"{itl_slo_s:g} s; {budget} is the largest simulated")

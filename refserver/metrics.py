@@ -104,6 +104,13 @@ class EngineMetrics:
             ("model_name", "reason"), registry=reg)
         self.iteration_tokens = histogram("vllm:iteration_tokens_total",
                                           "Histogram of number of tokens per engine_step.", ITERATION_TOKENS_BUCKETS)
+        self._add_latency_and_length_histograms(histogram, max_model_len)
+        info = {key: str(value) for key, value in cache_info.items()}
+        Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+              tuple(info) + ("engine",), registry=reg).labels(engine=engine, **info).set(1)
+
+    def _add_latency_and_length_histograms(self, histogram, max_model_len: int) -> None:
+        """The per-request histograms: latencies (TTFT, ITL, e2e and the phases) and token counts."""
         self.time_to_first_token = histogram("vllm:time_to_first_token_seconds",
                                              "Histogram of time to first token in seconds.", TTFT_BUCKETS)
         self.inter_token_latency = histogram("vllm:inter_token_latency_seconds",
@@ -137,9 +144,6 @@ class EngineMetrics:
         self.request_num_preemptions = histogram("vllm:request_num_preemptions",
                                                  "Histogram of the number of times a request was preempted.",
                                                  NUM_PREEMPTIONS_BUCKETS)
-        info = {key: str(value) for key, value in cache_info.items()}
-        Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-              tuple(info) + ("engine",), registry=reg).labels(engine=engine, **info).set(1)
 
     def exposition(self) -> bytes:
         """The registry in Prometheus text format 0.0.4 (serve it with `CONTENT_TYPE`)."""
