@@ -24,7 +24,7 @@ import pandas as pd
 from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost
 from stallscope.analyzers.whatif import DEFAULT_HEADROOM, predict, recommend
 from stallscope.analyzers.workload import (Workload, intake_delays, workload_from_loadgen, workload_from_samples,
-                                           workload_with)
+                                           workload_from_step_counts, workload_from_steps, workload_with)
 from stallscope.collectors.run_dir import Arm, RunDir
 from stallscope.core.errors import InputError
 from stallscope.engine.config import SchedulerConfig
@@ -73,8 +73,6 @@ def inputs_from_frames(steps: pd.DataFrame, samples: pd.DataFrame | None = None,
     counts, else the samples' length histograms and request rate, else the steps' per-step counts (a
     coarse steady-decoders model); at most `max_duration_s` simulated. InputError when nothing fits.
     """
-    from stallscope.analyzers.workload import workload_from_step_counts, workload_from_steps
-
     if steps is None or len(steps) == 0:
         raise InputError("no recorded engine steps to fit the step cost on")
     cost = fit_step_cost(steps, source=source)
@@ -91,10 +89,7 @@ def inputs_from_frames(steps: pd.DataFrame, samples: pd.DataFrame | None = None,
     w = workload_with(w, duration_s=min(w.duration_s, max_duration_s))
     longest = max(2048, int(max(w.prompt_tokens.hi)) + int(max(w.output_tokens.hi)) + 1,
                   w.long_prompt_tokens + w.long_output_tokens + 1)
-    blocks = steps["num_gpu_blocks"].max() if "num_gpu_blocks" in steps else float("nan")
-    shape = SchedulerConfig(max_model_len=longest,
-                        num_gpu_blocks=int(blocks) if np.isfinite(blocks) and blocks > 0 else SchedulerConfig.num_gpu_blocks)
-    return WhatifInputs(cost, w, shape, source=source)
+    return WhatifInputs(cost, w, SchedulerConfig(max_model_len=longest, **_steps_pool(steps)), source=source)
 
 
 def inputs_from_run(run: RunDir | str | Path, *, cost: StepCostModel | None = None,
@@ -115,7 +110,7 @@ def inputs_from_run(run: RunDir | str | Path, *, cost: StepCostModel | None = No
         workload = workload_with(workload, **workload_changes, long_threshold_tokens=0,
                                  source=workload.source + " + flags")
     configs = [c for c in (arm_engine_config(a) for a in run.arms) if c is not None]
-    shape = configs[0].scheduler_config if configs else SchedulerConfig(**_steps_pool(run))
+    shape = configs[0].scheduler_config if configs else SchedulerConfig(**_steps_pool(run.steps()))
     shape = replace(shape, **{k: int(v) for k, v in (shape_changes or {}).items() if v is not None})
     if request_overhead_s is None:   # other arms may have queued far longer in WAITING, which the simulation adds
         delays = intake_delays(workload_arm.steps(), workload_arm.loadgen()) if workload_arm else ()
@@ -155,11 +150,10 @@ def one_target_workload(frames: dict, source: str) -> Workload:
     return workload_from_samples(samples, source=f"{source} (target {target})")
 
 
-def _steps_pool(run: RunDir) -> dict:
-    steps = run.steps()
-    if steps is not None and "num_gpu_blocks" in steps and steps["num_gpu_blocks"].notna().any():
-        return {"num_gpu_blocks": int(steps["num_gpu_blocks"].max())}
-    return {}
+def _steps_pool(steps: pd.DataFrame | None) -> dict:
+    """The pool size the steps show, as SchedulerConfig's `num_gpu_blocks`; {} when they show none."""
+    blocks = steps["num_gpu_blocks"].max() if steps is not None and "num_gpu_blocks" in steps else float("nan")
+    return {"num_gpu_blocks": int(blocks)} if np.isfinite(blocks) and blocks > 0 else {}
 
 
 def arm_engine_config(arm: Arm) -> EngineConfig | None:

@@ -115,8 +115,7 @@ def run(args) -> int:
         "recommendation": res["recommendation"],
         "step_cost": inputs.cost.summary(),
         "workload": inputs.workload.summary(),
-        "server_shape": {k: v for k, v in vars(inputs.shape).items()
-                         if k not in ("max_num_batched_tokens", "enable_chunked_prefill")},
+        "server_shape": {k: getattr(inputs.shape, k) for k in whatif_inputs.SHAPE_FLAGS},
         "request_overhead_s": _overhead_summary(inputs.request_overhead_s),
     }
     if args.format == "json":

@@ -8,7 +8,6 @@ bad input. With `--from RUN_DIR` the rest is `stallscope.analyzers.budget.inputs
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from stallscope.analyzers.budget import WhatifInputs, inputs_from_run, one_target_workload, run_cost
@@ -25,13 +24,12 @@ def resolve_inputs(args) -> WhatifInputs:
     """Step cost, workload, server shape, request overhead and the run's own budgets, from the CLI flags."""
     run = RunDir.open(args.run_dir) if args.run_dir else None
     cost = resolve_cost(args, run)
-    shape = {name: getattr(args, name, None) for name in SHAPE_FLAGS}
+    shape = {name: getattr(args, name) for name in SHAPE_FLAGS if getattr(args, name, None) is not None}
     if run is not None:
         return inputs_from_run(run, cost=cost, workload_changes=_workload_flags(args), shape_changes=shape,
                                request_overhead_s=args.request_overhead)
-    return WhatifInputs(cost, resolve_workload(args), replace(SchedulerConfig(), **{k: int(v) for k, v in shape.items()
-                                                                                   if v is not None}),
-                        float(args.request_overhead or 0.0), source="the given inputs")
+    return WhatifInputs(cost, resolve_workload(args), SchedulerConfig(**shape), float(args.request_overhead or 0.0),
+                        source="the given inputs")
 
 
 def resolve_cost(args, run: RunDir | None = None) -> StepCostModel:

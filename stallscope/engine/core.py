@@ -1,8 +1,7 @@
-"""`EngineCore`: the one engine loop -- schedule, execute, update -- driven by a model or by a cost model.
+"""`EngineCore`: the one engine loop (schedule, execute, update, `StepStats`) for a model or a cost model.
 
-The reference server passes the model runner and the wall clock; the what-if passes a step-cost model
-that advances a simulated clock. Either way a step is `schedule()`, `execute(out) -> sampled tokens`,
-`update_from_output()`, and one `StepStats` read from `clock()` (ns) before and after.
+The reference server passes the model runner and the wall clock; the what-if a step-cost model that
+advances a simulated clock. `execute(out)` returns the sampled tokens; `clock()` (ns) dates the step.
 """
 
 from __future__ import annotations
@@ -40,9 +39,8 @@ class EngineCore:
                 arrivals[req.request_id] = req.arrival_ns
         changed = self.scheduler.update_from_output(out, self.execute(out))
         end_ns = self.clock()
-        for req in changed:
-            if req.first_token_ns is None:
-                req.first_token_ns = end_ns
+        for req in (r for r in changed if r.first_token_ns is None):
+            req.first_token_ns = end_ns
         kv = self.kv_cache_manager
         stats = StepStats(
             step=self.step_count, start_ns=start_ns, end_ns=end_ns,
