@@ -25,9 +25,8 @@ from typing import Callable
 import pandas as pd
 import requests
 
-from stallscope.collectors import dcgm, vllm
 from stallscope.collectors.exposition import ParseCache, RetryableScrapeError, scrape
-from stallscope.collectors.loader import is_dcgm
+from stallscope.collectors.loader import parse_scrape
 from stallscope.collectors.store import Store
 from stallscope.core.errors import CollectorError
 
@@ -92,11 +91,8 @@ def fetch(target: Target, session: requests.Session, cache: ParseCache, stop: th
             text = scrape(target.url, target.timeout_s, session)
             if not parse:
                 return Result(target.name, ts, time.perf_counter() - t0, text=text, attempts=attempts)
-            if is_dcgm(text):
-                return Result(target.name, ts, time.perf_counter() - t0, gpu=dcgm.parse(text, ts, cache=cache),
-                              attempts=attempts)
-            return Result(target.name, ts, time.perf_counter() - t0, samples=vllm.parse(text, ts, cache=cache),
-                          attempts=attempts)
+            kind, frame = parse_scrape(text, ts, cache)
+            return Result(target.name, ts, time.perf_counter() - t0, attempts=attempts, **{kind: frame})
         except RetryableScrapeError as exc:
             error, retryable = str(exc), True
         except CollectorError as exc:
