@@ -50,6 +50,7 @@ def run(args) -> int:
     t0 = time.monotonic()
 
     from stallscope.cli.repro import ab_table
+    from stallscope.collectors.scrape_loop import record_jsonl
     from stallscope.refserver.repro import DEFAULT_BUDGET, default_load, run_repro
 
     run_dir, db, report = out / "run", out / "stallscope.db", out / "report.html"
@@ -64,7 +65,7 @@ def run(args) -> int:
     _say(console, 1, f"reference server + starvation scenario: arm `off` (chunked prefill off) and arm `on` "
                      f"(--max-num-batched-tokens {DEFAULT_BUDGET}) under the same load", t0)
     summary = run_repro("starvation", run_dir, quick=True, model=args.model, load=load,
-                        progress=not args.no_progress,
+                        progress=not args.no_progress, recorder=record_jsonl,
                         on_arm=lambda arm: _say(console, 2, f"arm {arm.name}: refserver {' '.join(arm.server_args)}", t0))
     console.print(ab_table(summary))
 
