@@ -27,14 +27,15 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from stallscope.core import schema
 from stallscope.core.errors import InputError
+from stallscope.engine import step_trace
 
 FEATURES = ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs", "decode_kv_padded")
 
@@ -117,38 +118,12 @@ def batch_features(chunks) -> dict:
 
 
 def read_step_trace(path: str | Path) -> pd.DataFrame:
-    """Read a step-trace JSONL file (docs/step-trace.md) into a steps frame.
-
-    Raises InputError naming the file and line for a missing file, bad JSON or missing fields.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"step trace not found: {path}")
-    rows = []
-    with path.open() as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            for key in ("start_ns", "end_ns", "num_prefill_tokens", "num_decode_tokens"):
-                if not isinstance(row.get(key), (int, float)):
-                    raise InputError(f"{path}:{lineno}: field `{key}` missing or not a number")
-            rows.append(row)
+    """A step-trace JSONL file (docs/step-trace.md) as a steps frame; InputError names the file and
+    line for a missing file, bad JSON or missing fields, and says so when it has no steps."""
+    rows = step_trace.read_records(path)
     if not rows:
         raise InputError(f"step trace {path} has no steps")
-    frame = pd.DataFrame(rows)
-    if "step" not in frame:
-        frame["step"] = np.arange(len(frame))
-    for col in ("step", "start_ns", "end_ns"):
-        frame[col] = frame[col].astype("int64")
-    for col in ("num_prefill_tokens", "num_decode_tokens"):
-        frame[col] = frame[col].astype(float)
-    return frame
+    return schema.steps_frame(rows)
 
 
 def step_features(steps: pd.DataFrame) -> pd.DataFrame:

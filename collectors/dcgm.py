@@ -24,7 +24,7 @@ import pandas as pd
 
 from stallscope.collectors.exposition import ParseCache, parse_rows, scrape  # noqa: F401 - scrape is public here
 from stallscope.core.errors import CollectorError
-from stallscope.core.schema import validate
+from stallscope.core.schema import gpu_frame
 
 MIB = 1 << 20
 # canonical name → (factor to base units, every field spelling that carries it)
@@ -72,6 +72,8 @@ LABELS = {
     "container": ("container", "container_name"),
 }
 
+COLUMNS = (*LABELS, "gpu", "gpu_instance")     # the gpu frame's string columns, but `metric`
+
 
 def pick_label(labels: dict, names: tuple[str, ...]) -> str | None:
     for n in names:
@@ -93,8 +95,7 @@ def _map_families(families: list) -> list:
                 out.append(None)  # not a per-GPU entity (NVSwitch, CPU), or DCGM "blank"
                 continue
             row = {k: pick_label(lab, v) for k, v in LABELS.items()}
-            gi = lab.get("GPU_I_ID")
-            out.append((name, factor, lab["gpu"], row, gi))
+            out.append((name, factor, {**row, "gpu": lab["gpu"], "gpu_instance": lab.get("GPU_I_ID")}))
     return out
 
 
@@ -109,7 +110,7 @@ def parse(text: str, ts: int | None = None, *, cache: ParseCache | None = None) 
     """Parse one dcgm-exporter exposition text into the `gpu` frame (schema.FRAMES["gpu"]).
 
     Optional columns `pod`, `namespace`, `container` and `gpu_instance` (MIG `GPU_I_ID`) appear only
-    when some row carries them; rows without them hold "".
+    when some row carries a non-empty one; rows without them hold "".
 
         >>> line = 'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",modelName="NVIDIA L4",Hostname="h"} 2\\n'
         >>> parse(line, ts=0).value.item()
@@ -118,28 +119,7 @@ def parse(text: str, ts: int | None = None, *, cache: ParseCache | None = None) 
     if not isinstance(text, str):
         raise CollectorError(f"DCGM exposition must be text, got {type(text).__name__}")
     rows, values = parse_rows(text, _map_families, cache, what="DCGM exporter scrape")
-    return frame(rows, values, time.time_ns() if ts is None else int(ts))
-
-
-def frame(rows: list[tuple], values: list[float], ts: int) -> pd.DataFrame:
-    """The gpu frame from mapped rows `(metric, factor, gpu, labels, gpu_instance)` and raw values."""
-    n = len(rows)
-    cols = {
-        "ts": np.full(n, ts, dtype=np.int64),
-        "hostname": [r[3]["hostname"] or "" for r in rows],
-        "gpu": [r[2] for r in rows],
-        "uuid": [r[3]["uuid"] or "" for r in rows],
-        "model": [r[3]["model"] or "" for r in rows],
-        "metric": [r[0] for r in rows],
-        "value": np.array(values, dtype=np.float64) * np.array([r[1] for r in rows], dtype=np.float64),
-    }
-    for opt in ("pod", "namespace", "container"):
-        if any(r[3][opt] is not None for r in rows):
-            cols[opt] = [r[3][opt] or "" for r in rows]
-    if any(r[4] is not None for r in rows):
-        cols["gpu_instance"] = [r[4] or "" for r in rows]
-    df = pd.DataFrame(cols)
-    for c in df.columns:
-        if c not in ("ts", "value"):
-            df[c] = df[c].astype(object)
-    return validate(df, "gpu")
+    metric, factor, labels = zip(*rows) if rows else ((),) * 3
+    return gpu_frame(time.time_ns() if ts is None else int(ts), metric=metric,
+                     value=np.array(values, dtype=np.float64) * np.array(factor, dtype=np.float64),
+                     **{c: [lab[c] for lab in labels] for c in COLUMNS})

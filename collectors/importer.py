@@ -13,27 +13,18 @@ from pathlib import Path
 from stallscope.collectors import dcgm, vllm
 from stallscope.collectors.exposition import ParseCache
 from stallscope.collectors.loader import is_dcgm, iter_jsonl
+from stallscope.collectors.run_dir import scrape_files
 from stallscope.collectors.store import Store
 from stallscope.core.errors import CollectorError
 
 
-def jsonl_files(path: Path) -> list[tuple[str, Path]]:
-    """(target prefix, scrapes.jsonl) pairs for a jsonl file, an arm directory or a run directory."""
+def import_run(path: Path, db: str | Path) -> tuple[int, int, int]:
+    """Import every record of a scrapes.jsonl, an arm or a run directory into store `db`; returns
+    (scrapes, unparseable, skipped lines)."""
+    path = Path(path)
     if not path.exists():
         raise CollectorError(f"import source {path} does not exist")
-    if path.is_file():
-        return [("", path)]
-    if (path / "scrapes.jsonl").is_file():
-        return [("", path / "scrapes.jsonl")]
-    arms = sorted(p for p in path.iterdir() if (p / "scrapes.jsonl").is_file())
-    if not arms:
-        raise CollectorError(f"run directory {path} has no scrapes.jsonl (nor any <arm>/scrapes.jsonl)")
-    return [(f"{arm.name}/", arm / "scrapes.jsonl") for arm in arms]
-
-
-def import_run(path: Path, db: str | Path) -> tuple[int, int, int]:
-    """Import every record under `path` into store `db`; returns (scrapes, unparseable, skipped lines)."""
-    files = jsonl_files(Path(path))
+    files = [("", path)] if path.is_file() else scrape_files(path)
     n = failed = 0
     skipped: list[int] = []
     caches: dict[str, ParseCache] = {}

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from stallscope.collectors.run_dir import scrape_files
 from stallscope.core import schema
 from stallscope.core.errors import CollectorError
 
@@ -88,16 +89,8 @@ def to_ns(value, what: str = "time") -> int | None:
 
 
 def _load_run_dir(path: Path, lo, hi, targets) -> Frames:
-    if (path / "scrapes.jsonl").is_file():
-        return _load_jsonl(path / "scrapes.jsonl", lo, hi, targets)
-    arms = sorted(p for p in path.iterdir() if (p / "scrapes.jsonl").is_file())
-    if not arms:
-        raise CollectorError(f"run directory {path} has no scrapes.jsonl (nor any <arm>/scrapes.jsonl)")
-    out: Frames = {}
-    for arm in arms:
-        for name, frames in _load_jsonl(arm / "scrapes.jsonl", lo, hi, targets).items():
-            out[f"{arm.name}/{name}"] = frames
-    return out
+    return {prefix + name: frames for prefix, f in scrape_files(path)
+            for name, frames in _load_jsonl(f, lo, hi, targets).items()}
 
 
 def iter_jsonl(path: Path, on_skip=None):

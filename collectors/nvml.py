@@ -18,11 +18,10 @@ import logging
 import socket
 import time
 
-import numpy as np
 import pandas as pd
 
 from stallscope.core.errors import CollectorError
-from stallscope.core.schema import validate
+from stallscope.core.schema import gpu_frame
 
 log = logging.getLogger(__name__)
 ARCH_HOPPER = 9  # NVML_DEVICE_ARCH_HOPPER
@@ -135,16 +134,9 @@ class NvmlPoller:
 
     def _frame(self, ts: int, rows: list[tuple[int, str, float]]) -> pd.DataFrame:
         info = {i: (uuid, model) for i, _, uuid, model, _ in self.devices}
-        df = pd.DataFrame({
-            "ts": np.full(len(rows), ts, dtype=np.int64),
-            "hostname": pd.Series([self.hostname] * len(rows), dtype=object),
-            "gpu": pd.Series([str(i) for i, _, _ in rows], dtype=object),
-            "uuid": pd.Series([info[i][0] for i, _, _ in rows], dtype=object),
-            "model": pd.Series([info[i][1] for i, _, _ in rows], dtype=object),
-            "metric": pd.Series([m for _, m, _ in rows], dtype=object),
-            "value": np.array([v for _, _, v in rows], dtype=np.float64),
-        })
-        return validate(df, "gpu")
+        gpus, metric, value = zip(*rows) if rows else ((),) * 3
+        return gpu_frame(ts, self.hostname, [str(i) for i in gpus], [info[i][0] for i in gpus],
+                         [info[i][1] for i in gpus], metric, value)
 
     def close(self) -> None:
         for sample in self._gpm_prev.values():

@@ -18,7 +18,6 @@ import math
 import re
 import time
 
-import numpy as np
 import pandas as pd
 import requests
 
@@ -156,18 +155,9 @@ def _samples_rows(series: list[dict], blocks: set[str]) -> dict[str, list]:
 
 
 def _samples_frame(rows: list, job: str) -> pd.DataFrame:
-    if not rows:
-        df = schema.empty("samples")
-        df["target"] = pd.Series(dtype=object)
-        return df
-    ts, metric, source, labels, le, value = zip(*rows)
-    lab = np.empty(len(rows), dtype=object)
-    lab[:] = labels
-    df = pd.DataFrame({"ts": np.array(ts, dtype=np.int64), "metric": np.array(metric, dtype=object),
-                       "source_metric": np.array(source, dtype=object), "labels": lab,
-                       "le": np.array(le, dtype=np.float64), "value": np.array(value, dtype=np.float64),
-                       "target": np.full(len(rows), job, dtype=object)})
-    return schema.validate(df.sort_values("ts", kind="stable", ignore_index=True), "samples")
+    rows.sort(key=lambda r: r[0])
+    ts, metric, source, labels, le, value = zip(*rows) if rows else ((),) * 6
+    return schema.samples_frame(ts, metric, source, labels, le, value, target=job)
 
 
 def _gpu_rows(series: list[dict]) -> dict[str, list]:
@@ -189,20 +179,7 @@ def _gpu_rows(series: list[dict]) -> dict[str, list]:
 
 
 def _gpu_frame(rows: list, job: str) -> pd.DataFrame:
-    if not rows:
-        df = schema.empty("gpu")
-        df["target"] = pd.Series(dtype=object)
-        return df
-    cols = {"ts": np.array([r[0] for r in rows], dtype=np.int64)}
-    for c in ("hostname", "uuid", "model"):
-        cols[c] = pd.Series([r[3][c] for r in rows], dtype=object)
-    cols["gpu"] = pd.Series([r[1] for r in rows], dtype=object)
-    cols["metric"] = pd.Series([r[2] for r in rows], dtype=object)
-    cols["value"] = np.array([r[4] for r in rows], dtype=np.float64)
-    for c in ("pod", "namespace", "container", "gpu_instance"):
-        if any(r[3][c] for r in rows):
-            cols[c] = pd.Series([r[3][c] for r in rows], dtype=object)
-    cols["target"] = pd.Series([job] * len(rows), dtype=object)
-    df = pd.DataFrame(cols)[[c for c in ("ts", "hostname", "gpu", "uuid", "model", "metric", "value", "pod",
-                                         "namespace", "container", "gpu_instance", "target") if c in cols]]
-    return schema.validate(df.sort_values("ts", kind="stable", ignore_index=True), "gpu")
+    rows.sort(key=lambda r: r[0])
+    ts, gpu, metric, labels, value = zip(*rows) if rows else ((),) * 5
+    return schema.gpu_frame(ts, gpu=gpu, metric=metric, value=value, target=job,
+                            **{c: [lab[c] for lab in labels] for c in (*dcgm.LABELS, "gpu_instance")})

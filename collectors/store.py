@@ -247,25 +247,15 @@ def _samples_frame(target, mine, ts_all, id_all, val_all) -> pd.DataFrame:
     idx, mask, keys = _lookup(mine, "samples", id_all)
     labels = _objects([k[2] for k in keys])  # one dict per series, shared by its rows: do not mutate
     le = np.array([math.nan if k[3] is None else float(k[3]) for k in keys], dtype=np.float64)
-    df = pd.DataFrame({
-        "ts": ts_all[mask], "metric": _categorical([k[0] for k in keys], idx),
-        "source_metric": _categorical([k[1] for k in keys], idx), "labels": labels[idx],
-        "le": le[idx] if len(keys) else np.empty(0), "value": val_all[mask],
-        "target": _constant(target, len(idx))}, copy=False)
-    return schema.validate(df, "samples")
+    return schema.samples_frame(ts_all[mask], _categorical([k[0] for k in keys], idx),
+                                _categorical([k[1] for k in keys], idx), labels[idx],
+                                le[idx] if len(keys) else np.empty(0), val_all[mask], _constant(target, len(idx)))
 
 
 def _gpu_frame(target, mine, ts_all, id_all, val_all) -> pd.DataFrame:
     idx, mask, keys = _lookup(mine, "gpu", id_all)
-    cols = {"ts": ts_all[mask]}
-    for c in ("hostname", "gpu", "uuid", "model", "metric"):
-        cols[c] = _categorical([k.get(c, "") for k in keys], idx)
-    cols["value"] = val_all[mask]
-    for c in ("pod", "namespace", "container", "gpu_instance"):
-        if any(k.get(c) for k in keys):
-            cols[c] = _categorical([k.get(c, "") for k in keys], idx)
-    cols["target"] = _constant(target, len(idx))
-    return schema.validate(pd.DataFrame(cols, copy=False), "gpu")
+    return schema.gpu_frame(ts_all[mask], value=val_all[mask], target=_constant(target, len(idx)),
+                            **{c: _categorical([k.get(c, "") for k in keys], idx) for c in GPU_KEY})
 
 
 def scrapes(con: sqlite3.Connection, start: int | None = None, end: int | None = None) -> pd.DataFrame:

@@ -22,12 +22,11 @@ from __future__ import annotations
 import math
 import time
 
-import numpy as np
 import pandas as pd
 
 from stallscope.collectors.exposition import ParseCache, parse_rows, scrape  # noqa: F401 - scrape is public here
 from stallscope.core.errors import CollectorError
-from stallscope.core.schema import validate
+from stallscope.core.schema import samples_frame
 
 # old family name → (new family name, whether HELP may state a blocks unit)
 ALIASES: dict[str, tuple[str, bool]] = {
@@ -73,24 +72,6 @@ def parse(text: str, ts: int | None = None, *, cache: ParseCache | None = None) 
     if not isinstance(text, str):
         raise CollectorError(f"vLLM exposition must be text, got {type(text).__name__}")
     rows, values = parse_rows(text, _map_families, cache, what="vLLM /metrics scrape")
-    return frame(rows, values, time.time_ns() if ts is None else int(ts))
-
-
-def frame(rows: list[tuple], values: list[float], ts: int) -> pd.DataFrame:
-    """The samples frame from mapped rows `(metric, source_metric, labels, le)` and their values."""
-    n = len(rows)
-    if n:
-        metric, source, labels, le = zip(*rows)
-    else:
-        metric = source = labels = le = ()
-    lab = np.empty(n, dtype=object)
-    lab[:] = [dict(d) for d in labels]
-    df = pd.DataFrame({
-        "ts": np.full(n, ts, dtype=np.int64),
-        "metric": np.array(metric, dtype=object),
-        "source_metric": np.array(source, dtype=object),
-        "labels": lab,
-        "le": np.array(le, dtype=np.float64),
-        "value": np.array(values, dtype=np.float64),
-    })
-    return validate(df, "samples")
+    metric, source, labels, le = zip(*rows) if rows else ((),) * 4
+    return samples_frame(time.time_ns() if ts is None else int(ts), metric, source, [dict(d) for d in labels], le,
+                         values)

@@ -28,6 +28,7 @@ from pathlib import Path
 import requests
 
 from stallscope.core.errors import InputError, ToolkitError
+from stallscope.engine.step_trace import read_records
 from stallscope.refserver.loadgen import LoadSpec, run_load
 from stallscope.refserver.server_thread import free_port
 
@@ -139,13 +140,6 @@ def _stop_server(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
-def read_steps(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def arm_summary(loadgen: dict, steps: list[dict]) -> dict:
     """The per-arm figures of summary.json, from the load generator's result and the step trace."""
     return {
@@ -220,6 +214,6 @@ def run_repro(scenario: str, out_dir: Path, *, quick: bool = False, model: str =
                 on_arm(arm)
         results = run_arms([a for a, _ in group], [d for _, d in group], load, progress)
         for (arm, arm_dir), result in zip(group, results):
-            summary["arms"][arm.name] = arm_summary(result, read_steps(arm_dir / "steps.jsonl"))
+            summary["arms"][arm.name] = arm_summary(result, read_records(arm_dir / "steps.jsonl"))
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

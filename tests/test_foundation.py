@@ -1,4 +1,4 @@
-"""The CLI's error contract, the schema validator and the thresholds loader."""
+"""The CLI's error contract, the schema validator and frame builders, and the thresholds loader."""
 
 import subprocess
 import sys
@@ -36,6 +36,35 @@ def test_validate_rejects_float_time():
     frame = pd.DataFrame({"step": [0], "start_ns": [1.5], "end_ns": [2.0], "num_prefill_tokens": [1.0], "num_decode_tokens": [1.0]})
     with pytest.raises(SchemaError, match="start_ns"):
         schema.validate(frame, "steps")
+
+
+def test_gpu_frame_keeps_an_optional_column_only_when_some_value_is_non_empty():
+    df = schema.gpu_frame(7, "h", ["0", "1"], ["GPU-a", None], "L4", ["power_w", "power_w"], [60, 61.5],
+                          pod=["", None], namespace=[None, "ns"], target="dcgm")
+    assert list(df.columns) == ["ts", "hostname", "gpu", "uuid", "model", "metric", "value", "namespace", "target"]
+    assert df["ts"].tolist() == [7, 7] and df["uuid"].tolist() == ["GPU-a", ""] and df["namespace"].tolist() == ["", "ns"]
+    assert all(df[c].dtype == object for c in ("hostname", "gpu", "metric", "target")) and df["value"].sum() == 121.5
+    cat = pd.Categorical.from_codes([0, 1], categories=["", "mig-3"])
+    empty = pd.Categorical.from_codes([0, 0], categories=[""])
+    df = schema.gpu_frame([1, 2], cat, cat, cat, cat, cat, [1.0, 2.0], gpu_instance=cat, pod=empty)
+    assert "pod" not in df and df["gpu_instance"].dtype == "category" and df["gpu_instance"].tolist() == ["", "mig-3"]
+
+
+def test_samples_frame_uses_arrays_as_given():
+    import numpy as np
+
+    value = np.array([1.0, 2.0])
+    df = schema.samples_frame(np.array([5, 6]), ["a", "b"], ["a", "b"], [{}, {"le": "x"}], [np.nan, 1.0], value)
+    assert "target" not in df and np.shares_memory(df["value"].to_numpy(), value)
+    assert df["labels"].tolist() == [{}, {"le": "x"}] and df["metric"].dtype == object
+    assert len(schema.samples_frame(0, (), (), (), (), (), target="t").columns) == 7
+
+
+def test_steps_frame_numbers_steps_and_casts_declared_columns():
+    df = schema.steps_frame([{"start_ns": 10, "end_ns": 20, "num_prefill_tokens": 3, "num_decode_tokens": 0,
+                              "kv_blocks_used": 4, "num_scheduled_tokens": {"r": 3}}] * 2)
+    assert df["step"].tolist() == [0, 1] and df["kv_blocks_used"].dtype == "float64"
+    assert df["end_ns"].dtype == "int64" and df["num_scheduled_tokens"][1] == {"r": 3}
 
 
 def test_thresholds_defaults_and_overrides(tmp_path):

@@ -134,3 +134,63 @@ def empty(kind: str):
 
     dtypes = {"int": "int64", "float": "float64", "str": "object", "object": "object", "bool": "bool"}
     return pd.DataFrame({c.name: pd.Series(dtype=dtypes[c.dtype]) for c in FRAMES[kind] if c.required})
+
+
+def samples_frame(ts, metric, source_metric, labels, le, value, target=None):
+    """The samples frame from its columns. Arrays and Categoricals are used as they are (no copy), lists
+    become arrays; `ts` and `target` may be one value for every row."""
+    n = len(value)
+    return _frame("samples", n, ts, value, {"metric": metric, "source_metric": source_metric, "labels": labels},
+                  le=le, target=target)
+
+
+def gpu_frame(ts, hostname, gpu, uuid, model, metric, value, *, pod=None, namespace=None, container=None,
+              gpu_instance=None, target=None):
+    """The gpu frame from its columns, as `samples_frame`. None in a string column stands for "", and an
+    optional column (pod, namespace, container, gpu_instance) is kept only if some value in it is non-empty."""
+    optional = {"pod": pod, "namespace": namespace, "container": container, "gpu_instance": gpu_instance}
+    strs = {"hostname": hostname, "gpu": gpu, "uuid": uuid, "model": model, "metric": metric,
+            **{k: v for k, v in optional.items() if v is not None and any(getattr(v, "categories", v))}}
+    return _frame("gpu", len(value), ts, value, strs, target=target)
+
+
+def _frame(kind: str, n: int, ts, value, strs: dict, le=None, target=None):
+    import numpy as np
+    import pandas as pd
+
+    cols = {"ts": np.full(n, ts, dtype=np.int64) if np.ndim(ts) == 0 else np.asarray(ts, dtype=np.int64),
+            **{k: _objects(v, n) for k, v in strs.items()}, "value": np.asarray(value, dtype=np.float64)}
+    if le is not None:
+        cols["le"] = np.asarray(le, dtype=np.float64)
+    if target is not None:
+        cols["target"] = _objects(target, n)
+    return validate(pd.DataFrame({c.name: cols[c.name] for c in FRAMES[kind] if c.name in cols}, copy=False), kind)
+
+
+def _objects(values, n: int):
+    """An object column (a Categorical stays one): pandas makes an object array of str its `str` dtype."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(values, pd.Categorical):
+        return values
+    if isinstance(values, str):
+        values = [values] * n
+    if not (isinstance(values, np.ndarray) and values.dtype == object):
+        arr = np.empty(n, dtype=object)
+        arr[:] = ["" if v is None else v for v in values]
+        values = arr
+    return pd.Series(values, dtype=object, copy=False)
+
+
+def steps_frame(rows: list[dict]):
+    """A steps frame from step-trace records: `step` numbered from 0 when absent, the declared columns
+    cast to int64/float64, every other field (e.g. `num_scheduled_tokens`) kept as it is."""
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    if "step" not in frame:
+        frame["step"] = np.arange(len(frame))
+    cast = {"int": "int64", "float": "float64"}
+    return validate(frame.astype({c.name: cast[c.dtype] for c in FRAMES["steps"] if c.name in frame}), "steps")

@@ -1,4 +1,4 @@
-"""The step trace: one `StepStats` per line as JSON (docs/step-trace.md); a writer and a reader."""
+"""The step trace: one `StepStats` per line as JSON (docs/step-trace.md); one writer, one reader."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from stallscope.core.errors import InputError
 from stallscope.engine.stats import StepStats
 
 _FIELDS = [f.name for f in fields(StepStats)]
-_OPTIONAL = {"arrival_ns"}                          # added later; older traces lack it
+_NUMBERS = [f.name for f in fields(StepStats) if f.type == "int"]    # the dicts have defaults: older traces lack one
+REQUIRED = ("start_ns", "end_ns", "num_prefill_tokens", "num_decode_tokens")
 
 
 class StepTraceWriter:
@@ -37,20 +38,35 @@ class StepTraceWriter:
         self.close()
 
 
-def read_step_trace(path: str | Path) -> list[StepStats]:
-    """Parse a step trace; InputError names the file and line of the first bad record."""
-    out = []
+def read_records(path: str | Path, *, required=REQUIRED) -> list[dict]:
+    """The JSON object of each non-blank line; InputError names the file and line of the first bad one
+    (not JSON, not an object, a `required` field missing or not a number)."""
+    path = Path(path)
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        fh = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"step trace not found: {path}") from None
     except OSError as exc:
         raise InputError(f"cannot read step trace {str(path)!r}: {exc.strerror}") from None
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            out.append(StepStats(**{name: record[name] for name in _FIELDS
-                                    if name not in _OPTIONAL or name in record}))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"step trace {str(path)!r} line {lineno}: not a StepStats record ({exc})") from None
-    return out
+    rows = []
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            for key in required:
+                if not isinstance(row.get(key), (int, float)):
+                    raise InputError(f"{path}:{lineno}: field `{key}` missing or not a number")
+            rows.append(row)
+    return rows
+
+
+def read_step_trace(path: str | Path) -> list[StepStats]:
+    """Parse a step trace into `StepStats`; InputError names the file and line of the first bad record."""
+    return [StepStats(**{name: r[name] for name in _FIELDS if name in r})
+            for r in read_records(path, required=_NUMBERS)]
