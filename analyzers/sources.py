@@ -12,17 +12,13 @@ from pathlib import Path
 
 from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.collectors import loader
+from stallscope.collectors.run_dir import RunDir
 from stallscope.core.errors import InputError
 
 
 def iso(ns) -> str:
     """`2025-11-29T07:06:40Z`: the ISO form of the JSON output."""
     return dt.datetime.fromtimestamp(int(ns) / 1e9, dt.timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def _step_trace(arm_dir: Path):
-    path = arm_dir / "steps.jsonl"
-    return read_step_trace(path) if path.is_file() and path.stat().st_size else None
 
 
 def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | None = None, *,
@@ -43,15 +39,12 @@ def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | 
                              step=resolution if kind == "prometheus" else None)
         prefix = f"{Path(str(src).rstrip('/')).name}/" if len(given) > 1 else ""
         whatif = whatif_inputs(src) if kind == "run" and not steps_path else None
+        arms = {a.name: a for a in RunDir.open(src).arms} if kind == "run" and Path(src).is_dir() else {}
         for target, fr in loaded.items():
             name = prefix + target
             fr = {k: v.assign(target=name) for k, v in fr.items()}
-            steps = None
-            if kind == "run":
-                arm = Path(src) / target.split("/")[0] if "/" in target else Path(src)
-                steps = _step_trace(arm) if arm.is_dir() else None
-            if steps_path:
-                steps = read_step_trace(steps_path)
+            arm = arms.get(target.split("/")[0] if "/" in target else "")
+            steps = read_step_trace(steps_path) if steps_path else arm.steps() if arm else None
             fr["steps"] = steps
             fr["whatif_inputs"] = whatif
             frames[name] = fr

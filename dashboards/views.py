@@ -84,28 +84,15 @@ def run_parts(path: Path) -> dict:
 
 def run_steps(path: Path) -> pd.DataFrame | None:
     """The step traces of a run directory's arms (or of one arm), `target` = the arm's name; None if none."""
-    traces = [(path, "")] if (path / "steps.jsonl").is_file() else \
-        [(arm, arm.name) for arm in sorted(path.iterdir()) if (arm / "steps.jsonl").is_file()]
-    steps = [load_steps(p / "steps.jsonl").assign(target=name) for p, name in traces]
-    steps = [s for s in steps if len(s)]
-    return pd.concat(steps, ignore_index=True) if steps else None
+    from stallscope.collectors.run_dir import RunDir
+    return RunDir.open(path).steps()
 
 
 def load_steps(path: Path) -> pd.DataFrame:
     """A steps frame from a step-trace JSONL (docs/step-trace.md) or an nsys SQLite export."""
     if path.suffix in (".jsonl", ".json"):
-        try:
-            raw = pd.read_json(path, lines=True)
-        except ValueError as exc:
-            raise InputError(f"{path} is not a step-trace JSONL file: {exc}") from None
-        missing = [c for c in schema.columns("steps", required_only=True) if c not in raw]
-        if missing:
-            raise InputError(f"{path} is not a step trace: missing field `{missing[0]}`")
-        # the schema's columns, plus each request's scheduled tokens (the what-if's step-cost fit needs them)
-        keep = [c for c in (*schema.columns("steps"), "num_scheduled_tokens") if c in raw]
-        out = raw[keep].astype({c: "float64" for c in keep if c not in ("step", "start_ns", "end_ns",
-                                                                         "num_scheduled_tokens")})
-        return schema.validate(out.astype({"step": "int64", "start_ns": "int64", "end_ns": "int64"}), "steps")
+        from stallscope.analyzers.step_cost import read_step_trace
+        return read_step_trace(path)
     from stallscope.analyzers.kernel_roles import classify
     from stallscope.analyzers.trace_steps import reconstruct_steps
     from stallscope.collectors.nsight_sqlite import KERNEL, read_export

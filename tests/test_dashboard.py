@@ -192,7 +192,7 @@ def test_step_trace_jsonl_is_read(tmp_path):
     assert steps["num_decode_tokens"].tolist() == [4.0, 4.0, 4.0] and steps["start_ns"].dtype == np.int64
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"step": 1}\n')
-    with pytest.raises(Exception, match="missing field `start_ns`"):
+    with pytest.raises(Exception, match="bad.jsonl:1: field `start_ns` missing"):
         views.load_steps(bad)
 
 
