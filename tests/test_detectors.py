@@ -208,3 +208,20 @@ def test_a_long_unchunked_prefill_step_is_not_a_scheduler_livelock():
     assert len(scheduler_stall.detect(sig)) == 0
     sig["long_prefill_rate"] = 0.0  # without the completing prefill it would be a livelock
     assert len(scheduler_stall.detect(sig)) == 1
+
+
+def test_the_simulated_budget_is_asked_for_only_by_a_starvation_finding(unchunked, chunked):
+    calls = []
+
+    def advice():
+        calls.append(1)
+        return "simulated", {"max_num_batched_tokens": 256, "budget_source": "sim"}
+
+    samples, steps = chunked
+    assert decode_starvation.detect(signals.compute(samples), steps=steps, budget_advice=advice) == [] and calls == []
+    samples, steps = unchunked
+    found = decode_starvation.detect(signals.compute(samples), steps=steps, budget_advice=advice)
+    assert [f.kind for f in found] == ["decode_starvation"] * len(found) and len(calls) == len(found) >= 1
+    for f in found:  # the simulated text replaces the fitted one; its evidence wins, the fit's stays beside it
+        assert f.recommendation == "simulated" and f.evidence["budget_source"] == "sim"
+        assert f.evidence["max_num_batched_tokens"] == 256 and f.evidence["expected_step_s"] > 0

@@ -72,8 +72,7 @@ def run(args) -> int:
     if args.long_every is not None:
         if args.long_every <= 0:
             raise InputError(f"--long-every must be positive, got {args.long_every}")
-        paced = {"long_every_tokens": None} if hasattr(load, "long_every_tokens") else {}  # seconds, not tokens
-        load = replace(load, long_every_s=args.long_every, **paced)
+        load = replace(load, long_every_s=args.long_every, long_every_tokens=None)  # seconds, not tokens
     _say(console, 1, f"reference server + starvation scenario: arm `off` (chunked prefill off) and arm `on` "
                      f"(--max-num-batched-tokens {DEFAULT_BUDGET}) under the same load", t0)
     summary = run_repro("starvation", run_dir, quick=True, model=args.model, load=load,
