@@ -20,9 +20,8 @@ LARGE_FILE_BYTES = 64 * 1024 * 1024  # show a progress bar when reading files at
 
 @dataclass
 class SourceResult:
-    """What one source contributes: top-level report sections, findings (list[Finding]), the text for
-    --format text, whether its findings are on the wall clock (JSON: target, ISO times), and the
-    metric sources' Report (for --html)."""
+    """One source's top-level sections, findings (list[Finding]), text for --format text, whether its
+    findings are on the wall clock (JSON: target, ISO times), and the metric sources' Report (--html)."""
 
     sections: dict
     findings: list = field(default_factory=list)
@@ -104,8 +103,6 @@ def _from_metrics(args) -> SourceResult:
 
 
 # (argument dest, reader). Each reader takes the parsed args and returns a SourceResult.
-
-
 SOURCES = [("nsys", _from_nsys), ("metrics", _from_metrics)]
 
 
