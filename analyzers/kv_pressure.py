@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.findings import Finding, kv_recommendation, to_frame
+from stallscope.analyzers.advice import kv_recommendation
+from stallscope.analyzers.finding import Finding
 from stallscope.analyzers.signals import episodes
 from stallscope.core.config import load_thresholds
 
@@ -49,7 +50,7 @@ def capacity_tokens(info: dict) -> float | None:
 
 
 def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd.DataFrame | None = None,
-           min_windows: int = 2) -> pd.DataFrame:
+           min_windows: int = 2) -> list[Finding]:
     """Findings of kind `kv_pressure`.
 
     >>> # detect(signals.compute(samples), samples=samples)
@@ -95,4 +96,4 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
             severity = "critical" if peak_preempt >= float(th["preemptions_rate_high"]) else "warning"
             out.append(Finding("kv_pressure", severity, int(ts[i]), int(ts[j]), target, evidence,
                                explanation, recommendation))
-    return to_frame(out)
+    return out

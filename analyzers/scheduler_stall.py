@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.findings import Finding, to_frame
+from stallscope.analyzers.finding import Finding
 from stallscope.analyzers.signals import episodes
 from stallscope.core.config import load_thresholds
 
 
-def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, min_windows: int = 2) -> pd.DataFrame:
+def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, min_windows: int = 2) -> list[Finding]:
     """Findings of kind `scheduler_stall`.
 
     >>> # detect(signals.compute(samples))
@@ -54,4 +54,4 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, min_windows
                               "`--max-model-len`, or use `--kv-cache-dtype fp8`.")
             out.append(Finding("scheduler_stall", "critical", int(ts[i]), int(ts[j]), target, evidence,
                                explanation, recommendation))
-    return to_frame(out)
+    return out

@@ -76,11 +76,10 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     """
     th = thresholds or load_thresholds()
     if not len(samples):
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c == "ts" else "float64") for c in COLUMNS})
+        return _empty()
     if eval_ts is None or window_ns is None:
         eval_ts, window_ns = choose_grid(samples, th)
     slo = float(th["itl_slo_s"])
-    n = len(eval_ts)
     cols: dict[str, dict[str, np.ndarray]] = {}
     parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT, ITERATION)] + [f + "_sum" for f in ITL] + [
         "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
@@ -98,21 +97,7 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     itl_family = next((f for f in ITL if f + "_bucket" in parts), ITL[0])
     itl = Q.bucket_rates(rows(itl_family + "_bucket"), itl_family, eval_ts, window_ns)
     itl_sum = _by_group(Q.rate_range(rows(itl_family + "_sum"), itl_family + "_sum", eval_ts, window_ns), "value")
-    for g, (labels, les, counts) in itl.items():
-        for qq, tag in ((q, "itl_p99"), (0.5, "itl_p50")):
-            r = Q.quantile_rows(qq, labels, les, counts, eval_ts)
-            put(tag, g, r["value"])
-            put(tag + "_lo", g, r["bucket_lo"])
-            put(tag + "_hi", g, r["bucket_hi"])
-        put("itl_rate", g, counts[:, -1])
-        lower = np.concatenate([[0.0], les[:-1]])  # each bucket's lower edge
-        per_bucket = np.diff(np.concatenate([np.zeros((n, 1)), np.maximum.accumulate(np.nan_to_num(counts), axis=1)],
-                                            axis=1), axis=1)
-        above = lower >= slo
-        put("itl_above_slo_rate", g, per_bucket[:, above].sum(axis=1))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = (per_bucket[:, above] * lower[above]).sum(axis=1) / itl_sum.get(g, np.full(n, np.nan))
-        put("itl_stall_share", g, np.clip(share, 0.0, 1.0))
+    _put_itl(put, itl, itl_sum, eval_ts, q, slo)
     for family, tag in ((TTFT, "ttft"),):
         for g, (labels, les, counts) in Q.bucket_rates(rows(family + "_bucket"), family, eval_ts, window_ns).items():
             r99 = Q.quantile_rows(q, labels, les, counts, eval_ts)
@@ -137,14 +122,43 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
         idx = int(np.searchsorted(les, at[0])) if len(at) else len(les) - 1
         mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1)
         put("long_prefill_rate", g, np.clip(mono[:, -1] - mono[:, idx], 0.0, None))
-    groups = sorted({g for by in cols.values() for g in by})
-    frames = []
-    for g in groups:
+    return _frame(cols, eval_ts, window_ns)
+
+
+def _put_itl(put, itl: dict, itl_sum: dict, eval_ts: np.ndarray, q: float, slo: float) -> None:
+    """The ITL columns per group: P99/P50 with their buckets, the rate, the rate above the SLO and the
+    share of stream time in gaps above it (each gap counted at its bucket's lower edge)."""
+    n = len(eval_ts)
+    for g, (labels, les, counts) in itl.items():
+        for qq, tag in ((q, "itl_p99"), (0.5, "itl_p50")):
+            r = Q.quantile_rows(qq, labels, les, counts, eval_ts)
+            put(tag, g, r["value"])
+            put(tag + "_lo", g, r["bucket_lo"])
+            put(tag + "_hi", g, r["bucket_hi"])
+        put("itl_rate", g, counts[:, -1])
+        lower = np.concatenate([[0.0], les[:-1]])  # each bucket's lower edge
+        per_bucket = np.diff(np.concatenate([np.zeros((n, 1)), np.maximum.accumulate(np.nan_to_num(counts), axis=1)],
+                                            axis=1), axis=1)
+        above = lower >= slo
+        put("itl_above_slo_rate", g, per_bucket[:, above].sum(axis=1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = (per_bucket[:, above] * lower[above]).sum(axis=1) / itl_sum.get(g, np.full(n, np.nan))
+        put("itl_stall_share", g, np.clip(share, 0.0, 1.0))
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="int64" if c == "ts" else "float64") for c in COLUMNS})
+
+
+def _frame(cols: dict, eval_ts: np.ndarray, window_ns: int) -> pd.DataFrame:
+    """The signals frame of `{column: {group: values}}`, one block of rows per group."""
+    n, frames = len(eval_ts), []
+    for g in sorted({g for by in cols.values() for g in by}):
         data = {"ts": eval_ts, "target": g.split("=", 1)[1] if g.startswith("target=") else ""}
         for c in COLUMNS[2:]:
             data[c] = cols.get(c, {}).get(g, np.full(n, np.nan))
         frames.append(pd.DataFrame(data))
-    out = (pd.concat(frames, ignore_index=True) if frames else compute(samples.iloc[:0]))[COLUMNS]
+    out = (pd.concat(frames, ignore_index=True) if frames else _empty())[COLUMNS]
     out.attrs["window_ns"] = int(window_ns)
     out.attrs["step_ns"] = int(eval_ts[1] - eval_ts[0]) if n > 1 else int(window_ns)
     return out

@@ -71,7 +71,7 @@ def record_arm(arm: Path, *, seed: int, chunked: bool, args) -> None:
 
 def evaluate_arm(arm: Path, th: dict) -> dict:
     from stallscope.analyzers import decode_starvation, signals, step_stalls
-    from stallscope.analyzers.findings import diagnose
+    from stallscope.analyzers.diagnose import diagnose
     from stallscope.analyzers.step_cost import read_step_trace
     from stallscope.collectors import loader
 
@@ -89,7 +89,7 @@ def evaluate_arm(arm: Path, th: dict) -> dict:
                                      min_prefill_tokens=512)
     truth = step_stalls.window_truth(stalls, eval_ts, window, scrape_ts=samples["ts"].to_numpy())
     p, r = step_stalls.precision_recall(flagged, truth)
-    _, found = diagnose(samples, None, steps, thresholds=th)
+    found = diagnose([("", {"samples": samples, "steps": steps})], thresholds=th).findings_frame()
     return {"arm": str(arm), "windows": int(len(eval_ts)), "window_s": window / 1e9, "flagged": int(flagged.sum()),
             "truth": int(truth.sum()), "stalls": int(len(stalls)), "precision": p, "recall": r,
             "findings": sorted(set(found["kind"])), "max_gap_s": float(stalls["gap_s"].max()) if len(stalls) else 0.0,

@@ -16,7 +16,6 @@ emitted as a DCGM "blank" sentinel, gives no row: missing stays missing, never z
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -59,9 +58,17 @@ FIELDS: dict[str, tuple[str, float]] = {
     field: (name, factor) for name, (factor, fields) in CANONICAL.items() for field in fields}
 FIELDS.update({field: (name, 1.0) for field, name in CANONICAL_RATIO_RENAMES.items()})
 
+# the fields dcgm-exporter's CSVs type `counter` (dcgm_nvml.md §1), for sources that carry no TYPE (Prometheus)
+COUNTERS = {f"DCGM_FI_DEV_{n}" for n in (
+    "TOTAL_ENERGY_CONSUMPTION", "PCIE_REPLAY_COUNTER", "NVLINK_BANDWIDTH_TOTAL", "CORRECTABLE_REMAPPED_ROWS",
+    "UNCORRECTABLE_REMAPPED_ROWS", "RETIRED_SBE", "RETIRED_DBE", "RETIRED_PENDING",
+    *(f"{k}_VIOLATION" for k in ("POWER", "THERMAL", "SYNC_BOOST", "BOARD_LIMIT", "LOW_UTIL", "RELIABILITY")),
+    *(f"ECC_{e}_{s}_TOTAL" for e in ("SBE", "DBE") for s in ("VOL", "AGG")),
+    *(f"NVLINK_{k}_ERROR_COUNT_TOTAL" for k in ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")))}
+
 # DCGM blank sentinels (dcgm_fields.h): int64 0x7ffffffffffffff0.., int32 0x7ffffff0.., fp64 2**47..
-_BLANK_RANGES = ((float(0x7FFFFFFFFFFFFFF0), math.inf), (float(0x7FFFFFF0), float(0x7FFFFFFF)),
-                 (float(2 ** 47), float(2 ** 47) + 16))
+_BLANK_INT64 = float(0x7FFFFFFFFFFFFFF0)
+_BLANK_GAUGE = ((float(0x7FFFFFF0), float(0x7FFFFFFF)), (float(2 ** 47), float(2 ** 47) + 16))
 
 LABELS = {
     "hostname": ("Hostname", "hostname"),
@@ -82,28 +89,30 @@ def pick_label(labels: dict, names: tuple[str, ...]) -> str | None:
     return None
 
 
+def map_sample(name: str, labels: dict, counter: bool) -> tuple | None:
+    """(canonical metric, factor to base units, `counter`, the gpu frame's string columns) of one DCGM
+    series; None when it is not about one GPU (an NVSwitch or CPU entity)."""
+    if "gpu" not in labels:
+        return None
+    if name.endswith("_total") and name[:-6].isupper():
+        name = name[:-6]  # a counter suffix (prometheus_client's parser adds it); DCGM field names have none
+    metric, factor = FIELDS.get(name, (name, 1.0))
+    return metric, factor, counter, {**{k: pick_label(labels, v) for k, v in LABELS.items()},
+                                     "gpu": labels["gpu"], "gpu_instance": labels.get("GPU_I_ID")}
+
+
 def _map_families(families: list) -> list:
-    out = []
-    for fam in families:
-        for s in fam.samples:
-            raw = s.name
-            if fam.type == "counter" and raw.endswith("_total") and raw[:-6].isupper():
-                raw = raw[:-6]  # the parser appends `_total` to counters; DCGM field names have none
-            name, factor = FIELDS.get(raw, (raw, 1.0))
-            lab = s.labels
-            if "gpu" not in lab or is_blank(s.value, fam.type == "counter"):
-                out.append(None)  # not a per-GPU entity (NVSwitch, CPU), or DCGM "blank"
-                continue
-            row = {k: pick_label(lab, v) for k, v in LABELS.items()}
-            out.append((name, factor, {**row, "gpu": lab["gpu"], "gpu_instance": lab.get("GPU_I_ID")}))
-    return out
+    return [map_sample(s.name, s.labels, fam.type == "counter") for fam in families for s in fam.samples]
 
 
-def is_blank(value: float, counter: bool) -> bool:
-    v = float(value)
-    if v != v:
-        return True
-    return any(lo <= v <= hi for lo, hi in (_BLANK_RANGES if not counter else _BLANK_RANGES[:1]))
+def blank(values, counter) -> np.ndarray:
+    """True where a value is NaN or a DCGM "blank" sentinel. A counter's only sentinel is int64's: its
+    values legitimately pass the int32 and fp64 ones (energy in mJ)."""
+    v = np.asarray(values, dtype=np.float64)
+    gauge = np.zeros(v.shape, dtype=bool)
+    for lo, hi in _BLANK_GAUGE:
+        gauge |= (v >= lo) & (v <= hi)
+    return np.isnan(v) | (v >= _BLANK_INT64) | (gauge & ~np.asarray(counter, dtype=bool))
 
 
 def parse(text: str, ts: int | None = None, *, cache: ParseCache | None = None) -> pd.DataFrame:
@@ -119,7 +128,10 @@ def parse(text: str, ts: int | None = None, *, cache: ParseCache | None = None) 
     if not isinstance(text, str):
         raise CollectorError(f"DCGM exposition must be text, got {type(text).__name__}")
     rows, values = parse_rows(text, _map_families, cache, what="DCGM exporter scrape")
-    metric, factor, labels = zip(*rows) if rows else ((),) * 3
+    value = np.array(values, dtype=np.float64)
+    keep = ~blank(value, [r[2] for r in rows])
+    if not keep.all():  # missing stays missing: a blank gives no row
+        rows, value = [r for r, k in zip(rows, keep) if k], value[keep]
+    metric, factor, _, labels = zip(*rows) if rows else ((),) * 4
     return gpu_frame(time.time_ns() if ts is None else int(ts), metric=metric,
-                     value=np.array(values, dtype=np.float64) * np.array(factor, dtype=np.float64),
-                     **{c: [lab[c] for lab in labels] for c in COLUMNS})
+                     value=value * np.array(factor, dtype=np.float64), **{c: [lab[c] for lab in labels] for c in COLUMNS})

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stallscope.collectors import dcgm, vllm
 from stallscope.collectors.exposition import ParseCache
-from stallscope.collectors.loader import is_dcgm, iter_jsonl
+from stallscope.collectors.loader import iter_jsonl, parse_scrape
 from stallscope.collectors.run_dir import scrape_files
 from stallscope.collectors.store import Store
 from stallscope.core.errors import CollectorError
@@ -34,8 +33,7 @@ def import_run(path: Path, db: str | Path) -> tuple[int, int, int]:
                 name = prefix + target
                 cache = caches.setdefault(name, ParseCache())
                 try:
-                    frames = ({"gpu": dcgm.parse(text, ts, cache=cache)} if is_dcgm(text)
-                              else {"samples": vllm.parse(text, ts, cache=cache)})
+                    frames = dict([parse_scrape(text, ts, cache)])
                 except CollectorError as exc:
                     store.append(name, ts, 0.0, error=str(exc), url=str(f))
                     failed += 1

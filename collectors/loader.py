@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from stallscope.collectors import dcgm, vllm
+from stallscope.collectors.exposition import ParseCache
 from stallscope.collectors.run_dir import scrape_files
 from stallscope.core import schema
 from stallscope.core.errors import CollectorError
@@ -119,17 +121,13 @@ def iter_jsonl(path: Path, on_skip=None):
 
 
 def _load_jsonl(path: Path, lo, hi, targets) -> Frames:
-    from stallscope.collectors import vllm, dcgm
-    from stallscope.collectors.exposition import ParseCache
-
     parts: dict[str, dict[str, list]] = {}
     caches: dict[str, ParseCache] = {}
     for n, ts, target, text in iter_jsonl(path):
         if (lo is not None and ts < lo) or (hi is not None and ts > hi) or (targets and target not in targets):
             continue
-        kind = "gpu" if is_dcgm(text) else "samples"
         try:
-            df = (dcgm if kind == "gpu" else vllm).parse(text, ts, cache=caches.setdefault(target, ParseCache()))
+            kind, df = parse_scrape(text, ts, caches.setdefault(target, ParseCache()))
         except CollectorError as exc:
             log.warning("%s:%d: skipped: %s", path, n, exc)
             continue
@@ -137,18 +135,14 @@ def _load_jsonl(path: Path, lo, hi, targets) -> Frames:
     return {t: {k: _concat(v, k, t) for k, v in kinds.items()} for t, kinds in sorted(parts.items())}
 
 
-def is_dcgm(text: str) -> bool:
-    """Route a scrape: a dcgm-exporter body carries DCGM field names."""
-    return "DCGM_FI_" in text
+def parse_scrape(text: str, ts: int, cache: ParseCache | None = None) -> tuple[str, pd.DataFrame]:
+    """("gpu", frame) for a dcgm-exporter body (it carries DCGM field names), else ("samples", frame)."""
+    if "DCGM_FI_" in text:
+        return "gpu", dcgm.parse(text, ts, cache=cache)
+    return "samples", vllm.parse(text, ts, cache=cache)
 
 
 def _concat(frames: list[pd.DataFrame], kind: str, target: str) -> pd.DataFrame:
-    if frames:
-        df = pd.concat(frames, ignore_index=True)
-        if kind == "gpu":
-            df = df.fillna({c: "" for c in ("pod", "namespace", "container", "gpu_instance") if c in df})
-    else:
-        df = schema.empty(kind)
-    df["target"] = target
-    df["target"] = df["target"].astype(object)
-    return schema.validate(df, kind)
+    df = pd.concat(frames, ignore_index=True) if frames else schema.empty(kind)
+    df = df.fillna({c: "" for c in ("pod", "namespace", "container", "gpu_instance") if c in df})  # absent in some
+    return schema.validate(df.assign(target=pd.Series(target, index=df.index, dtype=object)), kind)

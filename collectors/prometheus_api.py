@@ -18,6 +18,7 @@ import math
 import re
 import time
 
+import numpy as np
 import pandas as pd
 import requests
 
@@ -117,20 +118,13 @@ def load(url: str, start_ns: int | None, end_ns: int | None, *, selector: dict[s
     vllm_series = client.query_range(f'{{__name__=~"vllm:.+"{sel}}}', start_s, end_s, step_s)
     meta = client.query_range(f'{{__name__=~"up|scrape_duration_seconds"{sel_gpu}}}', start_s, end_s, step_s)
     gpu_series = client.query_range(f'{{__name__=~"DCGM_FI_.+"{sel_gpu}}}', start_s, end_s, step_s)
-    blocks = {old for old, (_, may) in vllm.ALIASES.items() if may and any(
+    blocks = {old for old in vllm.MAY_BE_BLOCKS if any(
         s["metric"]["__name__"].startswith(old) for s in vllm_series) and "blocks" in client.help_text(old + "_total")}
     samples = _samples_rows(vllm_series + meta, blocks)
     gpu = _gpu_rows(gpu_series)
     jobs = sorted(set(samples) | set(gpu))
     return {job: {"samples": _samples_frame(samples.get(job, []), job), "gpu": _gpu_frame(gpu.get(job, []), job)}
             for job in jobs}
-
-
-def _canonical(name: str) -> tuple[str, str | None]:
-    for old, (new, _) in vllm.ALIASES.items():
-        if name == old or name.startswith(old + "_"):
-            return new + name[len(old):], old
-    return name, None
 
 
 def _samples_rows(series: list[dict], blocks: set[str]) -> dict[str, list]:
@@ -143,7 +137,7 @@ def _samples_rows(series: list[dict], blocks: set[str]) -> dict[str, list]:
         job = m.pop("job", "prometheus")
         if name.endswith("_created"):
             continue
-        metric, old = _canonical(name)
+        metric, old = vllm.canonical(name)
         if old is not None and (s["metric"].get("job"), m.get("instance"), metric) in present:
             continue  # both spellings scraped: the new name wins, as in vllm.parse
         if old in blocks:
@@ -164,22 +158,21 @@ def _gpu_rows(series: list[dict]) -> dict[str, list]:
     out: dict[str, list] = {}
     for s in series:
         m = s["metric"]
-        name, factor = dcgm.FIELDS.get(m["__name__"], (m["__name__"], 1.0))
-        if "gpu" not in m:
+        counter = m["__name__"].removesuffix("_total") in dcgm.COUNTERS
+        mapped = dcgm.map_sample(m["__name__"], m, counter)
+        if mapped is None or not s["values"]:
             continue
-        lab = {k: (dcgm.pick_label(m, v) or "") for k, v in dcgm.LABELS.items()}
-        lab["gpu_instance"] = m.get("GPU_I_ID", "")
-        for t, v in s["values"]:
-            value = float(v)
-            if dcgm.is_blank(value, False):
-                continue
-            out.setdefault(m.get("job", "prometheus"), []).append(
-                (int(round(float(t) * 1e9)), m["gpu"], name, lab, value * factor))
+        metric, factor, _, lab = mapped
+        ts, values = zip(*s["values"])
+        values = np.array(values, dtype=np.float64)
+        out.setdefault(m.get("job", "prometheus"), []).extend(
+            (int(round(float(t) * 1e9)), metric, lab, v * factor)
+            for t, v, b in zip(ts, values.tolist(), dcgm.blank(values, counter)) if not b)
     return out
 
 
 def _gpu_frame(rows: list, job: str) -> pd.DataFrame:
     rows.sort(key=lambda r: r[0])
-    ts, gpu, metric, labels, value = zip(*rows) if rows else ((),) * 5
-    return schema.gpu_frame(ts, gpu=gpu, metric=metric, value=value, target=job,
-                            **{c: [lab[c] for lab in labels] for c in (*dcgm.LABELS, "gpu_instance")})
+    ts, metric, labels, value = zip(*rows) if rows else ((),) * 4
+    return schema.gpu_frame(ts, metric=metric, value=value, target=job,
+                            **{c: [lab[c] for lab in labels] for c in dcgm.COLUMNS})

@@ -48,9 +48,6 @@ class Arm:
         """server.json (the server's argv and port), or None without one."""
         return _json(self.path / "server.json")
 
-    def __repr__(self) -> str:
-        return f"Arm({self.name!r}, {str(self.path)!r})"
-
 
 class RunDir:
     """The arms of one run directory, in name order."""

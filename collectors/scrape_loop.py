@@ -12,19 +12,21 @@ handle downstream. A stop event (SIGINT/SIGTERM in the CLI) ends the loop after 
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 import pandas as pd
 import requests
 
-from stallscope.collectors import dcgm, vllm
 from stallscope.collectors.exposition import ParseCache, RetryableScrapeError, scrape
-from stallscope.collectors.loader import is_dcgm
+from stallscope.collectors.loader import parse_scrape
 from stallscope.collectors.store import Store
 from stallscope.core.errors import CollectorError
 
@@ -52,6 +54,7 @@ class Result:
     gpu: pd.DataFrame | None = None
     error: str | None = None
     attempts: int = 1
+    text: str | None = None  # the exposition as served, when fetched with parse=False
 
 
 @dataclass
@@ -73,8 +76,9 @@ class LoopSummary:
         return sum(s.scrapes for s in self.status.values())
 
 
-def fetch(target: Target, session: requests.Session, cache: ParseCache, stop: threading.Event) -> Result:
-    """Scrape and parse one target once, with retries; never raises for a target's misbehaviour."""
+def fetch(target: Target, session: requests.Session, cache: ParseCache, stop: threading.Event,
+          parse: bool = True) -> Result:
+    """Scrape and parse (or only scrape) one target once, with retries; never raises for a target's misbehaviour."""
     attempts, error = 0, None
     while True:
         attempts += 1
@@ -85,11 +89,10 @@ def fetch(target: Target, session: requests.Session, cache: ParseCache, stop: th
                 samples, gpu = target.poll(ts)
                 return Result(target.name, ts, time.perf_counter() - t0, samples, gpu, attempts=attempts)
             text = scrape(target.url, target.timeout_s, session)
-            if is_dcgm(text):
-                return Result(target.name, ts, time.perf_counter() - t0, gpu=dcgm.parse(text, ts, cache=cache),
-                              attempts=attempts)
-            return Result(target.name, ts, time.perf_counter() - t0, samples=vllm.parse(text, ts, cache=cache),
-                          attempts=attempts)
+            if not parse:
+                return Result(target.name, ts, time.perf_counter() - t0, text=text, attempts=attempts)
+            kind, frame = parse_scrape(text, ts, cache)
+            return Result(target.name, ts, time.perf_counter() - t0, attempts=attempts, **{kind: frame})
         except RetryableScrapeError as exc:
             error, retryable = str(exc), True
         except CollectorError as exc:
@@ -104,7 +107,7 @@ def fetch(target: Target, session: requests.Session, cache: ParseCache, stop: th
 
 
 def _worker(target: Target, interval_s: float, results: queue.Queue, stop: threading.Event,
-            deadline: float | None) -> None:
+            deadline: float | None, parse: bool = True) -> None:
     session, cache = requests.Session(), ParseCache()
     start = time.monotonic()
     k = 0
@@ -114,7 +117,7 @@ def _worker(target: Target, interval_s: float, results: queue.Queue, stop: threa
             break
         if stop.wait(max(0.0, slot - time.monotonic())):
             break
-        results.put(fetch(target, session, cache, stop))
+        results.put(fetch(target, session, cache, stop, parse))
         k = max(k + 1, int((time.monotonic() - start) // interval_s) + 1)  # skip missed slots
     session.close()
 
@@ -176,6 +179,32 @@ def _store(store: Store, res: Result, summary: LoopSummary, urls: dict[str, str]
     else:
         st.errors += 1
         st.last_error = res.error
+
+
+def record_jsonl(url: str, path: Path, interval_s: float = 1.0, name: str = "vllm") -> Callable[[], int]:
+    """Append a GET of `url` every `interval_s` to `path` as scrapes.jsonl lines (docs/run-directory.md),
+    from a daemon thread; failed scrapes are skipped. Returns `stop()`: it scrapes once more (the final
+    state), waits for the thread and returns the number of lines written."""
+    target, stop, fh, written = Target(name, url, retries=0), threading.Event(), open(path, "a"), []
+
+    def write(res: Result) -> None:
+        if res.error is None:
+            fh.write(json.dumps({"ts": time.time(), "target": name, "text": res.text}) + "\n")
+            fh.flush()
+            written.append(res.ts)
+
+    thread = threading.Thread(target=_worker, args=(target, interval_s, SimpleNamespace(put=write), stop, None, False),
+                              name=f"record-{name}", daemon=True)
+    thread.start()
+
+    def finish() -> int:
+        stop.set()
+        thread.join(10)
+        with requests.Session() as session:
+            write(fetch(target, session, ParseCache(), threading.Event(), parse=False))
+        fh.close()
+        return len(written)
+    return finish
 
 
 def status_line(summary: LoopSummary, now_ns: int | None = None) -> str:

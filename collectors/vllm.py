@@ -28,15 +28,28 @@ from stallscope.collectors.exposition import ParseCache, parse_rows, scrape  # n
 from stallscope.core.errors import CollectorError
 from stallscope.core.schema import samples_frame
 
-# old family name → (new family name, whether HELP may state a blocks unit)
-ALIASES: dict[str, tuple[str, bool]] = {
-    "vllm:gpu_cache_usage_perc": ("vllm:kv_cache_usage_perc", False),
-    "vllm:time_per_output_token_seconds": ("vllm:inter_token_latency_seconds", False),
-    "vllm:gpu_prefix_cache_queries": ("vllm:prefix_cache_queries", True),
-    "vllm:gpu_prefix_cache_hits": ("vllm:prefix_cache_hits", True),
-    "vllm:gpu_prefix_cache_hit_rate": ("vllm:prefix_cache_hit_rate", False),
+# old family name → new family name
+ALIASES: dict[str, str] = {
+    "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",
+    "vllm:time_per_output_token_seconds": "vllm:inter_token_latency_seconds",
+    "vllm:gpu_prefix_cache_queries": "vllm:prefix_cache_queries",
+    "vllm:gpu_prefix_cache_hits": "vllm:prefix_cache_hits",
+    "vllm:gpu_prefix_cache_hit_rate": "vllm:prefix_cache_hit_rate",
 }
+MAY_BE_BLOCKS = {"vllm:gpu_prefix_cache_queries", "vllm:gpu_prefix_cache_hits"}  # old families whose HELP may say blocks
 _COLLECTED_TYPES = {"counter", "histogram", "summary", "gaugehistogram"}
+
+
+def canonical(name: str) -> tuple[str, str | None]:
+    """(today's spelling, the old family it renames or None) of a family or sample name.
+
+    >>> canonical("vllm:gpu_prefix_cache_hits_total")
+    ('vllm:prefix_cache_hits_total', 'vllm:gpu_prefix_cache_hits')
+    """
+    for old, new in ALIASES.items():
+        if name == old or name.startswith(old + "_"):
+            return new + name[len(old):], old
+    return name, None
 
 
 def _map_families(families: list) -> list:
@@ -44,15 +57,15 @@ def _map_families(families: list) -> list:
     created_bases = {f.name for f in families if f.type in _COLLECTED_TYPES}
     out = []
     for fam in families:
-        new, unit_may_change = ALIASES.get(fam.name, (None, False))
-        drop = (new is not None and new in names) or (
+        new, old = canonical(fam.name)
+        drop = (old is not None and new in names) or (
             fam.name.endswith("_created") and fam.name[:-8] in created_bases)
-        extra = {"unit": "blocks"} if unit_may_change and "blocks" in fam.documentation else {}
+        extra = {"unit": "blocks"} if old in MAY_BE_BLOCKS and "blocks" in fam.documentation else {}
         for s in fam.samples:
             if drop or s.name.endswith("_created"):
                 out.append(None)
                 continue
-            metric = new + s.name[len(fam.name):] if new else s.name
+            metric = new + s.name[len(fam.name):] if old else s.name
             labels = {k: v for k, v in s.labels.items() if k != "le"}
             labels.update(extra)
             le = float(s.labels["le"]) if "le" in s.labels else math.nan

@@ -2,7 +2,8 @@
 
 Each arm starts `stallscope refserver` as a subprocess (its own process, so the load generator and the
 server do not share a GIL; BLAS limited to one thread so the 2-core budget is split predictably),
-scrapes `/metrics` every second into `<arm>/scrapes.jsonl`, has the server write its step trace to
+records `/metrics` every second into `<arm>/scrapes.jsonl` (with the recorder the caller passes: refserver
+sits below the collectors), has the server write its step trace to
 `<arm>/steps.jsonl`, runs the load generator into `<arm>/loadgen.json`, then stops the server. The
 default load runs both arms at the same time (see `run_repro`). The arms' headline figures land in
 `summary.json` (layout: docs/run-directory.md).
@@ -20,10 +21,10 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import requests
 
@@ -32,6 +33,8 @@ from stallscope.engine.step_trace import read_records
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.loadgen import LoadSpec, run_load
 from stallscope.refserver.server_thread import free_port
+
+Recorder = Callable[[str, Path], Callable[[], object]]   # (url, scrapes.jsonl) -> stop()
 
 SCENARIOS = {"starvation": ("off", "on"), "kv-pressure": ("auto", "fp8")}
 DEFAULT_BUDGET = 64           # tokens per step: 32 decodes + a 32-token chunk, a 1,900-token prompt in 60 chunks
@@ -73,34 +76,6 @@ def default_load(scenario: str, quick: bool, seed: int = 0) -> LoadSpec:
     if scenario == "kv-pressure":
         spec = replace(spec, sessions=16, long_prompt_tokens=1536, max_tokens=128, long_max_tokens=16)
     return spec
-
-
-class _Scraper(threading.Thread):
-    """GET /metrics every `interval_s` into a JSON-lines file: {"ts": unix s, "target": "vllm", "text": ...}."""
-
-    def __init__(self, url: str, path: Path, interval_s: float = 1.0):
-        super().__init__(name="repro-scraper", daemon=True)
-        self.url, self.path, self.interval_s = url + "/metrics", path, interval_s
-        self.stopped = threading.Event()
-        self.count = 0
-
-    def scrape_once(self, fh) -> None:
-        try:
-            text = requests.get(self.url, timeout=5).text
-        except requests.RequestException:
-            return
-        fh.write(json.dumps({"ts": time.time(), "target": "vllm", "text": text}) + "\n")
-        fh.flush()
-        self.count += 1
-
-    def run(self) -> None:
-        with open(self.path, "a") as fh:
-            next_at = time.time()
-            while not self.stopped.is_set():
-                self.scrape_once(fh)
-                next_at += self.interval_s
-                self.stopped.wait(max(0.0, next_at - time.time()))
-            self.scrape_once(fh)  # the final state, after the load
 
 
 def _start_server(arm: Arm, arm_dir: Path, port: int, timeout_s: float = 120.0) -> subprocess.Popen:
@@ -155,11 +130,12 @@ def arm_summary(loadgen: dict, steps: list[dict]) -> dict:
     }
 
 
-def run_arms(arms: list[Arm], dirs: list[Path], load: LoadSpec, progress: bool = True) -> list[dict]:
+def run_arms(arms: list[Arm], dirs: list[Path], load: LoadSpec, progress: bool = True, *,
+             recorder: Recorder) -> list[dict]:
     """Serve the given arms at once and drive each with the same load, concurrently: background load on
-    the shared machine then hits them alike (two arms get about half the CPU each). Returns the loadgen
-    results in arm order."""
-    procs, scrapers = [], []
+    the shared machine then hits them alike (two arms get about half the CPU each). `recorder` records
+    each server's /metrics into its scrapes.jsonl. Returns the loadgen results in arm order."""
+    procs, urls, stops = [], [], []
     try:
         for arm, arm_dir in zip(arms, dirs):
             arm_dir.mkdir(parents=True, exist_ok=True)
@@ -167,20 +143,17 @@ def run_arms(arms: list[Arm], dirs: list[Path], load: LoadSpec, progress: bool =
                 (arm_dir / name).unlink(missing_ok=True)
             port = free_port()
             procs.append(_start_server(arm, arm_dir, port))
-            scrapers.append(_Scraper(f"http://127.0.0.1:{port}", arm_dir / "scrapes.jsonl"))
-        for scraper in scrapers:
-            scraper.start()
+            urls.append(f"http://127.0.0.1:{port}")
+        for url, arm_dir in zip(urls, dirs):
+            stops.append(recorder(url + "/metrics", arm_dir / "scrapes.jsonl"))
 
         async def drive():
-            return await asyncio.gather(*(run_load(replace(load, url=sc.url[:-len("/metrics")]),
-                                                   progress=progress and i == 0)
-                                          for i, sc in enumerate(scrapers)))
+            return await asyncio.gather(*(run_load(replace(load, url=url), progress=progress and i == 0)
+                                          for i, url in enumerate(urls)))
         results = asyncio.run(drive())
     finally:
-        for scraper in scrapers:
-            scraper.stopped.set()
-        for scraper in scrapers:
-            scraper.join(10)
+        for stop in stops:
+            stop()
         for proc in procs:
             _stop_server(proc)
     for arm_dir, result in zip(dirs, results):
@@ -190,15 +163,16 @@ def run_arms(arms: list[Arm], dirs: list[Path], load: LoadSpec, progress: bool =
 
 def run_repro(scenario: str, out_dir: Path, *, quick: bool = False, model: str = "tiny",
               budget: int = DEFAULT_BUDGET, load: LoadSpec | None = None, kv_cache_mb: float | None = None,
-              progress: bool = True, on_arm=None, concurrent: bool | None = None) -> dict:
+              progress: bool = True, on_arm=None, concurrent: bool | None = None, recorder: Recorder) -> dict:
     """Run both arms of `scenario` and write `summary.json`; returns the summary.
 
-    `concurrent=None` runs the arms at once when the load is paced by session progress (the default
+    `recorder(url, path)` starts recording `url` into scrapes.jsonl `path` and returns a `stop()` that
+    takes a last scrape (collectors.scrape_loop.record_jsonl). `concurrent=None` runs the arms at once when the load is paced by session progress (the default
     load: both arms then share the machine's noise and the work mix stays fixed) and one after the
     other when it is paced by seconds (each arm then has the whole machine for its periods).
 
     Example:
-        summary = run_repro("starvation", Path("runs/r1"), quick=True)
+        summary = run_repro("starvation", Path("runs/r1"), quick=True, recorder=scrape_loop.record_jsonl)
         summary["arms"]["on"]["itl_p99_s"]
     """
     arms = arms_for(scenario, model, budget, kv_cache_mb)
@@ -214,7 +188,7 @@ def run_repro(scenario: str, out_dir: Path, *, quick: bool = False, model: str =
         if on_arm:
             for arm, _ in group:
                 on_arm(arm)
-        results = run_arms([a for a, _ in group], [d for _, d in group], load, progress)
+        results = run_arms([a for a, _ in group], [d for _, d in group], load, progress, recorder=recorder)
         for (arm, arm_dir), result in zip(group, results):
             summary["arms"][arm.name] = arm_summary(result, read_records(arm_dir / "steps.jsonl"))
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))

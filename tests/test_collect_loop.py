@@ -185,3 +185,27 @@ def test_scrape_returns_text_and_names_the_url_in_every_failure():
     url = dead_url()
     with pytest.raises(RetryableScrapeError, match=f"scrape of {url} failed: Connection refused"):
         vllm.scrape(url)
+
+
+def test_record_jsonl_writes_the_run_directory_format_skips_failures_and_scrapes_once_more(tmp_path):
+    import json
+
+    three = threading.Event()
+
+    def script(n):
+        if n >= 3:
+            three.set()
+        return ("status", 500) if n == 1 else ("ok", GAUGE.format(v=n))
+
+    path = tmp_path / "scrapes.jsonl"
+    with MetricsServer(script) as srv:
+        stop = scrape_loop.record_jsonl(srv.url, path, interval_s=0.05)
+        assert three.wait(10)
+        written = stop()
+        requests = srv.requests
+    lines = path.read_text().splitlines(keepends=True)
+    records = [json.loads(line) for line in lines]
+    assert written == len(lines) == requests - 1 >= 3               # the HTTP 500 left no line
+    assert [json.dumps(r) + "\n" for r in records] == lines and all(r["target"] == "vllm" for r in records)
+    assert [r["text"] for r in records[:2]] == [GAUGE.format(v=0), GAUGE.format(v=2)]
+    assert records[-1]["text"] == GAUGE.format(v=requests - 1) and records[0]["ts"] <= records[-1]["ts"]

@@ -128,3 +128,16 @@ def test_hostname_lowercase_dcgm_46_renames_and_blank_sentinels():
     assert dict(zip(df.metric, df.value)) == {
         "tensor_active": 0.5, "power_w": 650.25, "gpu_temp_c": 55, "nvlink_total_bytes_s": 1.2e9,
         "nvlink_tx_bytes_s": 3000}
+
+
+def test_a_series_blank_in_one_scrape_is_kept_in_the_next_through_the_parse_cache():
+    line = 'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",modelName="NVIDIA L4",Hostname="h"} %s\n'
+    cache = dcgm.ParseCache()
+    assert len(dcgm.parse(line % "9223372036854775794", ts=1, cache=cache)) == 0
+    assert dcgm.parse(line % "3", ts=2, cache=cache).value.tolist() == [3 * MIB]
+
+
+def test_blank_sentinels_of_counters_and_gauges():
+    big = [float(0x7FFFFFF8), float(2 ** 47) + 1, 9.3e18, float("nan"), 12.0]
+    assert dcgm.blank(big, False).tolist() == [True, True, True, True, False]
+    assert dcgm.blank(big, True).tolist() == [False, False, True, True, False]

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from stallscope.analyzers import step_stalls
-from stallscope.analyzers.findings import diagnose
+from stallscope.analyzers.diagnose import diagnose
 from stallscope.analyzers.step_cost import read_step_trace, trace_itl
 from stallscope.collectors import loader
 from stallscope.core.config import load_thresholds
 from stallscope.refserver.loadgen import LoadSpec
+from stallscope.collectors.scrape_loop import record_jsonl
 from stallscope.refserver.repro import default_load, run_repro
 
 pytestmark = pytest.mark.slow
@@ -28,7 +29,8 @@ def _arm(run, name, th):
     frames = loader.load(run / name)
     samples = next(f["samples"] for f in frames.values() if len(f["samples"]))
     steps = read_step_trace(run / name / "steps.jsonl")
-    sig, found = diagnose(samples, None, steps, thresholds=th)
+    rep = diagnose([("", {"samples": samples, "steps": steps})], thresholds=th)
+    sig, found = rep.signals, rep.findings_frame()
     return samples, steps, sig, found
 
 
@@ -40,7 +42,7 @@ def starvation(tmp_path_factory):
     # off arm's P99 lands on a stall on a quiet machine too.
     load = LoadSpec(url="http://127.0.0.1:8000", sessions=4, duration_s=12.0, long_prompt_tokens=1900,
                     long_every_tokens=25, max_tokens=64, short_prompt_tokens=16, long_max_tokens=1, drain_s=30)
-    run_repro("starvation", run, load=load, budget=32, progress=False)
+    run_repro("starvation", run, load=load, budget=32, progress=False, recorder=record_jsonl)
     return run
 
 
@@ -73,7 +75,7 @@ def test_kv_pressure_auto_arm_is_flagged(tmp_path):
     # 160-block pool), cut to 14 s: the pool runs out whenever a long prompt is in flight, however fast
     # the machine is
     load = replace(default_load("kv-pressure", quick=True), duration_s=14.0, drain_s=30)
-    run_repro("kv-pressure", tmp_path, load=load, budget=96, progress=False)
+    run_repro("kv-pressure", tmp_path, load=load, budget=96, progress=False, recorder=record_jsonl)
     th = load_thresholds()
     samples, steps, sig, found = _arm(tmp_path, "auto", th)
     assert steps["num_preempted"].sum() > 0 or steps["num_waiting"].max() > 0

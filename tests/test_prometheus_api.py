@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES
 from misbehaving_server import MetricsServer
 from promserver import PrometheusServer
-from stallscope.collectors import loader, prometheus_api, scrape_loop, store
+from stallscope.collectors import dcgm, loader, prometheus_api, scrape_loop, store
 from stallscope.core.errors import CollectorError
 
 DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line
@@ -111,3 +111,23 @@ def test_long_windows_are_split_under_the_point_limit():
     out = Fake("http://x").query_range("up", 0, 25_000, 1)
     assert len(calls) == 3 and all((e - s) / 1 + 1 <= 10_000 for s, e in calls)
     assert calls[0][0] == 0 and calls[-1][1] == 25_000 and len(out[0]["values"]) == 3
+
+
+def test_dcgm_through_prometheus_agrees_with_the_scraped_text_on_counters(monkeypatch):
+    """A counter in the int32 "blank" range (energy in mJ passes it after ~600 Wh) is a value, and a
+    `_total`-suffixed counter name maps as the text parser's does: the two DCGM paths give the same rows."""
+    labels = {"gpu": "0", "UUID": "GPU-1", "modelName": "NVIDIA L4", "Hostname": "h"}
+    text = "".join(f"# TYPE {n} {t}\n{n}{{gpu=\"0\",UUID=\"GPU-1\",modelName=\"NVIDIA L4\",Hostname=\"h\"}} {v}\n"
+                   for n, t, v in (("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", 2147483640),
+                                   ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", 4),
+                                   ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", 2147483640)))
+    series = [{"metric": {"__name__": n, "job": "dcgm", **labels}, "values": [[100.0, str(v)]]}
+              for n, v in (("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 2147483640),
+                           ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER_total", 4), ("DCGM_FI_DEV_MEMORY_TEMP", 2147483640))]
+    monkeypatch.setattr(prometheus_api.Client, "query_range",
+                        lambda self, expr, *a: series if "DCGM" in expr else [])
+    via_prom = prometheus_api.load("http://x", 0, 200 * 10**9, selector={})["dcgm"]["gpu"]
+    via_text = dcgm.parse(text, ts=100 * 10**9)
+    rows = sorted(zip(via_prom.metric, via_prom.value))
+    assert rows == sorted(zip(via_text.metric, via_text.value))
+    assert rows == [("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 4.0), ("energy_j", 2147483.64)]

@@ -11,6 +11,7 @@ from stallscope.cli import main
 from stallscope.cli.repro import ab_table
 from stallscope.core.errors import InputError
 from stallscope.refserver.loadgen import LoadSpec
+from stallscope.collectors.scrape_loop import record_jsonl
 from stallscope.refserver.repro import arm_summary, arms_for, run_repro
 
 SUMMARY_KEYS = {"itl_p50_s", "itl_p99_s", "output_tok_s", "ttft_long_p99_s", "ttft_short_p99_s", "preemptions",
@@ -66,7 +67,7 @@ def test_ab_table_changes():
 def test_two_arm_run_writes_the_run_directory(tmp_path):
     load = LoadSpec(url="http://127.0.0.1:8000", sessions=2, duration_s=4.0, long_prompt_tokens=400,
                     long_every_tokens=6, max_tokens=8, short_prompt_tokens=16, long_max_tokens=2, drain_s=30)
-    summary = run_repro("starvation", tmp_path, load=load, budget=64, progress=False)  # paced: arms at once
+    summary = run_repro("starvation", tmp_path, load=load, budget=64, progress=False, recorder=record_jsonl)  # paced: arms at once
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     assert set(summary) == {"scenario", "arms", "arm_order"} and summary["arm_order"] == ["off", "on"]
     spans = {}

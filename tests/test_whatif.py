@@ -186,9 +186,8 @@ def test_request_overhead_shifts_ttft():
 def test_analyze_takes_the_starvation_budget_from_the_simulation():
     """A starvation trace (chunking off, long prompts): the trace alone yields the budget, and the
     decode_starvation finding's recommendation and evidence carry it."""
-    from stallscope.analyzers import findings
+    from stallscope.analyzers.advice import budget_advisor
     from stallscope.analyzers.budget import inputs_from_frames, recommend_budget
-    from stallscope.core.schema import validate
 
     w = fixed(16, 100, sessions=6, long_prompt_tokens=1500, long_output_tokens=4, long_every_s=0.5, duration_s=8.0)
     res = simulate(w, LINEAR, max_num_batched_tokens=2048, enable_chunked_prefill=False, record_steps=True,
@@ -201,19 +200,13 @@ def test_analyze_takes_the_starvation_budget_from_the_simulation():
     assert rec["max_num_batched_tokens"] == 256 and rec["meets_slo"]
     assert rec["predicted_itl_p99_s"] == pytest.approx(0.0354, abs=0.002)
     assert inputs.cost.mape < 1e-6 and res["budgets"] == [256, 512, 1024, 2048, 4096]
-    frame = pd.DataFrame([{"kind": k, "severity": "critical", "start_ns": 0, "end_ns": 1, "target": "vllm",
-                           "evidence": {"itl_p99_s": 0.6}, "explanation": "x", "recommendation": "old"}
-                          for k in ("decode_starvation", "kv_pressure")])
-    out = validate(findings._whatif_budget(frame, steps, 0.05), "findings")
-    starving = out.iloc[0]
-    assert "--max-num-batched-tokens 256" in starving["recommendation"] and "simulating" in starving["recommendation"]
-    assert starving["evidence"]["max_num_batched_tokens"] == 256 and starving["evidence"]["itl_p99_s"] == 0.6
-    assert starving["evidence"]["budget_source"] == "what-if simulation of the step trace"
-    assert starving["evidence"]["whatif_budgets"] == [256, 512, 1024, 2048, 4096]
-    assert out.iloc[1]["recommendation"] == "old"
-    # without per-request detail (an nsys steps frame) the finding keeps its own recommendation
-    bare = steps.drop(columns="num_scheduled_tokens")
-    assert findings._whatif_budget(frame, bare, 0.05).iloc[0]["recommendation"] == "old"
+    text, evidence = budget_advisor(steps, None, 0.05)()
+    assert "--max-num-batched-tokens 256" in text and "simulating" in text
+    assert evidence["max_num_batched_tokens"] == 256
+    assert evidence["budget_source"] == "what-if simulation of the step trace"
+    assert evidence["whatif_budgets"] == [256, 512, 1024, 2048, 4096]
+    # without per-request detail (an nsys steps frame) there is no simulated advice
+    assert budget_advisor(steps.drop(columns="num_scheduled_tokens"), None, 0.05) is None
 
 
 def test_long_prompts_paced_by_session_progress_as_repro_does():

@@ -69,6 +69,7 @@ def run(args) -> int:
     from rich.console import Console
 
     from stallscope.core.errors import InputError
+    from stallscope.collectors.scrape_loop import record_jsonl
     from stallscope.refserver.repro import DEFAULT_BUDGET, default_load, run_repro
 
     out = Path(args.out)
@@ -88,7 +89,7 @@ def run(args) -> int:
     console = Console()
     summary = run_repro(args.scenario, out, quick=args.quick, model=args.model,
                         budget=args.budget or DEFAULT_BUDGET, load=load, kv_cache_mb=args.kv_cache_mb,
-                        progress=not args.no_progress,
+                        progress=not args.no_progress, recorder=record_jsonl,
                         on_arm=lambda arm: console.print(f"[bold]arm {arm.name}[/]: refserver "
                                                          + " ".join(arm.server_args)))
     console.print(ab_table(summary))
