@@ -133,9 +133,22 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
                              ("vllm:kv_cache_usage_perc", "kv_usage", "max")):
         for g, v in gauge(metric, agg).items():
             put(tag, g, v)
+    _put_computed_work(cols, put, rate, gauge, len(eval_ts))
+    _put_long_prefill(cols, put, Q.bucket_rates(rows(ITERATION + "_bucket"), ITERATION, eval_ts, window_ns))
+    return _frame(cols, eval_ts, window_ns)
+
+
+def _peak(values, default: float) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.nanmax(values)) if np.isfinite(values).any() else default
+
+
+def _put_computed_work(cols: dict, put, rate, gauge, n: int) -> None:
+    """The vLLM 0.16+ splits where scraped: computed prompt tokens, waiting for capacity; the sleep state
+    and the spec-decode tokens per output (see the module docstring)."""
     computed = rate(BY_SOURCE, [("source", "=", "local_compute")])
-    for g in set(cols.get("prompt_rate", {})) | set(computed):  # the computed work where vLLM splits it out
-        put("prompt_computed", g, np.full(len(eval_ts), float(g in computed)))
+    for g in set(cols.get("prompt_rate", {})) | set(computed):
+        put("prompt_computed", g, np.full(n, float(g in computed)))
     cols.setdefault("prompt_rate", {}).update(computed)
     cols["waiting"] = {**cols.get("waiting_total", {}), **gauge(BY_REASON, selector=[("reason", "=", "capacity")])}
     for g, v in gauge(SLEEP, "max", [("sleep_state", "!=", "awake")]).items():
@@ -144,16 +157,18 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     for g, drafts in rate(DRAFTS).items():
         with np.errstate(divide="ignore", invalid="ignore"):
             put("tokens_per_output", g, np.where(drafts > 0, 1.0 + accepted.get(g, 0.0) / drafts, np.nan))
-    running_peak = {g: np.nanmax(v) if np.isfinite(v).any() else 0.0 for g, v in cols.get("running", {}).items()}
-    for g, (labels, les, counts) in Q.bucket_rates(rows(ITERATION + "_bucket"), ITERATION, eval_ts, window_ns).items():
-        per_output = cols.get("tokens_per_output", {}).get(g, np.array([np.nan]))
-        per_output = float(np.nanmax(per_output)) if np.isfinite(per_output).any() else 1.0
-        cut = max(512.0, 2.0 * running_peak.get(g, 0.0) * per_output)
+
+
+def _put_long_prefill(cols: dict, put, iteration: dict) -> None:
+    """`long_prefill_rate`: outputs of `iteration_tokens_total` above max(512, 2 x peak running x tokens per
+    output), the cut rounded up to a bucket bound."""
+    for g, (labels, les, counts) in iteration.items():
+        per_output = _peak(cols.get("tokens_per_output", {}).get(g, np.nan), 1.0)
+        cut = max(512.0, 2.0 * _peak(cols.get("running", {}).get(g, np.nan), 0.0) * per_output)
         at = les[les >= cut]
         idx = int(np.searchsorted(les, at[0])) if len(at) else len(les) - 1
         mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1)
         put("long_prefill_rate", g, np.clip(mono[:, -1] - mono[:, idx], 0.0, None))
-    return _frame(cols, eval_ts, window_ns)
 
 
 def _put_itl(put, itl: dict, itl_sum: dict, eval_ts: np.ndarray, q: float, slo: float) -> None:
