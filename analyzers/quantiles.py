@@ -126,11 +126,8 @@ def series_rate(ts: np.ndarray, values: np.ndarray, eval_ts: np.ndarray, window_
     lo, hi, t = lo[ok], hi[ok], eval_ts[ok]
     first, last = v[lo], v[hi]
     result = last - first + (lost[hi] - lost[lo])
-    range_start = (t - window_ns) / NS
-    range_end = t / NS
     t_first, t_last = ts[lo] / NS, ts[hi] / NS
-    to_start = t_first - range_start
-    to_end = range_end - t_last
+    to_start, to_end = t_first - (t - window_ns) / NS, t / NS - t_last  # seconds to the window's edges
     sampled = t_last - t_first
     avg = sampled / (hi - lo)
     with np.errstate(divide="ignore", invalid="ignore"):
