@@ -18,44 +18,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
+from bench_collect_cpu import wait_http
+from stallscope.refserver.server_thread import free_port
+
 SS = [sys.executable, "-m", "stallscope.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def record_arm(arm: Path, *, seed: int, chunked: bool, args) -> None:
     """Reference server + collector + load generator for one arm; leaves store.db and steps.jsonl in `arm`."""
-    import requests
-
     arm.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     flags = ["--enable-chunked-prefill", "--max-num-batched-tokens", str(args.budget)] if chunked else [
         "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"]
     server = subprocess.Popen(SS + ["refserver", "--model", args.model, "--port", str(port), "--seed", str(seed),
                                     "--step-trace", str(arm / "steps.jsonl"), *flags],
                               stdout=open(arm / "server.log", "w"), stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError(f"refserver did not start; see {arm / 'server.log'}")
+        wait_http(f"http://127.0.0.1:{port}/health", 120, what=f"refserver did not start; see {arm / 'server.log'}")
         collector = subprocess.Popen(SS + ["collect", "--target", f"vllm=http://127.0.0.1:{port}/metrics",
                                            "--interval", args.interval, "--db", str(arm / "store.db"),
                                            "--duration", str(args.duration + 8), "--quiet"])
