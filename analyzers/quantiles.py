@@ -302,8 +302,7 @@ def bucket_quantile(q: float, les: np.ndarray, counts: np.ndarray):
             value[i], blo[i], bhi[i] = (x[0] for x in bucket_quantile(q, les[keep], counts[i, keep][None, :]))
         full = ~missing
         if full.any():
-            v, lo_, hi_ = bucket_quantile(q, les, counts[full])
-            value[full], blo[full], bhi[full] = v, lo_, hi_
+            value[full], blo[full], bhi[full] = bucket_quantile(q, les, counts[full])
         return value, blo, bhi
     if len(les) == 0 or not np.isposinf(les[-1]):
         return value, blo, bhi
