@@ -77,7 +77,8 @@ def test_policy_is_the_engines_scheduler(tmp_path):
                    record_steps=True)
     trace = tmp_path / "steps.jsonl"
     cfg = EngineConfig(model="tiny", max_num_batched_tokens=64, max_num_seqs=8, block_size=16,
-                       kv_cache_mb=(10.5 * EngineConfig().bytes_per_block) / 2**20, step_trace=str(trace))
+                       kv_cache_mb=(10.5 * EngineConfig().bytes_per_block) / 2**20, step_trace=str(trace),
+                       enable_prefix_caching=False)             # the simulator's requests carry no token ids
     engine = LLMEngine(cfg)
     assert engine.kv_cache_manager.num_gpu_blocks == 10
     engine.add_request("sim-0", [7] * 100, SamplingParams(max_tokens=8, ignore_eos=True))
