@@ -6,9 +6,11 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
    that straddles the SLO decides nothing), or when at least 1 % of stream time sat in gaps above the
    SLO (`itl_stall_share`): ITL is one sample per output event, so a 2 s freeze of 16 streams is 16 samples
    among thousands of fast ones and can hide below a per-observation P99.
-2. A window has *prefill load* when the prompt-token rate is >= `prefill_tokens_rate_high`, or an engine
-   output counted more tokens in `iteration_tokens_total` than decode steps can (`long_prefill_rate` > 0;
-   a whole prompt is counted in the step where its prefill completes, so this is "a long prefill ended").
+2. A window has *prefill load* when the computed prompt-token rate is >= `prefill_tokens_rate_high`, or an
+   engine output counted more tokens in `iteration_tokens_total` than decode steps can (`long_prefill_rate`
+   > 0; a prompt's computed tokens are counted in the step where its prefill completes, so this is "a long
+   prefill ended"). Prefix-cache hits cost no compute: the rate is `source="local_compute"` where vLLM
+   exports it, and a finding made from `prompt_tokens_total` (before 0.16) says it could not separate them.
 3. Stall + prefill load = `decode_starvation`. Stall without prefill load is *not* starvation: it is
    reported as `itl_high`, explained as preemption (recompute gaps, when preemptions rose) or memory-bound
    decode at a large batch (otherwise). When a long prefill is counted within the next window, the text
@@ -18,8 +20,8 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
    overlap (recurring stalls less than a window apart are one episode).
    With a step trace, the exact offending steps (stallscope.analyzers.step_stalls) are attached.
 5. The recommendation sizes `--max-num-batched-tokens` so one step (decode + chunk) fits the SLO, from the
-   step trace's fitted cost, else the metrics (prefill time per prompt token, ITL P50), else a roofline
-   cost passed in by the caller.
+   step trace's fitted cost, else the metrics (prefill time per computed prompt token, ITL P50), else a
+   roofline cost passed in by the caller.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from stallscope.analyzers.step_stalls import find_stalls
 from stallscope.core.config import load_thresholds
 
 STALL_SHARE = 0.01  # 1 - q for q = 0.99: the time-weighted counterpart of a P99 breach
+NOT_SEPARATED = ("this vLLM exports no prompt_tokens_by_source_total (before 0.16), so the prompt tokens are "
+                 "prompt_tokens_total, which could not separate cached tokens")
 
 
 def _nanmax(a) -> float:
@@ -87,12 +91,20 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
     prefill_time = np.nansum(signals["prefill_time_rate"].to_numpy(dtype=float))
     decode = _nanmedian(signals["itl_p50"])
     if prompt > 0 and prefill_time > 0 and np.isfinite(decode):
+        tokens = ("computed prompt token" if _computed(signals) else
+                  "prompt token; " + NOT_SEPARATED + ": with prefix caching the cost per token reads low")
         return {"decode_step_s": decode, "prefill_s_per_token": float(prefill_time / prompt),
-                "source": "the metrics (request_prefill_time_seconds per prompt token; ITL P50 as the decode step)"}
+                "source": f"the metrics (request_prefill_time_seconds per {tokens}; ITL P50 as the decode step)"}
     if roofline_cost:
         return dict(roofline_cost)
     return {"decode_step_s": decode if np.isfinite(decode) else 0.0, "prefill_s_per_token": float("nan"),
             "source": "none"}
+
+
+def _computed(signals) -> bool:
+    """Whether the prompt rate is the computed work (local_compute) everywhere it was measured."""
+    flag = np.asarray(signals.get("prompt_computed", [np.nan]), dtype=float)
+    return bool(np.isfinite(flag).any() and np.nanmin(flag) == 1.0)
 
 
 def _offending_steps(stalls: pd.DataFrame, start: int, end: int, limit: int = 5) -> list[dict]:
@@ -158,6 +170,7 @@ def _evidence(part, slo, stalls, start, end, window) -> tuple[dict, dict]:
         "itl_stall_share_max": _nanmax(part["itl_stall_share"]),
         "itl_above_slo_per_s_max": _nanmax(part["itl_above_slo_rate"]),
         "prompt_tokens_per_s_max": _nanmax(part["prompt_rate"]),
+        "prompt_tokens_source": "local_compute" if _computed(part) else "prompt_tokens_total",
         "long_prefills": float(np.nansum(part["long_prefill_rate"].astype(float)) * window / 1e9 / max(n, 1)),
         "ttft_p99_s_max": _nanmax(part["ttft_p99"]), "running_median": _nanmedian(part["running"]),
         # recorded when requests finish, so it lags the stall: evidence, never the trigger
@@ -202,6 +215,9 @@ def _starvation(evidence: dict, where: str, slo: float, cost: dict, budget_advic
         f"{evidence['long_prefills']:.1f} long prefills completed per window. Every decode in a step waits "
         "for the whole step, so a step that computes a whole long prompt holds every running stream for "
         "the prompt's prefill time.")
+    if evidence["prompt_tokens_source"] != "local_compute":
+        explanation += (f" Note: {NOT_SEPARATED}; with prefix caching on (vLLM's default) part of this load may "
+                        "be cache hits that cost no compute.")
     if evidence.get("offending_steps"):
         s0 = evidence["offending_steps"][0]
         explanation += (f" The step trace confirms it: step {s0['step']} left a {s0['gap_s'] * 1e3:.0f} ms gap "

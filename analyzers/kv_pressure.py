@@ -2,8 +2,10 @@
 
 Method, per target, on the signals grid (stallscope.analyzers.signals):
 
-1. A window is under pressure when `kv_cache_usage_perc` >= `kv_usage_high` and requests wait
-   (`num_requests_waiting` >= `waiting_high`) or preemptions rose (`rate(num_preemptions_total)` > 0).
+1. A window is under pressure when `kv_cache_usage_perc` >= `kv_usage_high` and requests wait for
+   capacity (`num_requests_waiting_by_reason{reason="capacity"}` >= `waiting_high`; before vLLM 0.20
+   `num_requests_waiting`, which also counts requests deferred for a LoRA slot or an async KV load) or
+   preemptions rose (`rate(num_preemptions_total)` > 0).
    The gauge counts *blocks* pinned by running requests (prefix-cached free blocks excluded), not tokens:
    a request holds ceil(tokens / block_size) blocks, so usage can read 1.0 with part-empty last blocks.
    Preemptions at or above `preemptions_rate_high` per second count on their own: V1 preempts (by
@@ -78,6 +80,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
             cap = capacity_tokens(info)
             evidence = {"kv_usage_max": peak_usage, "kv_usage_high": high,
                         "waiting_max": float(np.nanmax(part["waiting"].fillna(0))),
+                        "waiting_total_max": float(np.nanmax(part["waiting_total"].fillna(0))),
                         "preemptions_per_s_max": peak_preempt, "running_max": peak_running,
                         "ttft_p99_s_max": float(np.nanmax(part["ttft_p99"])) if part["ttft_p99"].notna().any()
                         else float("nan"), "windows": int(len(part))}

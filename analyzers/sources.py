@@ -8,12 +8,18 @@ so arms stay apart while sharing one time axis. A repro arm's `steps.jsonl` join
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from pathlib import Path
 
+from stallscope.analyzers import roofline as R
+from stallscope.analyzers.budget import inputs_from_run
+from stallscope.analyzers.diagnose import diagnose
 from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.collectors import loader
 from stallscope.collectors.run_dir import RunDir
-from stallscope.core.errors import InputError
+from stallscope.core.errors import InputError, ToolkitError
+
+log = logging.getLogger(__name__)
 
 
 def iso(ns) -> str:
@@ -57,3 +63,44 @@ def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | 
         raise InputError("the sources hold no samples for the given time range: "
                          + ", ".join(str(s) for _, s in given))
     return frames, sources
+
+
+def run_whatif_inputs(run_dir):
+    """The run's what-if inputs as `stallscope whatif --from` resolves them (one budget for every arm's
+    decode_starvation finding); None, with a warning, when the run cannot give them (no step trace,
+    a malformed loadgen result): the findings then simulate each arm's own trace."""
+    try:
+        run = RunDir.open(run_dir)
+        return inputs_from_run(run) if run.steps() is not None else None
+    except ToolkitError as exc:
+        log.warning("what-if inputs of %s: %s; the budget is simulated from each arm's trace instead", run_dir, exc)
+        return None
+
+
+def roofline_for(frames: dict, gpu_name, model, tp):
+    """(measured roofline points or the GPU's peaks, the roofline step-cost model or None)."""
+    points = None
+    for fr in frames.values():
+        if len(fr["gpu"]):
+            points = R.measured_points(fr["gpu"])
+            if points:
+                break
+    if gpu_name:
+        spec = R.gpu_spec(gpu_name)
+        if points is None:
+            points = {"gpu": spec.name, "peak_flops": spec.peak_flops(), "peak_bw": spec.bandwidth, "points": None}
+    cost = None
+    if model and (gpu_name or points):
+        cost = R.roofline_cost(R.model_spec(model), R.gpu_spec(gpu_name or points["gpu"]), tp=tp)
+    return points, cost
+
+
+def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, thresholds=None, window_s=None,
+                     selector=None, resolution=None, steps_path=None, gpu=None, model=None, tp: int = 1):
+    """The Report of `(kind, source)` metric sources (kind "run", "db" or "prometheus"), with the roofline."""
+    frames, sources = load_sources(given, lo, hi, selector=selector, resolution=resolution, steps_path=steps_path,
+                                   whatif_inputs=run_whatif_inputs)
+    roof, cost = roofline_for(frames, gpu, model, tp)
+    out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s)
+    out.sources, out.roofline = sources, roof
+    return out

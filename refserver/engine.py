@@ -1,11 +1,13 @@
 """`LLMEngine`: add requests, then call `step()` -- one schedule, one batched forward, one `StepStats`.
 
 Not thread-safe: a server drives it from one engine thread. The engine never imports a metrics library;
-`StepStats` and `RequestOutput` carry everything a metrics layer needs.
+`StepStats` and `RequestOutput` carry everything a metrics layer needs. A request whose sampling raises
+finishes alone with `finish_reason` "error" (blocks freed); the rest of the batch goes on untouched.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -22,6 +24,8 @@ from stallscope.engine.stats import StepStats
 from stallscope.engine.step_trace import StepTraceWriter
 from .tokenizer import ByteTokenizer
 from .weights import init_weights, load_npz
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,8 @@ class LLMEngine:
         self.tokenizer = ByteTokenizer()
         self.max_model_len = config.resolved_max_model_len
         if config.num_gpu_blocks < 2:                  # block 0 is the KV manager's null block
-            raise InputError(f"--kv-cache-mb {config.kv_cache_mb} holds fewer than 2 blocks of {config.bytes_per_block} bytes")
+            raise InputError(f"--kv-cache-mb {config.kv_cache_mb} holds fewer than 2 blocks of "
+                             f"{config.bytes_per_block} bytes")
         self.core = EngineCore(config.scheduler_config, self._execute, time.time_ns, config.bytes_per_block)
         self.kv_cache_manager, self.scheduler = self.core.kv_cache_manager, self.core.scheduler
         weights = (load_npz(config.weights, self.model_config) if config.weights
@@ -68,7 +73,7 @@ class LLMEngine:
         self.model_runner = ModelRunner(config, self.kv_cache_manager, weights)
         self.requests: dict[str, Request] = {}
         self._rngs: dict[str, np.random.Generator] = {}
-        self._pending_aborts: list[RequestOutput] = []
+        self._pending_finishes: list[RequestOutput] = []
         self.keep_logits = keep_logits
         self.logits: dict[str, list[np.ndarray]] = {}      # request_id -> logits rows (keep_logits only)
         self._trace = StepTraceWriter(config.step_trace) if config.step_trace else None
@@ -100,14 +105,14 @@ class LLMEngine:
             self._rngs[request_id] = request_rng(params, self.config.seed, request_id)
         self.scheduler.add_request(req)
 
-    def abort_request(self, request_id: str) -> None:
-        """Free the request's blocks; its abort output comes with the next step. No-op if unknown or done."""
+    def abort_request(self, request_id: str, status: RequestStatus = RequestStatus.FINISHED_ABORTED) -> None:
+        """Free the request's blocks; its `status` output comes with the next step. No-op if unknown or done."""
         req = self.requests.pop(request_id, None)
         if req is None or req.is_finished:
             return
-        self.scheduler.finish_request(req, RequestStatus.FINISHED_ABORTED)
+        self.scheduler.finish_request(req, status)
         self._rngs.pop(request_id, None)
-        self._pending_aborts.append(_output(req, ()))
+        self._pending_finishes.append(_output(req, ()))
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
@@ -119,13 +124,16 @@ class LLMEngine:
         return len(self.scheduler.running)
 
     def _execute(self, out) -> dict[str, int]:
-        sampled, self._logits = self.model_runner.execute(out, self._rngs)
+        sampled, self._logits, failed = self.model_runner.execute(out, self._rngs)
+        for request_id, exc in failed.items():      # finished before update_from_output, which then skips them
+            log.error("request %r failed in sampling: %s: %s", request_id, type(exc).__name__, exc, exc_info=exc)
+            self.abort_request(request_id, RequestStatus.FINISHED_ERROR)
         return sampled
 
     def step(self) -> tuple[list[RequestOutput], StepStats]:
         """Schedule, run one batched forward over every scheduled token, sample, and report the step."""
         changed, stats = self.core.step()
-        outputs, self._pending_aborts = self._pending_aborts, []
+        outputs, self._pending_finishes = self._pending_finishes, []
         for req in changed:
             if self.keep_logits:
                 self.logits.setdefault(req.request_id, []).append(self._logits[req.request_id])

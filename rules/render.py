@@ -52,10 +52,17 @@ HISTOGRAMS = [("vllm_inter_token_latency_seconds", "vllm:inter_token_latency_sec
                "vllm:time_per_output_token_seconds"),
               ("vllm_time_to_first_token_seconds", "vllm:time_to_first_token_seconds", None),
               ("vllm_request_prefill_time_seconds", "vllm:request_prefill_time_seconds", None)]
-COUNTERS = [("vllm_prompt_tokens", "vllm:prompt_tokens_total"),
-            ("vllm_generation_tokens", "vllm:generation_tokens_total"),
-            ("vllm_num_preemptions", "vllm:num_preemptions_total")]
+# (recorded metric part, source counter, fallback counter or None): the prompt-token rate is the computed
+# work, prefix-cache hits excluded (vLLM 0.16+), else every prompt token (older versions)
+COUNTERS = [("vllm_prompt_tokens", 'vllm:prompt_tokens_by_source_total{source="local_compute"}',
+             "vllm:prompt_tokens_total"),
+            ("vllm_generation_tokens", "vllm:generation_tokens_total", None),
+            ("vllm_num_preemptions", "vllm:num_preemptions_total", None)]
 KV_USAGE = "vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc"  # the pre-0.12 name as fallback
+# requests waiting for capacity (vLLM 0.20+), else every waiting request (deferred ones included)
+WAITING_CAPACITY = (f'(sum by ({BY}) (vllm:num_requests_waiting_by_reason{{reason="capacity"}}) '
+                    f"or sum by ({BY}) (vllm:num_requests_waiting))")
+ASLEEP = f'unless on ({BY}) vllm:engine_sleep_state{{sleep_state!="awake"}} == 1'  # a sleeping engine idles
 
 
 def fmt_duration(seconds: float) -> str:
@@ -126,8 +133,11 @@ def _recording(windows: dict) -> list[dict]:
                 rules.append({"record": name_quantile(metric, w),
                               "expr": f"histogram_quantile({q}, sum by ({BY}, le) ({rate}))",
                               "labels": {"quantile": q}})
-        for metric, family in COUNTERS:
-            rules.append({"record": name_rate(metric, w), "expr": f"sum by ({BY}) (rate({family}[{w}]))"})
+        for metric, family, fallback in COUNTERS:
+            expr = f"sum by ({BY}) (rate({family}[{w}]))"
+            if fallback:
+                expr = f"{expr} or sum by ({BY}) (rate({fallback}[{w}]))"
+            rules.append({"record": name_rate(metric, w), "expr": expr})
         kv = f"avg_over_time(vllm:kv_cache_usage_perc[{w}]) or avg_over_time(vllm:gpu_cache_usage_perc[{w}])"
         rules.append({"record": name_kv(w), "expr": f"max by ({BY}) ({kv})"})
     return rules
@@ -172,8 +182,8 @@ def _alert_specs(th: dict, windows: dict) -> dict[str, tuple[str, str, str]]:
             "Requests are queueing for admission.",
             f"{{{{ $value }}}} requests are waiting on {where} (threshold {th['waiting_high']:g})."),
         "VLLMSchedulerStalled": (
-            f"sum by ({BY}) (vllm:num_requests_waiting) > 0 and on ({BY}) "
-            f'{name_rate("vllm_generation_tokens", s)} < {th["generation_tokens_rate_low"]:g}',
+            f"{WAITING_CAPACITY} > 0 and on ({BY}) "
+            f'{name_rate("vllm_generation_tokens", s)} < {th["generation_tokens_rate_low"]:g} {ASLEEP}',
             "The scheduler is stalled: requests wait but no tokens are generated.",
             f"{{{{ $value }}}} requests are waiting on {where} while it generates fewer than "
             f"{th['generation_tokens_rate_low']:g} tokens/s over {s}."),

@@ -7,12 +7,10 @@ diagnosis `stallscope.analyzers.diagnose` (each target its own signals grid and 
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 
 from stallscope.core.errors import InputError
 
-log = logging.getLogger(__name__)
 
 
 class _Source(argparse.Action):
@@ -64,41 +62,6 @@ def _time(value, what: str):
     return to_ns(text, what)
 
 
-def _run_whatif_inputs(run_dir):
-    """The run's what-if inputs as `stallscope whatif --from` resolves them (one budget for every arm's
-    decode_starvation finding); None, with a warning, when the run cannot give them (no step trace,
-    a malformed loadgen result): the findings then simulate each arm's own trace."""
-    from stallscope.analyzers.budget import inputs_from_run
-    from stallscope.collectors.run_dir import RunDir
-    from stallscope.core.errors import ToolkitError
-
-    try:
-        run = RunDir.open(run_dir)
-        return inputs_from_run(run) if run.steps() is not None else None
-    except ToolkitError as exc:
-        log.warning("what-if inputs of %s: %s; the budget is simulated from each arm's trace instead", run_dir, exc)
-        return None
-
-
-def _roofline(frames: dict, gpu_name, model, tp):
-    from stallscope.analyzers import roofline as R
-
-    points = None
-    for fr in frames.values():
-        if len(fr["gpu"]):
-            points = R.measured_points(fr["gpu"])
-            if points:
-                break
-    if gpu_name:
-        spec = R.gpu_spec(gpu_name)
-        if points is None:
-            points = {"gpu": spec.name, "peak_flops": spec.peak_flops(), "peak_bw": spec.bandwidth, "points": None}
-    cost = None
-    if model and (gpu_name or points):
-        cost = R.roofline_cost(R.model_spec(model), R.gpu_spec(gpu_name or points["gpu"]), tp=tp)
-    return points, cost
-
-
 def report(args):
     """Flags -> typed inputs -> the one diagnosis: the Report of every metric source given."""
     from stallscope.analyzers.quantiles import parse_selector
@@ -123,20 +86,8 @@ def report(args):
         if any(op != "=" for _, op, _ in matchers):
             raise InputError(f"--selector {args.selector!r}: only equality matchers (label=\"value\") are supported")
         selector = {k: v for k, _, v in matchers}
+    from stallscope.analyzers.sources import diagnose_sources
+
     return diagnose_sources(given, lo, hi, thresholds=th, window_s=window_s, selector=selector,
                             resolution=args.resolution, steps_path=args.steps, gpu=args.gpu, model=args.model,
                             tp=args.tp)
-
-
-def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, thresholds=None, window_s=None,
-                     selector=None, resolution=None, steps_path=None, gpu=None, model=None, tp: int = 1):
-    """The Report of `(kind, source)` metric sources (kind "run", "db" or "prometheus"), with the roofline."""
-    from stallscope.analyzers.diagnose import diagnose
-    from stallscope.analyzers.sources import load_sources
-
-    frames, sources = load_sources(given, lo, hi, selector=selector, resolution=resolution, steps_path=steps_path,
-                                   whatif_inputs=_run_whatif_inputs)
-    roof, cost = _roofline(frames, gpu, model, tp)
-    out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s)
-    out.sources, out.roofline = sources, roof
-    return out

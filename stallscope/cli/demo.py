@@ -32,7 +32,7 @@ def _say(console, n: int, text: str, t0: float) -> None:
 
 def _analyze(run_dir, report) -> bool:
     """`stallscope analyze RUN_DIR --html REPORT`: the text on stdout; whether a finding is critical."""
-    from stallscope.cli.analyze_metrics import diagnose_sources
+    from stallscope.analyzers.sources import diagnose_sources
     from stallscope.render.html import render_html
     from stallscope.render.text import report_text
 
