@@ -132,20 +132,33 @@ class EngineMetrics:
            "means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
            "sleep_state", ("awake", "weights_offloaded", "discard_all"))["awake"].set(1)
         self.kv_cache_usage_perc = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        self._add_counters(counter, by, labels)
+        self.iteration_tokens = histogram("vllm:iteration_tokens_total",
+                                          "Histogram of number of tokens per engine_step.", ITERATION_TOKENS_BUCKETS)
+        self._add_latency_and_length_histograms(histogram, max_model_len)
+        info = {key: str(value) for key, value in {**CACHE_CONFIG_DEFAULTS, **cache_info}.items()}
+        Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+              tuple(info) + ("engine",), registry=reg).labels(engine=engine, **info).set(1)
+
+    def _add_counters(self, counter, by, labels) -> None:
+        """The counters: prefix-cache lookups, preemptions, prompt tokens by source, generation tokens,
+        finishes by reason and admission rejections (every label value created at 0, as vLLM does)."""
+        reg, model_name = self.registry, self._labels["model_name"]
         self.prefix_cache_queries = counter("vllm:prefix_cache_queries",
                                             "Prefix cache queries, in terms of number of queried tokens.")
         self.prefix_cache_hits = counter("vllm:prefix_cache_hits",
                                          "Prefix cache hits, in terms of number of cached tokens.")
+        # Always 0 here: no KV connector, no images, no FLOP estimate (vllm/v1/metrics/perf.py registers
+        # its counters even without --enable-mfu-metrics).
         external = "External prefix cache {} from KV connector cross-instance cache sharing, in terms of number of {}."
-        counter("vllm:external_prefix_cache_queries", external.format("queries", "queried tokens"))  # always 0:
-        counter("vllm:external_prefix_cache_hits", external.format("hits", "cached tokens"))        # no connector,
-        counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.")  # no
-        counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.")        # images
-        for what in ("flops", "read_bytes", "write_bytes"):   # vllm/v1/metrics/perf.py registers them always;
-            counter(f"vllm:estimated_{what}_per_gpu_total",   # they stay 0 without --enable-mfu-metrics
-                    "Estimated number of " + {"flops": "floating point operations", "read_bytes": "bytes read from "
-                    "memory", "write_bytes": "bytes written to memory"}[what] + " per GPU (for Model Flops "
-                    "Utilization calculations).")
+        counter("vllm:external_prefix_cache_queries", external.format("queries", "queried tokens"))
+        counter("vllm:external_prefix_cache_hits", external.format("hits", "cached tokens"))
+        counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.")
+        counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.")
+        for what, doc in (("flops", "floating point operations"), ("read_bytes", "bytes read from memory"),
+                          ("write_bytes", "bytes written to memory")):
+            counter(f"vllm:estimated_{what}_per_gpu_total",
+                    f"Estimated number of {doc} per GPU (for Model Flops Utilization calculations).")
         self.num_preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
         self.prompt_tokens_by_source = by(Counter, "vllm:prompt_tokens_by_source",
@@ -167,12 +180,6 @@ class EngineMetrics:
             ("model_name", "reason"), registry=reg)
         for reason in ADMISSION_REASONS:
             self._admission_rejections.labels(model_name=model_name, reason=reason)
-        self.iteration_tokens = histogram("vllm:iteration_tokens_total",
-                                          "Histogram of number of tokens per engine_step.", ITERATION_TOKENS_BUCKETS)
-        self._add_latency_and_length_histograms(histogram, max_model_len)
-        info = {key: str(value) for key, value in {**CACHE_CONFIG_DEFAULTS, **cache_info}.items()}
-        Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-              tuple(info) + ("engine",), registry=reg).labels(engine=engine, **info).set(1)
 
     def _add_latency_and_length_histograms(self, histogram, max_model_len: int) -> None:
         """The per-request histograms: latencies (TTFT, ITL, e2e and the phases) and token counts."""

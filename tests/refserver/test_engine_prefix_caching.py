@@ -55,3 +55,16 @@ def test_a_shared_1024_token_system_prompt_prefills_once():
     assert first.num_cached_tokens == {"r1": 1024} and first.num_scheduled_tokens == {"r1": 30}
     assert (first.prefix_cache_queries, first.prefix_cache_hits) == (1054, 1024)
     assert sum(st.num_scheduled_tokens.get("r1", 0) for st in stats) == 30 + 3     # the suffix, then 3 decodes
+
+
+def test_the_flag_is_on_by_default_and_spelled_as_vllm_spells_it(capsys):
+    from stallscope.cli import main
+
+    assert EngineConfig().enable_prefix_caching and EngineConfig().scheduler_config.enable_prefix_caching
+    assert EngineConfig.from_flags(["--no-enable-prefix-caching", "--block-size", "8"]).enable_prefix_caching is False
+    assert EngineConfig.from_flags(["--enable-prefix-caching"]).enable_prefix_caching is True
+    outs = []
+    for flag in ("--enable-prefix-caching", "--no-enable-prefix-caching"):
+        assert main(["generate", "--prompt", "hello hello hello", "--max-tokens", "5", "--json", flag]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and '"steps": 5' in outs[0]
