@@ -18,55 +18,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-SS = [sys.executable, "-m", "stallscope.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from scenarios import record_run  # benchmarks/scenarios.py: server + collector + load generator
 
 
 def record_arm(arm: Path, *, seed: int, chunked: bool, args) -> None:
-    """Reference server + collector + load generator for one arm; leaves store.db and steps.jsonl in `arm`."""
-    import requests
-
-    arm.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    """One arm's run (benchmarks/scenarios.record_run); leaves store.db and steps.jsonl in `arm`."""
     flags = ["--enable-chunked-prefill", "--max-num-batched-tokens", str(args.budget)] if chunked else [
         "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"]
-    server = subprocess.Popen(SS + ["refserver", "--model", args.model, "--port", str(port), "--seed", str(seed),
-                                    "--step-trace", str(arm / "steps.jsonl"), *flags],
-                              stdout=open(arm / "server.log", "w"), stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError(f"refserver did not start; see {arm / 'server.log'}")
-        collector = subprocess.Popen(SS + ["collect", "--target", f"vllm=http://127.0.0.1:{port}/metrics",
-                                           "--interval", args.interval, "--db", str(arm / "store.db"),
-                                           "--duration", str(args.duration + 8), "--quiet"])
-        subprocess.run(SS + ["loadgen", "--url", f"http://127.0.0.1:{port}", "--sessions", str(args.sessions),
-                             "--duration", str(args.duration), "--long-prompt-tokens", str(args.long_tokens),
-                             "--long-every", str(args.long_every), "--seed", str(seed), "--no-progress",
-                             "--out", str(arm / "loadgen.json")], check=True, timeout=args.duration + 300)
-        collector.wait(timeout=120)
-    finally:
-        server.terminate()
-        server.wait(30)
+    record_run(arm, server=["--model", args.model, "--seed", str(seed), *flags],
+               load=["--sessions", str(args.sessions), "--long-prompt-tokens", str(args.long_tokens),
+                     "--long-every", str(args.long_every), "--seed", str(seed)],
+               interval=args.interval, load_s=args.duration, collect_s=args.duration + 8)
 
 
 def evaluate_arm(arm: Path, th: dict) -> dict:
