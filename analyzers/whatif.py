@@ -95,8 +95,8 @@ class _Arrivals:
         shape, overheads = self.shape, self.overheads
         prompt = max(1, min(int(prompt), shape.max_model_len - 1))
         out = max(1, min(int(out), shape.max_model_len - prompt))
-        if -(-(prompt + out) // shape.block_size) > shape.num_gpu_blocks:
-            return None                 # the engine rejects a request the whole pool cannot hold
+        if -(-(prompt + out) // shape.block_size) > shape.num_gpu_blocks - 1:
+            return None                 # the engine rejects a request the pool (less its null block) cannot hold
         sr = SimRequest(f"sim-{self.seq}", kind, t, prompt, out, session)
         heapq.heappush(self.heap, (t + (overheads[self.rng.integers(overheads.size)] if overheads.size > 1
                                         else float(overheads[0])), self.seq, sr))
@@ -166,7 +166,8 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
         raise InputError(f"max_num_batched_tokens must be >= 1, got {max_num_batched_tokens}")
     rng = np.random.default_rng(seed)
     clock = _SimClock()
-    shape = replace(shape, max_num_batched_tokens=max_num_batched_tokens, enable_chunked_prefill=enable_chunked_prefill)
+    shape = replace(shape, max_num_batched_tokens=max_num_batched_tokens, enable_chunked_prefill=enable_chunked_prefill,
+                    enable_prefix_caching=False)       # the simulated prompts are placeholder tokens
     core = EngineCore(shape, _cost_executor(cost, clock, rng, noise), clock)
     arrivals, pacer, sims = _Arrivals(shape, request_overhead_s, rng), _LongPacer(workload), {}
     for t, p, o, kind in workload.open_arrivals(rng):

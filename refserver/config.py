@@ -36,6 +36,7 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     max_num_seqs: int = 128
     enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
     block_size: int = 16
     kv_cache_mb: float = 64.0
     kv_cache_dtype: str = "auto"
@@ -71,14 +72,14 @@ class EngineConfig:
     @classmethod
     def from_flags(cls, flags) -> EngineConfig:
         """The config a `stallscope refserver` command line's engine flags give (`--name value`, `--name=value`,
-        `--[no-]enable-chunked-prefill`; other flags skipped), so `repro` can record it in server.json as data.
+        `--[no-]enable-chunked-prefill`, `--[no-]enable-prefix-caching`; other flags skipped), so `repro` can record it in server.json as data.
         ValueError for a value of the wrong type."""
         kinds, kw, flags = {f.name: f.type for f in fields(cls)}, {}, [str(f) for f in flags]
         for i, flag in enumerate(flags):
             name, eq, value = flag[2:].partition("=") if flag.startswith("--") else ("", "", "")
             name = name.replace("-", "_")
-            if name in ("enable_chunked_prefill", "no_enable_chunked_prefill"):
-                kw["enable_chunked_prefill"] = name == "enable_chunked_prefill"
+            if name.removeprefix("no_") in ("enable_chunked_prefill", "enable_prefix_caching"):
+                kw[name.removeprefix("no_")] = not name.startswith("no_")
             elif name in kinds:
                 value = value if eq else flags[i + 1] if i + 1 < len(flags) else ""
                 kw[name] = int(value) if kinds[name].startswith("int") else float(value) if kinds[name] == "float" else value
@@ -87,7 +88,8 @@ class EngineConfig:
     @property
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(self.max_num_batched_tokens, self.max_num_seqs, self.enable_chunked_prefill,
-                               self.block_size, self.num_gpu_blocks, self.resolved_max_model_len)
+                               self.block_size, self.num_gpu_blocks, self.resolved_max_model_len,
+                               self.enable_prefix_caching)
 
     @property
     def model_config(self) -> ModelConfig:

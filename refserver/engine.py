@@ -63,8 +63,9 @@ class LLMEngine:
         self.model_config: ModelConfig = config.model_config
         self.tokenizer = ByteTokenizer()
         self.max_model_len = config.resolved_max_model_len
-        if config.num_gpu_blocks < 1:
-            raise InputError(f"--kv-cache-mb {config.kv_cache_mb} holds no block of {config.bytes_per_block} bytes")
+        if config.num_gpu_blocks < 2:                  # block 0 is the KV manager's null block
+            raise InputError(f"--kv-cache-mb {config.kv_cache_mb} holds fewer than 2 blocks of "
+                             f"{config.bytes_per_block} bytes")
         self.core = EngineCore(config.scheduler_config, self._execute, time.time_ns, config.bytes_per_block)
         self.kv_cache_manager, self.scheduler = self.core.kv_cache_manager, self.core.scheduler
         weights = (load_npz(config.weights, self.model_config) if config.weights
@@ -93,9 +94,10 @@ class LLMEngine:
             raise InputError(f"request {request_id!r} has token id {bad[0]} outside the vocabulary "
                              f"(0..{self.model_config.vocab_size - 1})")
         most_tokens = min(n + params.max_tokens, self.max_model_len)
-        if self.kv_cache_manager.blocks_for_tokens(most_tokens) > self.kv_cache_manager.num_gpu_blocks:
+        usable = self.kv_cache_manager.num_gpu_blocks - 1  # the null block excluded
+        if self.kv_cache_manager.blocks_for_tokens(most_tokens) > usable:
             raise InputError(f"request {request_id!r} may need {most_tokens} tokens of KV cache but the pool holds "
-                             f"{self.kv_cache_manager.num_gpu_blocks * self.config.block_size}; raise --kv-cache-mb")
+                             f"{usable * self.config.block_size}; raise --kv-cache-mb")
         req = Request(request_id, prompt_token_ids, params,
                       time.time_ns() if arrival_ns is None else arrival_ns, self.tokenizer.eos_token_id)
         self.requests[request_id] = req

@@ -1,6 +1,7 @@
 """The article's load: N steady chat streams plus one long prompt every T seconds, measured client-side.
 
-Each of the N sessions sends a short prompt with a long output (`ignore_eos`, so lengths are exact),
+Each of the N sessions sends a short prompt with a long output (`ignore_eos`, so lengths are exact;
+with `shared_prefix_tokens`, every session prompt starts with the same tokens, a system prompt),
 streams it, and sends the next when it ends; a separate ticker fires one long-prompt request every
 `long_every_s` (or, for `repro`, each time the sessions have streamed `long_every_tokens` tokens each
 since the previous long prompt's first token). Every SSE chunk's arrival time is kept, and the figures
@@ -41,6 +42,7 @@ class LoadSpec:
     seed: int = 0
     max_tokens: int = 128
     short_prompt_tokens: int = 32
+    shared_prefix_tokens: int = 0         # a common prefix (a system prompt) before every session prompt
     long_max_tokens: int = 16
     max_requests: int = 100_000
     drain_s: float = 60.0
@@ -58,6 +60,8 @@ class LoadSpec:
             raise InputError(f"--duration must be in (0, 3600] seconds, got {self.duration_s}")
         if self.long_every_s <= 0:
             raise InputError(f"--long-every must be positive, got {self.long_every_s}")
+        if self.shared_prefix_tokens < 0:
+            raise InputError(f"--shared-prefix-tokens must be at least 0, got {self.shared_prefix_tokens}")
         if self.long_every_tokens is not None and self.long_every_tokens < 1:
             raise InputError(f"--long-every-tokens must be at least 1, got {self.long_every_tokens}")
 
@@ -184,6 +188,8 @@ class _Load:
     def __init__(self, spec: LoadSpec, client: httpx.AsyncClient, model: str):
         self.spec, self.client, self.model = spec, client, model
         self.rng = random.Random(spec.seed)
+        prefix_rng = random.Random(f"shared-prefix-{spec.seed}")   # its own stream: the rest stays as without it
+        self.shared_prefix = [prefix_rng.randrange(32, 127) for _ in range(spec.shared_prefix_tokens)]
         self.records: list[RequestRecord] = []
         self.long_tasks: list[asyncio.Task] = []
         self.endpoint = spec.url.rstrip("/") + "/v1/completions"
@@ -198,6 +204,8 @@ class _Load:
         base_max = spec.max_tokens if kind == "short" else spec.long_max_tokens
         max_tokens = max(1, rng.randint(base_max // 2, base_max * 3 // 2)) if kind == "short" else base_max
         prompt = [rng.randrange(32, 127) for _ in range(n_prompt)]
+        if kind == "short":
+            prompt, n_prompt = self.shared_prefix + prompt, n_prompt + len(self.shared_prefix)
         body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
         rec = RequestRecord(kind, n_prompt, max_tokens, time.time())

@@ -377,11 +377,13 @@ def build_app(config, *, served_model_name: str | None = None, api_key: str | No
 
     engine = LLMEngine(config, keep_logits=True)  # the engine thread pops each step's rows (logprobs)
     kv = engine.kv_cache_manager
+    max_model_len = config.resolved_max_model_len
+    concurrency = kv.num_gpu_blocks / kv.blocks_for_tokens(max_model_len)   # vllm/v1/core/kv_cache_utils.py
     cache_info = {"block_size": config.block_size, "cache_dtype": config.kv_cache_dtype,
-                  "enable_prefix_caching": False, "num_gpu_blocks": kv.num_gpu_blocks,
-                  "kv_cache_size_tokens": kv.num_gpu_blocks * config.block_size}
+                  "enable_prefix_caching": config.enable_prefix_caching, "num_gpu_blocks": kv.num_gpu_blocks,
+                  "effective_attention_block_size": config.block_size, "hash_block_size": config.block_size,
+                  "kv_cache_size_tokens": int(concurrency * max_model_len), "kv_cache_max_concurrency": concurrency}
     name = served_model_name or config.model
-    metrics = EngineMetrics(name, max_model_len=config.max_model_len or engine.model_config.max_model_len,
-                            cache_info=cache_info)
+    metrics = EngineMetrics(name, max_model_len=max_model_len, cache_info=cache_info)
     runner = EngineThread(engine, metrics)
     return create_app(runner, served_model_name=name, api_key=api_key, max_waiting=max_waiting), runner

@@ -14,6 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-batched-tokens", type=int, default=2048, help="token budget per step (default 2048)")
     p.add_argument("--no-enable-chunked-prefill", dest="enable_chunked_prefill", action="store_false",
                    help="legacy prefill-first scheduling: whole prompts, decodes wait")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
+                   help="reuse the KV of cached leading full blocks (default on, as vLLM V1)")
     p.add_argument("--kv-cache-dtype", default="auto", help="auto (16-bit) | float32 | fp16 | fp8 (default auto)")
     p.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
     p.add_argument("--kv-cache-mb", type=float, default=64.0, help="KV pool size in MiB (default 64)")
@@ -34,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     from stallscope.engine.request import SamplingParams
 
     config = EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens,
-                          enable_chunked_prefill=args.enable_chunked_prefill, block_size=args.block_size,
+                          enable_chunked_prefill=args.enable_chunked_prefill,
+                          enable_prefix_caching=args.enable_prefix_caching, block_size=args.block_size,
                           kv_cache_mb=args.kv_cache_mb, kv_cache_dtype=args.kv_cache_dtype,
                           max_model_len=args.max_model_len, seed=args.seed, weights=args.weights,
                           step_trace=args.step_trace, blas_threads=args.blas_threads)

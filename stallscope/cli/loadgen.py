@@ -16,6 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "since the previous long prompt's first token")
     parser.add_argument("--long-max-tokens", type=int, default=16, metavar="N", help="output tokens of long requests")
     parser.add_argument("--short-prompt-tokens", type=int, default=32, metavar="N", help="session prompt length")
+    parser.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N",
+                        help="every session prompt starts with the same N tokens (a system prompt), then its "
+                             "own --short-prompt-tokens; a prefix-caching server reuses their KV (default 0)")
     parser.add_argument("--max-tokens", type=int, default=128, metavar="N",
                         help="mean session output length (each request draws from [N/2, 3N/2])")
     parser.add_argument("--max-requests", type=int, default=100_000, metavar="N", help="bound on requests sent")
@@ -56,6 +59,7 @@ def run(args) -> int:
                     long_prompt_tokens=args.long_prompt_tokens, long_every_s=args.long_every,
                     long_every_tokens=args.long_every_tokens, seed=args.seed,
                     max_tokens=args.max_tokens, short_prompt_tokens=args.short_prompt_tokens,
+                    shared_prefix_tokens=args.shared_prefix_tokens,
                     long_max_tokens=args.long_max_tokens, max_requests=args.max_requests)
     spec.validate()
     out = Path(args.out) if args.out else None

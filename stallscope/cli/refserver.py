@@ -14,6 +14,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-num-seqs", type=int, default=128, metavar="N", help="cap on running requests")
     parser.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True,
                         help="split long prompts into budget-sized chunks (default on, as vLLM V1)")
+    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
+                        help="reuse the KV of cached leading full blocks (default on, as vLLM V1)")
     parser.add_argument("--block-size", type=int, default=16, metavar="N", help="tokens per KV block")
     parser.add_argument("--kv-cache-mb", type=float, default=64.0, metavar="MB", help="KV pool size in MiB")
     parser.add_argument("--kv-cache-dtype", default="auto", help="auto | float32 | fp16 | fp8")
@@ -30,7 +32,7 @@ def engine_config(args):
 
     return EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens,
                         max_num_seqs=args.max_num_seqs, enable_chunked_prefill=args.enable_chunked_prefill,
-                        block_size=args.block_size, kv_cache_mb=args.kv_cache_mb,
+                        enable_prefix_caching=args.enable_prefix_caching, block_size=args.block_size, kv_cache_mb=args.kv_cache_mb,
                         kv_cache_dtype=args.kv_cache_dtype, max_model_len=args.max_model_len, seed=args.seed,
                         step_trace=getattr(args, "step_trace", None),
                         blas_threads=args.blas_threads if args.blas_threads is not None

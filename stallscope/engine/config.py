@@ -23,6 +23,7 @@ class SchedulerConfig:
     block_size: int = 16
     num_gpu_blocks: int = 1 << 20
     max_model_len: int = 2048
+    enable_prefix_caching: bool = False     # the what-if's default; the reference server's is on, as vLLM's
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class ModelConfig:
     num_kv_heads: int
     intermediate_size: int
     max_model_len: int = 2048
+    enable_prefix_caching: bool = False     # the what-if's default; the reference server's is on, as vLLM's
     vocab_size: int = 264          # 256 bytes + BOS/EOS/PAD, padded to a multiple of 8
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5

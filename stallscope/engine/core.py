@@ -18,7 +18,8 @@ class EngineCore:
 
     def __init__(self, config: SchedulerConfig, execute, clock, bytes_per_block: int = 0):
         self.config = config
-        self.kv_cache_manager = KVCacheManager(config.num_gpu_blocks, config.block_size, bytes_per_block)
+        self.kv_cache_manager = KVCacheManager(config.num_gpu_blocks, config.block_size, bytes_per_block,
+                                               config.enable_prefix_caching)
         self.scheduler = Scheduler(self.kv_cache_manager, max_num_batched_tokens=config.max_num_batched_tokens,
                                    max_num_seqs=config.max_num_seqs,
                                    enable_chunked_prefill=config.enable_chunked_prefill,
@@ -32,11 +33,11 @@ class EngineCore:
         start_ns = self.clock()
         out = self.scheduler.schedule()
         num_running, num_waiting = len(self.scheduler.running), len(self.scheduler.waiting)
-        arrivals = {}
+        arrivals, cached = {}, {}
         for req in out.scheduled_requests:
             if req.first_scheduled_ns is None:
                 req.first_scheduled_ns = start_ns
-                arrivals[req.request_id] = req.arrival_ns
+                arrivals[req.request_id], cached[req.request_id] = req.arrival_ns, req.num_cached_tokens
         changed = self.scheduler.update_from_output(out, self.execute(out))
         end_ns = self.clock()
         for req in (r for r in changed if r.first_token_ns is None):
@@ -48,6 +49,8 @@ class EngineCore:
             num_prefill_reqs=out.num_prefill_reqs, num_decode_reqs=out.num_decode_reqs,
             num_running=num_running, num_waiting=num_waiting, num_preempted=len(out.preempted_request_ids),
             kv_blocks_used=kv.num_used_blocks, num_gpu_blocks=kv.num_gpu_blocks,
-            num_scheduled_tokens=dict(out.num_scheduled_tokens), arrival_ns=arrivals)
+            num_scheduled_tokens=dict(out.num_scheduled_tokens), arrival_ns=arrivals,
+            num_cached_tokens=cached,
+            prefix_cache_queries=out.prefix_cache_queries, prefix_cache_hits=out.prefix_cache_hits)
         self.step_count += 1
         return changed, stats

@@ -60,6 +60,8 @@ class Request:
         self.output_token_ids: list[int] = []
         self.num_computed_tokens = 0
         self.num_preemptions = 0
+        self.num_cached_tokens = -1     # prefix-cache hit at the first admission; -1 until then (vLLM's name)
+        self.block_hashes: list[bytes] = []   # hash chain of the full blocks (KVCacheManager.block_hashes)
         self.first_scheduled_ns: int | None = None
         self.first_token_ns: int | None = None
 

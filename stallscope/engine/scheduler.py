@@ -6,7 +6,10 @@ scheduler gives it tokens to catch up with `num_tokens` (prompt + outputs). A st
 takes 1 token, a partial prefill `min(remaining, token_budget)` -- that `min` is chunked prefill.
 When the KV pool cannot cover a running request, the newest running request is preempted (blocks
 freed, `num_computed_tokens = 0`, pushed to the front of WAITING) until it fits. WAITING requests are
-then admitted FCFS while budget, `max_num_seqs` and blocks remain, unless this step preempted.
+then admitted FCFS while budget, `max_num_seqs` and blocks remain, unless this step preempted; an
+admitted request first takes its prefix-cache hit (`KVCacheManager.get_computed_blocks`), so
+`num_computed_tokens` starts at the cached length and only the rest is prefilled (vLLM 0.33.0's
+vllm/v1/core/sched/scheduler.py; queries and hits are counted for requests never preempted).
 With `enable_chunked_prefill=False` (vLLM's legacy prefill-first policy) the budget is raised to at
 least `max_model_len`; if any waiting prompt can be admitted the step prefills whole prompts only and
 every running decode waits for it -- the mechanism of decode starvation. `schedule()` never calls the
@@ -33,6 +36,8 @@ class SchedulerOutput:
     num_decode_tokens: int = 0
     num_prefill_reqs: int = 0
     num_decode_reqs: int = 0
+    prefix_cache_queries: int = 0                   # tokens looked up / found, new requests only (vLLM's
+    prefix_cache_hits: int = 0                      # PrefixCacheStats.queries / .hits)
 
     @property
     def total_num_scheduled_tokens(self) -> int:
@@ -96,10 +101,11 @@ class Scheduler:
         while (self.waiting and token_budget > 0 and not out.preempted_request_ids
                and len(self.running) < self.max_num_seqs):
             req = self.waiting[0]
-            num_new = min(req.num_tokens - req.num_computed_tokens, token_budget)
-            if not self.kv.allocate_slots(req, num_new):
+            hits, num_hit = self.kv.get_computed_blocks(req)
+            num_new = min(req.num_tokens - num_hit, token_budget)
+            if not self.kv.allocate_slots(req, num_new, hits):
                 break
-            self._admit(req)
+            self._admit(req, num_hit, out)
             out.add(req, num_new)
             token_budget -= num_new
         return out
@@ -109,10 +115,11 @@ class Scheduler:
         token_budget = max(self.max_num_batched_tokens, self.max_model_len)
         while self.waiting and len(self.running) < self.max_num_seqs:
             req = self.waiting[0]
-            num_new = req.num_tokens - req.num_computed_tokens   # whole prompt, never chunked
-            if num_new > token_budget or not self.kv.allocate_slots(req, num_new):
+            hits, num_hit = self.kv.get_computed_blocks(req)
+            num_new = req.num_tokens - num_hit          # the whole uncached prompt, never chunked
+            if num_new > token_budget or not self.kv.allocate_slots(req, num_new, hits):
                 break
-            self._admit(req)
+            self._admit(req, num_hit, out)
             out.add(req, num_new)
             token_budget -= num_new
         if out.scheduled_requests:
@@ -136,8 +143,14 @@ class Scheduler:
                 return False
         return True
 
-    def _admit(self, req: Request) -> None:
+    def _admit(self, req: Request, num_hit: int, out: SchedulerOutput) -> None:
         self.waiting.popleft()
+        req.num_computed_tokens = num_hit
+        if req.num_cached_tokens < 0:
+            req.num_cached_tokens = num_hit
+        if self.kv.enable_caching and req.num_preemptions == 0:
+            out.prefix_cache_queries += req.num_tokens
+            out.prefix_cache_hits += num_hit
         req.status = RequestStatus.RUNNING
         self.running.append(req)
 

@@ -24,6 +24,12 @@ class StepStats:
     num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
     # {request_id: arrival time (ns, the server's add)} of the requests scheduled for the first time here
     arrival_ns: dict[str, int] = field(default_factory=dict)
+    # {request_id: prompt tokens taken from the prefix cache} for the same requests (vLLM's num_cached_tokens)
+    num_cached_tokens: dict[str, int] = field(default_factory=dict)
+    # prompt tokens looked up in / found in the prefix cache by requests admitted here, never-preempted
+    # ones only (vLLM's PrefixCacheStats.queries / .hits); 0 with prefix caching off
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
 
     @property
     def duration_ns(self) -> int:

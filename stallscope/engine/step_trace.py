@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 
 from stallscope.core.errors import InputError
@@ -11,7 +11,7 @@ from stallscope.core.errors import InputError
 from stallscope.engine.stats import StepStats
 
 _FIELDS = [f.name for f in fields(StepStats)]
-_NUMBERS = [f.name for f in fields(StepStats) if f.type == "int"]    # the dicts have defaults: older traces lack one
+_NUMBERS = [f.name for f in fields(StepStats) if f.type == "int" and f.default is MISSING]  # older traces lack the rest
 REQUIRED = ("start_ns", "end_ns", "num_prefill_tokens", "num_decode_tokens")
 
 

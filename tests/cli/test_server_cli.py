@@ -22,7 +22,7 @@ from stallscope.refserver.server_thread import free_port
     (["--max-num-batched-tokens", "8"], "--max-num-batched-tokens 8 is smaller than --block-size 16"),
     (["--port", "0"], "--port must be in 1..65535"),
     (["--max-waiting", "0"], "--max-waiting must be at least 1"),
-    (["--kv-cache-mb", "0.001"], "holds no block"),
+    (["--kv-cache-mb", "0.001"], "holds fewer than 2 blocks"),
     (["--blas-threads", "-1"], "--blas-threads must be a positive integer, got -1"),
 ])
 def test_bad_flags_are_one_line_exit_2(capsys, argv, message):

@@ -55,7 +55,7 @@ def test_prefill_first_runs_the_whole_prompt_alone_while_decodes_wait():
 
 
 def test_preemption_evicts_the_newest_running_request_and_recomputes_it():
-    s = make(num_blocks=6, block_size=4, budget=64)
+    s = make(num_blocks=7, block_size=4, budget=64)   # 6 usable blocks besides the null block
     a, b = req("a", 8, max_tokens=10), req("b", 8, max_tokens=10)
     s.add_request(a)
     s.add_request(b)
@@ -89,7 +89,7 @@ def test_finish_frees_blocks_and_reports_length():
     while s.has_unfinished_requests():
         step(s)
     assert r.status is RequestStatus.FINISHED_LENGTH_CAPPED and r.output_token_ids == [7, 7]
-    assert s.kv.num_free_blocks == s.kv.num_gpu_blocks
+    assert s.kv.num_free_blocks == s.kv.num_gpu_blocks - 1
 
 
 def test_eos_and_stop_tokens_finish_with_stop():

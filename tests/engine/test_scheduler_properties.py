@@ -1,4 +1,5 @@
-"""Hypothesis: scheduler invariants over random arrivals, lengths, budgets, pools and aborts (no model)."""
+"""Hypothesis: scheduler invariants over random arrivals, lengths, shared prefixes, budgets, pools and
+aborts, with prefix caching on and off (no model): block accounting never leaks."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ def workloads(draw):
     block_size = draw(st.sampled_from([1, 2, 4, 16]))
     reqs = draw(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 120), st.integers(1, 20)),
                          min_size=1, max_size=12))
+    shared = draw(st.lists(st.integers(0, 120), min_size=len(reqs), max_size=len(reqs)))
     need = max(-(-min(p + m, MAX_MODEL_LEN) // block_size) for _, p, m in reqs)
     return dict(
         block_size=block_size,
         budget=draw(st.integers(block_size, 128)),
         chunked=draw(st.booleans()),
         max_num_seqs=draw(st.integers(1, 8)),
-        num_blocks=draw(st.integers(need, need + 24)),   # the engine rejects requests the pool cannot hold
+        num_blocks=draw(st.integers(need + 1, need + 25)),   # + the null block; the engine rejects the rest
         reqs=reqs,
+        shared=shared,                                  # leading tokens each prompt shares with the others
+        caching=draw(st.booleans()),
         aborts=draw(st.dictionaries(st.integers(0, len(reqs) - 1), st.integers(0, 60), max_size=3)),
     )
 
@@ -34,9 +38,14 @@ def check_invariants(s: Scheduler, out, budget: int, chunked: bool) -> None:
     limit = budget if chunked else max(budget, MAX_MODEL_LEN)
     assert out.total_num_scheduled_tokens <= limit, "token budget exceeded"
     assert all(n >= 1 for n in out.num_scheduled_tokens.values())
-    assert kv.num_free_blocks + kv.num_used_blocks == kv.num_gpu_blocks
+    assert kv.num_free_blocks + kv.num_used_blocks == kv.num_gpu_blocks - 1
     held = [b for t in kv.block_tables.values() for b in t]
-    assert len(held) == len(set(held)) == kv.num_used_blocks == sum(kv.ref_cnt)
+    assert 0 not in held and all(len(t) == len(set(t)) for t in kv.block_tables.values())
+    assert all(kv.ref_cnt[b] == held.count(b) for b in range(kv.num_gpu_blocks)), "ref_cnt != tables holding it"
+    assert len(set(held)) == kv.num_used_blocks and all(kv.ref_cnt[b] == 0 for b in kv.free_block_queue)
+    assert all(kv.block_hash[b] == h for h, b in kv.cached_block_hash_to_block.items())
+    assert kv.enable_caching or not kv.cached_block_hash_to_block
+    assert 0 <= out.prefix_cache_hits <= out.prefix_cache_queries and out.prefix_cache_hits % kv.block_size == 0
     for r in s.running:
         assert len(kv.get_block_table(r.request_id)) >= kv.blocks_for_tokens(r.num_computed_tokens)
     assert all(kv.get_block_table(r.request_id) == [] for r in s.waiting)
@@ -46,11 +55,11 @@ def check_invariants(s: Scheduler, out, budget: int, chunked: bool) -> None:
 @settings(max_examples=150, deadline=None)
 @given(workloads())
 def test_scheduler_invariants_and_progress(w):
-    kv = KVCacheManager(w["num_blocks"], w["block_size"])
+    kv = KVCacheManager(w["num_blocks"], w["block_size"], enable_caching=w["caching"])
     s = Scheduler(kv, max_num_batched_tokens=w["budget"], max_num_seqs=w["max_num_seqs"],
                   enable_chunked_prefill=w["chunked"], max_model_len=MAX_MODEL_LEN)
-    reqs = [Request(f"r{i}", [3] * p, SamplingParams(max_tokens=m), 0, eos_token_id=257)
-            for i, (_, p, m) in enumerate(w["reqs"])]
+    reqs = [Request(f"r{i}", ([3] * min(n, p) + [4 + i] * p)[:p], SamplingParams(max_tokens=m), 0, eos_token_id=257)
+            for i, ((_, p, m), n) in enumerate(zip(w["reqs"], w["shared"]))]
     last_arrival = max(a for a, _, _ in w["reqs"])
     bound = last_arrival + 2 * sum(p + m for _, p, m in w["reqs"]) + 50
     for step in range(bound):
@@ -70,7 +79,7 @@ def test_scheduler_invariants_and_progress(w):
             break
     assert not s.has_unfinished_requests(), f"requests still waiting after {bound} steps: {s.waiting}"
     assert all(r.is_finished for r in reqs)
-    assert kv.num_free_blocks == kv.num_gpu_blocks and kv.block_tables == {}
+    assert kv.num_free_blocks == kv.num_gpu_blocks - 1 and kv.block_tables == {} and sum(kv.ref_cnt) == 0
     for r, (_, p, m) in zip(reqs, w["reqs"]):
         if r.status is RequestStatus.FINISHED_LENGTH_CAPPED:
             assert r.num_output_tokens == min(m, MAX_MODEL_LEN - p)

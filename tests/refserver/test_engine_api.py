@@ -75,7 +75,7 @@ def test_add_request_rejects_bad_input(prompt, params, message):
 
 
 def test_duplicate_ids_pools_too_small_and_bad_config_are_rejected():
-    with pytest.raises(InputError, match="holds no block of 32768 bytes"):
+    with pytest.raises(InputError, match="holds fewer than 2 blocks of 32768 bytes"):
         LLMEngine(EngineConfig(model="tiny", kv_cache_mb=0.03, kv_cache_dtype="float32"))
     engine = LLMEngine(EngineConfig(model="tiny", kv_cache_mb=0.1, kv_cache_dtype="float32"))
     engine.add_request("a", [1, 2], SamplingParams())

@@ -14,9 +14,10 @@ GREEDY = SamplingParams(max_tokens=8, ignore_eos=True)
 
 
 def run(budget: int, requests: dict[str, tuple[list[int], int]], chunked: bool = True):
-    """requests: id -> (prompt, step at which it arrives). Returns (tokens, logits, stats) per id."""
+    """requests: id -> (prompt, step at which it arrives). Returns (tokens, logits, stats) per id.
+    Prefix caching is off: the prompts share a prefix, and these tests count the chunks of whole prompts."""
     engine = LLMEngine(EngineConfig(model="tiny", kv_cache_dtype="float32", max_num_batched_tokens=budget,
-                                    enable_chunked_prefill=chunked), keep_logits=True)
+                                    enable_chunked_prefill=chunked, enable_prefix_caching=False), keep_logits=True)
     tokens = {rid: [] for rid in requests}
     all_stats, step = [], 0
     while step < 500 and (engine.has_unfinished_requests() or step <= max(a for _, a in requests.values())):

@@ -9,7 +9,8 @@ import pytest
 from stallscope.cli import main
 from stallscope.core.errors import InputError
 from stallscope.refserver.config import EngineConfig
-from stallscope.refserver.loadgen import LoadSpec, RequestRecord, check_loopback, request_metrics, run_load, summarize
+from stallscope.refserver.loadgen import (LoadSpec, RequestRecord, _Load, check_loopback, request_metrics, run_load,
+                                          summarize)
 from stallscope.refserver.server_thread import ServerThread
 
 
@@ -95,3 +96,29 @@ def test_long_prompts_paced_by_session_progress():
     for rec in longs:  # each long prompt waits for 5 tokens per session after the previous one's first token
         assert sum(mark < t <= rec["start_ts"] for t in short_ts) >= 5 * 2
         mark = rec["chunk_ts"][0]
+
+
+def test_shared_prefix_starts_every_session_prompt_and_leaves_the_rest_unchanged():
+    plain = _Load(LoadSpec(url="http://127.0.0.1:1", seed=4, short_prompt_tokens=8), None, "m")
+    shared = _Load(LoadSpec(url="http://127.0.0.1:1", seed=4, short_prompt_tokens=8, shared_prefix_tokens=40),
+                   None, "m")
+    bodies = [shared.new_request("short")[0]["prompt"] for _ in range(3)]
+    assert all(len(p) == 48 and p[:40] == bodies[0][:40] for p in bodies) and bodies[0][40:] != bodies[1][40:]
+    assert [plain.new_request("short")[0]["prompt"] for _ in range(3)] == [p[40:] for p in bodies]
+    assert shared.records[0].prompt_tokens == 48
+    assert len(shared.new_request("long")[0]["prompt"]) == 1536           # long prompts get no prefix
+    with pytest.raises(InputError, match="--shared-prefix-tokens must be at least 0, got -1"):
+        LoadSpec(url="http://127.0.0.1:1", shared_prefix_tokens=-1).validate()
+
+
+def test_a_shared_prefix_hits_the_servers_prefix_cache():
+    import httpx
+
+    with ServerThread(EngineConfig(model="tiny", max_model_len=1024)) as srv:
+        spec = LoadSpec(url=srv.url, sessions=2, duration_s=1.5, long_prompt_tokens=20, long_every_s=10.0, seed=1,
+                        max_tokens=4, short_prompt_tokens=8, shared_prefix_tokens=64, drain_s=30)
+        result = asyncio.run(run_load(spec, progress=False))
+        text = httpx.get(srv.url + "/metrics").text
+    shorts = [r for r in result["records"] if r["kind"] == "short"]
+    hits = next(float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:prefix_cache_hits_total"))
+    assert len(shorts) >= 3 and hits >= 64 * (len(shorts) - 2)     # all but the first two find the prefix cached

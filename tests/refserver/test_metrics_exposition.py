@@ -3,6 +3,9 @@ buckets, and when each metric is recorded (checked with exact counts after known
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -118,3 +121,107 @@ def test_recorded_values_match_the_two_requests(scrape):
     ttft_sum = value(scrape, "vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds")
     e2e_sum = value(scrape, "vllm:e2e_request_latency_seconds_sum", "vllm:e2e_request_latency_seconds")
     assert 0 < ttft_sum < e2e_sum
+
+
+# -- vLLM 0.33 semantics, driven through EngineMetrics with the real engine or hand-made step records --
+
+from types import SimpleNamespace  # noqa: E402
+
+from stallscope.engine.request import SamplingParams  # noqa: E402
+from stallscope.engine.stats import StepStats  # noqa: E402
+from stallscope.refserver.engine import LLMEngine  # noqa: E402
+from stallscope.refserver.metrics import EngineMetrics  # noqa: E402
+
+L = {"model_name": "m", "engine": "0"}
+
+
+def get(m, name, **labels):
+    return m.registry.get_sample_value(name, {**L, **labels})
+
+
+def drive(engine, metrics, prompts, max_tokens=3):
+    for i, p in enumerate(prompts):
+        engine.add_request(f"r{i}", p, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+        metrics.on_add(f"r{i}", max_tokens=max_tokens, num_prompt_tokens=len(p), arrival_ns=0)
+        while engine.has_unfinished_requests():           # one at a time: r1 finds r0's blocks cached
+            metrics.record_step(*engine.step())
+
+
+def test_prefix_cache_and_prompt_token_sources_follow_vllm():
+    engine = LLMEngine(EngineConfig(model="tiny", kv_cache_dtype="float32"))
+    metrics = EngineMetrics("m", max_model_len=2048, cache_info={})
+    shared = list(range(100, 164))                        # 4 full blocks
+    drive(engine, metrics, [shared + [1, 2, 3], shared + [4, 5, 6, 7, 8]])
+    assert get(metrics, "vllm:prefix_cache_queries_total") == 67 + 69
+    assert get(metrics, "vllm:prefix_cache_hits_total") == 64
+    assert get(metrics, "vllm:prompt_tokens_total") == 136
+    assert get(metrics, "vllm:prompt_tokens_by_source_total", source="local_cache_hit") == 64
+    assert get(metrics, "vllm:prompt_tokens_by_source_total", source="local_compute") == 136 - 64
+    assert get(metrics, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") == 0
+    assert get(metrics, "vllm:prompt_tokens_cached_total") == 64
+    assert get(metrics, "vllm:prompt_tokens_cached_by_source_total", source="device") == 64
+    assert get(metrics, "vllm:iteration_tokens_total_sum") == 136 - 64 + 6       # cached tokens excluded
+    assert get(metrics, "vllm:request_prefill_kv_computed_tokens_sum") == 67 + 5
+    assert get(metrics, "vllm:request_prefill_kv_computed_tokens_count") == 2
+    assert get(metrics, "vllm:num_requests_waiting_by_reason", reason="deferred") == 0
+    assert get(metrics, "vllm:engine_sleep_state", sleep_state="awake") == 1
+
+
+def test_prefix_cache_off_counts_no_queries():
+    engine = LLMEngine(EngineConfig(model="tiny", kv_cache_dtype="float32", enable_prefix_caching=False))
+    metrics = EngineMetrics("m", max_model_len=2048, cache_info={})
+    shared = list(range(100, 164))
+    drive(engine, metrics, [shared + [1], shared + [2]])
+    assert get(metrics, "vllm:prefix_cache_queries_total") == 0 == get(metrics, "vllm:prompt_tokens_cached_total")
+    assert get(metrics, "vllm:iteration_tokens_total_sum") == 130 + 6
+
+
+def stats(step, **kw):
+    base = dict(step=step, start_ns=step * 10, end_ns=step * 10 + 5, num_prefill_tokens=0, num_decode_tokens=0,
+                num_prefill_reqs=0, num_decode_reqs=0, num_running=1, num_waiting=0, num_preempted=0,
+                kv_blocks_used=3, num_gpu_blocks=5)
+    return StepStats(**{**base, **kw})
+
+
+def output(rid, tokens, preemptions, finished=False, reason=None, n_out=1):
+    return SimpleNamespace(request_id=rid, new_token_ids=tokens, finished=finished, finish_reason=reason,
+                           num_prompt_tokens=4, num_output_tokens=n_out, arrival_ns=0, first_scheduled_ns=0,
+                           first_token_ns=None, num_preemptions=preemptions)
+
+
+def test_preemptions_count_when_the_request_next_produces_output_and_aborts_record_nothing():
+    m = EngineMetrics("m", max_model_len=64, cache_info={})
+    for rid in ("a", "b"):
+        m.on_add(rid, max_tokens=8, num_prompt_tokens=4, arrival_ns=0)
+    m.record_step([output("a", (7,), 0), output("b", (7,), 0)], stats(0))
+    m.record_step([], stats(1, num_preempted=2))         # both preempted: nothing counted yet
+    m.record_step([], stats(2, num_preempted=1))         # b again
+    assert get(m, "vllm:num_preemptions_total") == 0
+    m.record_step([output("a", (8,), 1)], stats(3))      # a's next token carries its preemption
+    assert get(m, "vllm:num_preemptions_total") == 1
+    m.on_abort("b", 50)                                  # b never produced again: its 2 are never counted
+    m.record_step([output("a", (9,), 1, finished=True, reason="length", n_out=3)], stats(4))
+    assert get(m, "vllm:num_preemptions_total") == 1
+    assert get(m, "vllm:request_success_total", finished_reason="abort") == 0
+    assert get(m, "vllm:request_success_total", finished_reason="length") == 1
+    assert get(m, "vllm:e2e_request_latency_seconds_count") == 1 == get(m, "vllm:request_num_preemptions_count")
+    assert get(m, "vllm:kv_cache_usage_perc") == 0.75    # 3 used / (5 blocks - the null block)
+
+
+def test_a_stop_string_finish_records_the_finish_metrics():
+    m = EngineMetrics("m", max_model_len=64, cache_info={})
+    m.on_add("a", max_tokens=8, num_prompt_tokens=4, arrival_ns=0)
+    m.record_step([output("a", (7,), 0)], stats(0))
+    m.on_abort("a", 30, reason="stop")
+    assert get(m, "vllm:request_success_total", finished_reason="stop") == 1
+    assert get(m, "vllm:request_prefill_kv_computed_tokens_sum") == 4
+
+
+def test_cache_config_info_has_every_vllm_cache_config_field():
+    golden = json.loads((Path(__file__).parents[1] / "fixtures" / "vllm_metrics" / "golden_0_33_0.json").read_text())
+    fields = next(e["labels"] for e in golden["always"] if e["name"] == "vllm:cache_config_info")
+    m = EngineMetrics("m", max_model_len=64, cache_info={"block_size": 16, "enable_prefix_caching": False})
+    [sample] = [s for f in m.registry.collect() if f.name == "vllm:cache_config_info" for s in f.samples]
+    assert sorted(sample.labels) == fields
+    assert (sample.labels["block_size"], sample.labels["enable_prefix_caching"]) == ("16", "False")
+    assert (sample.labels["gpu_memory_utilization"], sample.labels["kv_offloading_size"]) == ("0.92", "None")

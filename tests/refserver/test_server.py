@@ -151,7 +151,8 @@ def test_client_disconnect_aborts_and_frees_blocks(server, client):
     wait_for(lambda: sample(client.get("/metrics").text, "vllm:kv_cache_usage_perc") == 0.0,
              what="vllm:kv_cache_usage_perc to return to 0")
     text = client.get("/metrics").text
-    assert sample(text, "vllm:request_success_total", finished_reason="abort") >= 1
+    # a client abort records no finish-time metric, as vLLM's OutputProcessor.abort_requests
+    assert sample(text, "vllm:request_success_total", finished_reason="abort") == 0
 
 
 def test_api_key_required_on_v1_only():
