@@ -6,7 +6,7 @@ The rule, written once (docs/accuracy.md, "Scenario matrix"), never reading a de
   than the ITL SLO that contains a step computing >= 512 prompt tokens; or the run ends inside such a gap
   (from the last decode step's end to the run's end, longer than the SLO, a step of >= 512 prompt tokens
   started in it while other running requests waited to decode).
-- `kv_pressure`: a step that preempted, or left KV usage (kv_blocks_used / num_gpu_blocks) >= 0.95;
+- `kv_pressure`: a step that preempted, or left KV usage (kv_blocks_used / (num_gpu_blocks - 1), vLLM's denominator) >= 0.95;
   each such step's episode runs from the previous step's end to its own end.
 - Episodes are those intervals (ns), merged where they touch or overlap.
 
@@ -83,7 +83,7 @@ def kv_episodes(steps: pd.DataFrame, *, run_end_ns: int | None = None,
     st = steps.sort_values("start_ns", kind="stable").reset_index(drop=True)
     if run_end_ns is not None:
         st = st[st["start_ns"].to_numpy(dtype=np.int64) < int(run_end_ns)].reset_index(drop=True)
-    pool = _col(st, "num_gpu_blocks", np.nan) if "num_gpu_blocks" in st else _col(st, "kv_blocks_total", np.nan)
+    pool = _col(st, "num_gpu_blocks", np.nan) - 1      # block 0 is the null block, as in vLLM's BlockPool
     with np.errstate(invalid="ignore", divide="ignore"):
         usage = _col(st, "kv_blocks_used") / pool
     hot = (_col(st, "num_preempted") > 0) | (usage >= usage_high)
