@@ -44,7 +44,7 @@ def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | 
         loaded = loader.load(src, lo, hi, selector=selector if kind == "prometheus" else None,
                              step=resolution if kind == "prometheus" else None)
         prefix = f"{Path(str(src).rstrip('/')).name}/" if len(given) > 1 else ""
-        whatif = whatif_inputs(src) if kind == "run" and not steps_path else None
+        whatif = whatif_inputs(src) if kind == "run" and Path(src).is_dir() and not steps_path else None
         arms = {a.name: a for a in RunDir.open(src).arms} if kind == "run" and Path(src).is_dir() else {}
         for target, fr in loaded.items():
             name = prefix + target

@@ -158,3 +158,16 @@ def test_gpu_data_gives_memory_bound_decode_and_the_roofline(tmp_path, capsys):
     assert "Roofline: H100-SXM" in html.read_text()
     assert main(["analyze", str(arm), "--format", "json", "--fail-on", "info"]) == 1
     capsys.readouterr()
+
+
+def test_a_scrapes_file_or_a_store_says_nothing_about_the_what_if(run_dir, tmp_path, capsys, caplog):
+    """Nothing was asked of the what-if, so neither a scrapes.jsonl nor a store warns that it has no run directory."""
+    jsonl = run_dir / "kv" / "auto" / "scrapes.jsonl"
+    db = tmp_path / "w.db"
+    assert main(["collect", "--db", str(db), "--import", str(jsonl), "--quiet"]) == 0
+    capsys.readouterr()
+    for argv in ([str(jsonl)], ["--db", str(db)]):
+        caplog.clear()
+        assert main(["analyze", *argv, "--format", "json"]) in (0, 1)   # 1: the critical kv_pressure finding
+        assert "kv_pressure" in capsys.readouterr().out
+        assert [r.getMessage() for r in caplog.records if "what-if" in r.getMessage()] == []
