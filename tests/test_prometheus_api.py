@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -11,6 +13,7 @@ from conftest import FIXTURES
 from misbehaving_server import MetricsServer
 from promserver import PrometheusServer
 from stallscope.collectors import dcgm, loader, prometheus_api, scrape_loop, store
+from stallscope.cli import main
 from stallscope.core.errors import CollectorError
 
 DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line
@@ -105,7 +108,7 @@ def test_long_windows_are_split_under_the_point_limit():
     class Fake(prometheus_api.Client):
         def _get(self, path, params):
             calls.append((float(params["start"]), float(params["end"])))
-            return {"result": [{"metric": {"__name__": "up", "job": "j"},
+            return {"resultType": "matrix", "result": [{"metric": {"__name__": "up", "job": "j"},
                                 "values": [[float(params["start"]), "1"]]}]}
 
     out = Fake("http://x").query_range("up", 0, 25_000, 1)
@@ -131,3 +134,62 @@ def test_dcgm_through_prometheus_agrees_with_the_scraped_text_on_counters(monkey
     rows = sorted(zip(via_prom.metric, via_prom.value))
     assert rows == sorted(zip(via_text.metric, via_text.value))
     assert rows == [("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 4.0), ("energy_j", 2147483.64)]
+
+
+class FakePrometheus:
+    """A loopback HTTP server answering every /api/v1/* GET with `answer(path)` -> (status, body bytes)."""
+
+    def __init__(self, answer):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                code, body = answer(self.path)
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> "FakePrometheus":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def matrix(*series) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": list(series)}}).encode()
+
+
+@pytest.mark.parametrize("code,body,needle", [
+    (200, b"[1,2,3]", "answered JSON [1, 2, 3] instead of an object"),
+    (200, b"null", "answered JSON null instead of an object"),
+    (200, b'{"status":"success","data":{}}', "answered resultType None with no `result` list"),
+    (200, b'{"status":"success"}', "answered no `data` object"),
+    (200, matrix({"values": [[1, "1"]]}), "answered series 0 without a `metric` object of string labels"),
+    (200, matrix({"metric": {"job": "j"}, "values": []}), "answered series 0 without `__name__`"),
+    (200, matrix({"metric": {"__name__": "vllm:x"}, "values": [[1, "abc"]]}),
+     "answered a sample of vllm:x that is not [time, number]: [1, 'abc']"),
+    (200, matrix({"metric": {"__name__": "vllm:x"}, "values": [[1e308, "1"]]}),
+     "answered a sample of vllm:x at time 1e+308, not a unix time in seconds"),
+    (200, matrix({"metric": {"__name__": "vllm:x"}, "values": "1"}), "answered series vllm:x without a `values` list"),
+    (200, matrix({"metric": {"__name__": "vllm:x_bucket", "le": "many"}, "values": [[1, "1"]]}),
+     "answered series vllm:x_bucket with a bucket bound le='many', not a number"),
+    (200, b'{"status":"error","errorType":"bad_data","error":"parse error"}', "rejected query_range: bad_data: parse error"),
+    (400, b'{"status":"error","errorType":"bad_data","error":"x"}', "rejected query_range: bad_data: x"),
+])
+def test_a_wrong_shaped_answer_is_one_line_naming_the_url_and_exit_2(capsys, code, body, needle):
+    with FakePrometheus(lambda path: (code, body)) as prom:
+        assert main(["analyze", "--prometheus", prom.url]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stallscope: error: ") and needle in lines[0], lines
+    assert prom.url in lines[0]
