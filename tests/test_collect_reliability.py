@@ -3,13 +3,19 @@ refuses every write, a target slower than the interval (kill -9 mid-write: tests
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 import re
 import sqlite3
 import subprocess
 import threading
 import time
 
+import numpy as np
+
 from misbehaving_server import MetricsServer
+from stallscope.cli import main
 from stallscope.collectors import loader, store
 from test_collect_cli import CLI, TEXT, count_scrapes, start
 
@@ -67,3 +73,44 @@ def test_a_store_that_refuses_every_write_exits_2_with_one_named_line_per_failur
     failures = [ln for ln in lines[1:-1]]
     assert failures and all(ln.startswith(f"cannot write scrape of vllm to {db}: ") for ln in failures), lines
     assert "Traceback" not in r.stderr
+
+
+def scrapes_jsonl(path, overrides: dict[int, dict[str, str]], n=20):
+    """A scrapes.jsonl of `n` scrapes of TEXT; scrape i sets every series of each family in overrides[i]."""
+    lines = []
+    for i in range(n):
+        text = TEXT
+        for family, value in overrides.get(i, {}).items():
+            text = "\n".join(ln.rsplit(" ", 1)[0] + " " + value if ln.startswith(family + "{") else ln
+                             for ln in text.splitlines()) + "\n"
+        lines.append(json.dumps({"ts": 1_700_000_000 + i, "target": "vllm", "text": text}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_non_finite_gauges_are_missing_for_the_analyzers_with_one_warning_per_series(tmp_path, caplog, capsys):
+    src = scrapes_jsonl(tmp_path / "s.jsonl", {5: {"vllm:num_requests_running": "+Inf"},
+                                              6: {"vllm:num_requests_running": "NaN", "vllm:kv_cache_usage_perc": "-Inf"},
+                                              7: {"vllm:kv_cache_usage_perc": "+Inf"}})
+    db = tmp_path / "s.db"
+    assert main(["collect", "--import", str(src), "--db", str(db)]) == 0
+    con = store.connect_ro(db)
+    raw = store.read(con)["vllm"]["samples"]  # the store keeps what was scraped, as Prometheus does
+    con.close()
+    running = raw[raw.metric == "vllm:num_requests_running"].value.tolist()
+    assert running[5] == math.inf and math.isnan(running[6]) and len(running) == 20
+    for source in (src, db):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            assert main(["analyze", str(source), "--format", "json"]) in (0, 1)
+        report = json.loads(capsys.readouterr().out)
+        assert report["findings"] is not None
+        warned = [r.getMessage() for r in caplog.records if "non-finite" in r.getMessage()]
+        assert warned == [
+            'target vllm: vllm:num_requests_running{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} '
+            "has 2 non-finite values (+Inf, NaN); treated as missing",
+            'target vllm: vllm:kv_cache_usage_perc{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} '
+            "has 2 non-finite values (+Inf, -Inf); treated as missing"]
+    frames = loader.load(db)
+    s = frames["vllm"]["samples"]
+    assert np.isfinite(s.value).all() and len(s[s.metric == "vllm:num_requests_running"]) == 18
