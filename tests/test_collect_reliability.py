@@ -114,3 +114,25 @@ def test_non_finite_gauges_are_missing_for_the_analyzers_with_one_warning_per_se
     frames = loader.load(db)
     s = frames["vllm"]["samples"]
     assert np.isfinite(s.value).all() and len(s[s.metric == "vllm:num_requests_running"]) == 18
+
+
+def test_a_target_slower_than_the_interval_warns_once_and_the_run_ends_by_the_duration(tmp_path):
+    """Each scrape takes 2 s at a 0.5 s interval for --duration 3: the second scrape would end at
+    4.5 s, so it is not started; the run ends at ~2 s, not past the duration (before: 4.6 s, 2 scrapes)."""
+    db = tmp_path / "slow.db"
+    first: list[float] = []
+
+    def script(n):
+        first.append(time.monotonic())
+        return ("slow", 2.0, TEXT)
+
+    with MetricsServer(script) as srv:
+        r = subprocess.run([*CLI, "--target", f"vllm={srv.url}", "--interval", "0.5s", "--timeout", "5s",
+                            "--db", str(db), "--duration", "3"], capture_output=True, text=True, timeout=60)
+        ended = time.monotonic()
+        requests = srv.requests
+    assert r.returncode == 0, r.stderr
+    assert requests == 1 and stored(r.stderr) == (1, 0)
+    assert ended - first[0] < 3.0, ended - first[0]
+    slow = [ln for ln in r.stderr.splitlines() if "longer than the 0.5 s interval" in ln]
+    assert len(slow) == 1 and slow[0].startswith("target vllm: a scrape took 2.0 s"), r.stderr
