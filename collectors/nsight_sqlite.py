@@ -35,6 +35,7 @@ META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # renamed in nsys 2023.4
 log = logging.getLogger(__name__)
 PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid
 CHUNK_ROWS = 250_000
+MAX_NS = 2 ** 60  # a time past this is not on a trace clock (and end - start could overflow int64)
 
 SQL_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 SQL_COUNT = "SELECT count(*) FROM {table}"  # table names come from sqlite_master, never from input
@@ -218,10 +219,9 @@ def read_kernels(conn, strings: dict, *, with_launches: bool, progress: Progress
     sql, params = (SQL_KERNELS_WITH_LAUNCH, (_signed(PID_MASK),)) if with_launches else (SQL_KERNELS, ())
     arr = _int_matrix(conn, sql.format(ids=KERNEL_IDS), params, 5 + len(ID_COLUMNS), table=KERNEL, total=total, progress=progress)
     cols = _columns(arr)
-    reversed_ = cols["end_ns"] < cols["start_ns"]
-    if reversed_.any():
-        cols = {k: v[~reversed_] for k, v in cols.items()}
-        _warn_reversed(int(reversed_.sum()), KERNEL)
+    keep = _plausible(cols["start_ns"], cols["end_ns"], KERNEL)
+    if not keep.all():
+        cols = {k: v[keep] for k, v in cols.items()}
     order = None if np.all(cols["start_ns"][1:] >= cols["start_ns"][:-1]) else np.argsort(cols["start_ns"], kind="stable")
     if order is not None:
         cols = {k: v[order] for k, v in cols.items()}
@@ -251,7 +251,7 @@ def _memops(conn, tables) -> pd.DataFrame:
     frames = []
     for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
         if table in tables:
-            df = _drop_reversed(_int_columns(_rows(conn, SQL_MEMOPS.format(table=table)), cols, table), table)
+            df = _drop_implausible(_int_columns(_rows(conn, SQL_MEMOPS.format(table=table)), cols, table), table)
             df["kind"] = kind
             frames.append(df)
     df = pd.concat(frames, ignore_index=True) if frames else _int_columns([], cols).assign(kind=pd.Series(dtype=object))
@@ -260,17 +260,22 @@ def _memops(conn, tables) -> pd.DataFrame:
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def _warn_reversed(n: int, table: str) -> None:
-    log.warning("%s: dropped %d row%s that end before they start (a negative duration is no GPU time)",
-                table, n, "s" * (n != 1))
+def _plausible(start: np.ndarray, end: np.ndarray, table: str) -> np.ndarray:
+    """Rows to keep: a row that ends before it starts (nsys's reports would take the negative end - start
+    as GPU time) or lies outside 0..2^60 ns (36 years of trace clock) is dropped, with one warning each."""
+    reversed_ = end < start
+    outside = ~reversed_ & ((start < 0) | (end >= MAX_NS))
+    for mask, what in ((reversed_, "that end before they start (a negative duration is no GPU time)"),
+                       (outside, "with a time outside 0..2^60 ns (not a trace clock)")):
+        n = int(mask.sum())
+        if n:
+            log.warning("%s: dropped %d row%s %s", table, n, "s" * (n != 1), what)
+    return ~(reversed_ | outside)
 
 
-def _drop_reversed(df: pd.DataFrame, table: str) -> pd.DataFrame:
-    bad = df["end_ns"] < df["start_ns"]
-    if bad.any():
-        _warn_reversed(int(bad.sum()), table)
-        df = df[~bad].reset_index(drop=True)
-    return df
+def _drop_implausible(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    keep = _plausible(df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), table)
+    return df if keep.all() else df[keep].reset_index(drop=True)
 
 
 def _nvtx(conn) -> pd.DataFrame:
