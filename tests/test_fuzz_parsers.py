@@ -15,7 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
@@ -57,12 +57,17 @@ def override(text: str, changes: dict[str, str]) -> str:
                      for ln in text.splitlines()) + "\n"
 
 
+# the gauges the detectors do arithmetic on, drawn more often than the rest
+HOT = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+       "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_PROF_SM_ACTIVE"]
+
+
 @st.composite
 def scrape_texts(draw, base: str, names: list[str]) -> list[str]:
     """6 to 10 scrapes of `base`, each with some families set to nasty values, some with extra lines."""
-    texts = []
+    texts, family = [], st.sampled_from([n for n in HOT if n in names]) | st.sampled_from(names)
     for _ in range(draw(st.integers(6, 10))):
-        text = override(base, draw(st.dictionaries(st.sampled_from(names), VALUE, max_size=6)))
+        text = override(base, draw(st.dictionaries(family, VALUE, max_size=6)))
         extra = draw(st.lists(st.sampled_from(["repeat", "long", "garbage", "empty"]), max_size=2))
         if "repeat" in extra:  # a family emitted twice
             name = draw(st.sampled_from(names))
@@ -90,6 +95,8 @@ def jsonl(root: Path, target: str, texts: list[str], also: dict[str, str] | None
 
 @FUZZ
 @given(scrape_texts(VLLM, FAMILIES))
+@example([VLLM] * 5 + [override(VLLM, {"vllm:num_requests_running": "+Inf"})] + [VLLM] * 4)  # exit 3 before
+@example([override(VLLM, {"vllm:kv_cache_usage_perc": "NaN", "vllm:num_requests_waiting": "1e308"})] * 8)
 def test_vllm_exposition_never_makes_analyze_exit_3(texts):
     with tempfile.TemporaryDirectory() as d:
         path = jsonl(Path(d), "vllm", texts)
@@ -150,6 +157,10 @@ STRINGS = st.fixed_dictionaries({1: st.sampled_from(["gemm_kernel", "flash_fwd_k
 
 @FUZZ
 @given(st.lists(KERNEL, max_size=30), STRINGS, st.booleans())
+@example([(0, 2**62, 0, 1, 1, 1, 1, 1, 7 << 24), (10, 20, 0, 1, 1, 2, 2, 1, 7 << 24)],  # endless recursion before
+         {1: "gemm_kernel", 2: "nccl", 3: "attn"}, False)
+@example([(500, 100, 0, 1, 1, 1, 1, 1, 7 << 24), (10, None, 0, 1, 1, None, None, 1, 7 << 24)],
+         {1: None, 2: "x" * 100_000, 3: None}, False)
 def test_nsight_kernel_rows_never_make_analyze_exit_3(kernels, strings, sane):
     if sane:  # mostly well-formed rows, so the analyzers past the reader run too
         kernels = [(s, e, d if d is not None else 0, c, st_, n if n in (1, 2, 3) else 1, m, g, 7 << 24)
