@@ -4,9 +4,8 @@
 all call `recommend_budget(inputs, itl_slo_s)`, so one run directory and one SLO give one budget.
 1. `WhatifInputs` is everything the simulation holds fixed: the step-cost model, the workload, the
    server shape, the request overhead and the budgets the run itself used. A run directory resolves
-   them through `stallscope.cli.whatif_inputs.run_inputs` (every arm's steps, the loadgen
-   result, `server.json`, the measured intake delays); frames alone (a store plus a step trace)
-   through `inputs_from_frames`.
+   them through `inputs_from_run` (every arm's steps, the loadgen result, `server.json`, the
+   measured intake delays); frames alone (a store plus a step trace) through `inputs_from_frames`.
 2. `candidate_budgets` is the list simulated when none is given: 256, 512, 1,024, 2,048, 4,096 and
    the run's own chunked budget, none below the block size (the engine rejects those).
 3. `stallscope.analyzers.whatif.predict` simulates each candidate and `whatif.recommend` applies the
@@ -16,15 +15,20 @@ all call `recommend_budget(inputs, itl_slo_s)`, so one run directory and one SLO
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.step_cost import StepCostModel
-from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend
-from stallscope.analyzers.workload import Workload
+from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost
+from stallscope.analyzers.whatif import DEFAULT_HEADROOM, predict, recommend
+from stallscope.analyzers.workload import (Workload, intake_delays, workload_from_loadgen, workload_from_samples,
+                                           workload_from_step_counts, workload_from_steps, workload_with)
+from stallscope.collectors.run_dir import Arm, RunDir
 from stallscope.core.errors import InputError
+from stallscope.engine.config import SchedulerConfig
+from stallscope.refserver.config import EngineConfig
 
 DEFAULT_BUDGETS = (256, 512, 1024, 2048, 4096)
 
@@ -35,7 +39,7 @@ class WhatifInputs:
 
     cost: StepCostModel
     workload: Workload
-    shape: ServerShape = ServerShape()
+    shape: SchedulerConfig = SchedulerConfig()
     request_overhead_s: object = 0.0       # seconds, or an array of measured delays drawn per request
     run_budgets: tuple = ()                # the chunked --max-num-batched-tokens the run's arms used
     source: str = "the step trace"         # what the inputs came from, for explanations
@@ -69,10 +73,6 @@ def inputs_from_frames(steps: pd.DataFrame, samples: pd.DataFrame | None = None,
     counts, else the samples' length histograms and request rate, else the steps' per-step counts (a
     coarse steady-decoders model); at most `max_duration_s` simulated. InputError when nothing fits.
     """
-    from stallscope.analyzers.step_cost import fit_step_cost
-    from stallscope.analyzers.workload import (workload_from_samples, workload_from_step_counts,
-                                               workload_from_steps, workload_with)
-
     if steps is None or len(steps) == 0:
         raise InputError("no recorded engine steps to fit the step cost on")
     cost = fit_step_cost(steps, source=source)
@@ -89,10 +89,92 @@ def inputs_from_frames(steps: pd.DataFrame, samples: pd.DataFrame | None = None,
     w = workload_with(w, duration_s=min(w.duration_s, max_duration_s))
     longest = max(2048, int(max(w.prompt_tokens.hi)) + int(max(w.output_tokens.hi)) + 1,
                   w.long_prompt_tokens + w.long_output_tokens + 1)
-    blocks = steps["kv_blocks_total"].max() if "kv_blocks_total" in steps else float("nan")
-    shape = ServerShape(max_model_len=longest,
-                        num_kv_blocks=int(blocks) if np.isfinite(blocks) and blocks > 0 else ServerShape.num_kv_blocks)
-    return WhatifInputs(cost, w, shape, source=source)
+    return WhatifInputs(cost, w, SchedulerConfig(max_model_len=longest, **_steps_pool(steps)), source=source)
+
+
+def inputs_from_run(run: RunDir | str | Path, *, cost: StepCostModel | None = None,
+                    workload_changes: dict | None = None, shape_changes: dict | None = None,
+                    request_overhead_s=None) -> WhatifInputs:
+    """What `stallscope whatif --from RUN_DIR` simulates (analyze and the dashboard simulate the same):
+    the cost fitted on every arm's steps unless `cost` is given; the first loadgen result's workload,
+    else the first arm's metrics, with `workload_changes` (flag values; None ignored); the shape of the
+    first server.json, else the pool size the steps show, with `shape_changes`; the intake delays
+    measured in the arm that gives the workload unless `request_overhead_s`; the run's chunked budgets.
+    """
+    run = run if isinstance(run, RunDir) else RunDir.open(run)
+    cost = cost or run_cost(run)
+    if cost is None:
+        raise InputError(f"{run.path}: no arm has a steps.jsonl to fit the step cost on")
+    workload, workload_arm = _run_workload(run)
+    if any(v is not None for v in (workload_changes or {}).values()):  # the long/short split follows new lengths
+        workload = workload_with(workload, **workload_changes, long_threshold_tokens=0,
+                                 source=workload.source + " + flags")
+    configs = [c for c in (arm_engine_config(a) for a in run.arms) if c is not None]
+    shape = configs[0].scheduler_config if configs else SchedulerConfig(**_steps_pool(run.steps()))
+    shape = replace(shape, **{k: int(v) for k, v in (shape_changes or {}).items() if v is not None})
+    if request_overhead_s is None:   # other arms may have queued far longer in WAITING, which the simulation adds
+        delays = intake_delays(workload_arm.steps(), workload_arm.loadgen()) if workload_arm else ()
+        request_overhead_s = delays if len(delays) else 0.0
+    budgets = tuple(sorted({c.max_num_batched_tokens for c in configs if c.enable_chunked_prefill}))
+    return WhatifInputs(cost, workload, shape, request_overhead_s, run_budgets=budgets, source=f"the run {run.path}")
+
+
+def run_cost(run: RunDir) -> StepCostModel | None:
+    """The step cost fitted on every arm's steps in one fit (request ids kept apart per arm, busy gaps
+    never spanning two arms); None when no arm has steps."""
+    steps = run.steps(prefix_ids=True)
+    return None if steps is None else fit_step_cost(steps.rename(columns={"target": "trace"}),
+                                                    source=f"{run.path} (steps.jsonl of every arm)")
+
+
+def _run_workload(run: RunDir) -> tuple[Workload, Arm | None]:
+    """The first arm's loadgen result as the workload (and that arm), else the first arm's metrics."""
+    for arm in run.arms:
+        data = arm.loadgen()
+        if data is not None:
+            return workload_from_loadgen(data, str(arm.path / "loadgen.json")), arm
+    from stallscope.collectors.loader import load
+
+    return one_target_workload(load(run.arms[0].path), str(run.arms[0].path)), None
+
+
+def one_target_workload(frames: dict, source: str) -> Workload:
+    """The workload of the one target with vLLM samples; InputError when none or several have some."""
+    with_samples = {t: f["samples"] for t, f in frames.items() if len(f.get("samples", ())) > 0}
+    if not with_samples:
+        raise InputError(f"{source}: no vLLM samples in the selected range")
+    if len(with_samples) > 1:
+        raise InputError(f"{source}: several targets ({', '.join(sorted(with_samples))}); "
+                         "pick one with --target (or --from DIR/<arm>)")
+    (target, samples), = with_samples.items()
+    return workload_from_samples(samples, source=f"{source} (target {target})")
+
+
+def _steps_pool(steps: pd.DataFrame | None) -> dict:
+    """The pool size the steps show, as SchedulerConfig's `num_gpu_blocks`; {} when they show none."""
+    blocks = steps["num_gpu_blocks"].max() if steps is not None and "num_gpu_blocks" in steps else float("nan")
+    return {"num_gpu_blocks": int(blocks)} if np.isfinite(blocks) and blocks > 0 else {}
+
+
+def arm_engine_config(arm: Arm) -> EngineConfig | None:
+    """The EngineConfig an arm's server ran with: server.json's `engine` (what `repro` records); None without
+    server.json. Run directories recorded before `engine` was written hold only the argv: its engine flags
+    are read instead (`EngineConfig.from_flags`)."""
+    data, path = arm.server_config(), arm.path / "server.json"
+    if data is None:
+        return None
+    if isinstance(data.get("engine"), dict):
+        try:
+            return EngineConfig(**data["engine"])
+        except TypeError as exc:
+            raise InputError(f"{path}: `engine` is not an engine configuration ({exc})") from None
+    argv = data.get("argv")
+    if not isinstance(argv, list) or "refserver" not in argv:
+        raise InputError(f"{path}: expected {{\"engine\": {{...}}}} or {{\"argv\": [..., \"refserver\", flags...]}}")
+    try:
+        return EngineConfig.from_flags(argv[argv.index("refserver") + 1:])
+    except ValueError:
+        raise InputError(f"{path}: the server's flags do not parse") from None
 
 
 def recommend_budget(inputs: WhatifInputs, itl_slo_s: float, *, budgets=None, include_unchunked: bool = False,

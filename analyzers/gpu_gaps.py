@@ -61,13 +61,3 @@ def find_gaps(ops: pd.DataFrame, *, threshold_ns: int = DEFAULT_THRESHOLD_NS,
     out = pd.DataFrame(found, columns=COLUMNS).astype("int64")
     return out.sort_values(["duration_ns", "start_ns"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
-
-def busy_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of [start, end) intervals, ns."""
-    if len(starts) == 0:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    new_run = np.r_[True, s[1:] > e[:-1]]  # a run starts where the start lies after every earlier end
-    run_end = np.maximum.reduceat(e, np.nonzero(new_run)[0])
-    return int((run_end - s[new_run]).sum())

@@ -2,8 +2,10 @@
 
 Method, per target, on the signals grid (stallscope.analyzers.signals):
 
-1. A window is under pressure when `kv_cache_usage_perc` >= `kv_usage_high` and requests wait
-   (`num_requests_waiting` >= `waiting_high`) or preemptions rose (`rate(num_preemptions_total)` > 0).
+1. A window is under pressure when `kv_cache_usage_perc` >= `kv_usage_high` and requests wait for
+   capacity (`num_requests_waiting_by_reason{reason="capacity"}` >= `waiting_high`; before vLLM 0.20
+   `num_requests_waiting`, which also counts requests deferred for a LoRA slot or an async KV load) or
+   preemptions rose (`rate(num_preemptions_total)` > 0).
    The gauge counts *blocks* pinned by running requests (prefix-cached free blocks excluded), not tokens:
    a request holds ceil(tokens / block_size) blocks, so usage can read 1.0 with part-empty last blocks.
    Preemptions at or above `preemptions_rate_high` per second count on their own: V1 preempts (by
@@ -21,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.findings import Finding, kv_recommendation, to_frame
+from stallscope.analyzers.advice import kv_recommendation
+from stallscope.analyzers.finding import Finding
 from stallscope.analyzers.signals import episodes
 from stallscope.core.config import load_thresholds
 
@@ -49,7 +52,7 @@ def capacity_tokens(info: dict) -> float | None:
 
 
 def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd.DataFrame | None = None,
-           min_windows: int = 2) -> pd.DataFrame:
+           min_windows: int = 2) -> list[Finding]:
     """Findings of kind `kv_pressure`.
 
     >>> # detect(signals.compute(samples), samples=samples)
@@ -77,6 +80,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
             cap = capacity_tokens(info)
             evidence = {"kv_usage_max": peak_usage, "kv_usage_high": high,
                         "waiting_max": float(np.nanmax(part["waiting"].fillna(0))),
+                        "waiting_total_max": float(np.nanmax(part["waiting_total"].fillna(0))),
                         "preemptions_per_s_max": peak_preempt, "running_max": peak_running,
                         "ttft_p99_s_max": float(np.nanmax(part["ttft_p99"])) if part["ttft_p99"].notna().any()
                         else float("nan"), "windows": int(len(part))}
@@ -95,4 +99,4 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
             severity = "critical" if peak_preempt >= float(th["preemptions_rate_high"]) else "warning"
             out.append(Finding("kv_pressure", severity, int(ts[i]), int(ts[j]), target, evidence,
                                explanation, recommendation))
-    return to_frame(out)
+    return out

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
-from stallscope.analyzers.findings import Finding, to_frame
+from stallscope.analyzers.finding import Finding
 from stallscope.analyzers.signals import episodes
 from stallscope.core.config import load_thresholds
 
@@ -32,14 +32,14 @@ def _gpu_series(gpu: pd.DataFrame, metric: str, eval_ts: np.ndarray) -> dict:
 
 
 def detect(gpu: pd.DataFrame | None, *, signals: pd.DataFrame | None = None, thresholds: dict | None = None,
-           min_windows: int = 2) -> pd.DataFrame:
+           min_windows: int = 2) -> list[Finding]:
     """Findings of kind `memory_bound_decode` (severity info).
 
     >>> # detect(gpu_frame, signals=signals.compute(samples))
     """
     th = thresholds or load_thresholds()
     if gpu is None or not len(gpu):
-        return to_frame([])
+        return []
     if signals is not None and len(signals):
         eval_ts = np.unique(signals["ts"].to_numpy(dtype=np.int64))
         window = int(signals.attrs.get("window_ns", 0))
@@ -77,4 +77,4 @@ def detect(gpu: pd.DataFrame | None, *, signals: pd.DataFrame | None = None, thr
                               "arithmetic intensity per batch size and the weight-read floor per step.")
             out.append(Finding("memory_bound_decode", "info", int(eval_ts[i] - window), int(eval_ts[j]),
                                f"{host}/gpu{idx}", evidence, explanation, recommendation))
-    return to_frame(out)
+    return out

@@ -1,17 +1,15 @@
 """One Nsight Systems export -> the report the CLI prints: kernel summary, GPU gaps, steps, findings.
 
 `build_report(trace)` is a pure function of the collector's NsysTrace (JSON-ready dict with the
-top-level keys `kernel_summary`, `gpu_gaps`, `steps`, `findings`, plus `source`, `kernel_roles`,
-`gpu_metrics`); `render_text(report)` lays it out as plain-text tables. No plotting here.
+top-level keys `kernel_summary`, `gpu_gaps`, `steps`, `findings` (stallscope.analyzers.finding.Finding),
+plus `source`, `kernel_roles`, `gpu_metrics`); `stallscope.render.text.nsys_text` lays it out as tables.
 
     >>> report = build_report(read_export("sample_traces/starvation.sqlite"))   # doctest: +SKIP
-    >>> [f["kind"] for f in report["findings"]]                                 # doctest: +SKIP
+    >>> [f.kind for f in report["findings"]]                                 # doctest: +SKIP
     ['decode_starvation']
 """
 
 from __future__ import annotations
-
-import io
 
 import numpy as np
 import pandas as pd
@@ -75,18 +73,17 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 def build_report(trace, *, gap_threshold_ns: int = DEFAULT_THRESHOLD_NS, stall_factor: float = 3.0,
                  roles_table: dict | None = None, itl_slo_ns: int = 200_000_000) -> dict:
-    """JSON-ready report for one export; TraceError when it has no kernel table."""
+    """The report of one export (findings as `list[Finding]`, the rest JSON-ready); TraceError when it has
+    no kernel table."""
     if KERNEL not in trace.tables:
         raise TraceError(no_kernels_message(trace))
     kernels = classify(trace.kernels, roles_table)
     steps, info = reconstruct_steps(kernels, trace.nvtx, trace.graph_launches)
     ops = pd.concat([kernels, graph_ops(trace.graph_launches)], ignore_index=True) if len(trace.graph_launches) else kernels
-    findings = pd.concat([
-        find_decode_starvation(steps, ops, k=stall_factor, itl_slo_ns=itl_slo_ns,
-                               session_start_ns=trace.session_start_ns),
-        cuda_graph_findings(trace.graph_launches, kernels, mode=trace.graph_trace_mode,
-                            graph_launch_calls=trace.runtime_names.get("cudaGraphLaunch", 0)),
-    ], ignore_index=True)
+    findings = find_decode_starvation(steps, ops, k=stall_factor, itl_slo_ns=itl_slo_ns,
+                                      session_start_ns=trace.session_start_ns) + cuda_graph_findings(
+        trace.graph_launches, kernels, mode=trace.graph_trace_mode,
+        graph_launch_calls=trace.runtime_names.get("cudaGraphLaunch", 0))
     gaps = find_gaps(ops_frame(ops, trace.memops), threshold_ns=gap_threshold_ns, overhead=trace.overhead)
     by_role = kernels.groupby("role", observed=True)["dur_ns"].agg(["sum", "size"])
     total = float(by_role["sum"].sum()) or 1.0
@@ -108,74 +105,5 @@ def build_report(trace, *, gap_threshold_ns: int = DEFAULT_THRESHOLD_NS, stall_f
                      "total_ns": int(gaps["duration_ns"].sum()), "gaps": _records(gaps)},
         "steps": _steps_section(steps, info),
         "gpu_metrics": _records(metrics),
-        "findings": [{k: f[k] for k in ("kind", "severity", "start_ns", "end_ns", "evidence", "explanation",
-                                        "recommendation")} for f in _records(findings)],
+        "findings": findings,
     }
-
-
-def _clip(name: str, n: int = 90) -> str:
-    return name if len(name) <= n else name[: n - 3] + "..."  # like nsys's table output; JSON keeps full names
-
-
-def _ms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f}"
-
-
-def _table(title: str, header: list[str], rows: list[list], console) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    t = Table(title=title, title_justify="left", show_lines=False)
-    for i, h in enumerate(header):
-        t.add_column(h, justify="left" if i == len(header) - 1 or h in ("role", "kind", "severity") else "right",
-                     overflow="fold")
-    for r in rows:
-        t.add_row(*[Text(str(c)) for c in r])  # Text: kernel names are never parsed as markup
-    console.print(t)
-
-
-def render_text(report: dict, *, top: int = 15, width: int = 160) -> str:
-    """Plain-text rendering of a build_report dict."""
-    from rich.console import Console
-    from rich.text import Text
-
-    buf = io.StringIO()
-    con = Console(file=buf, width=width, color_system=None, highlight=False, emoji=False)
-    src = report["source"]
-    con.print(Text(f"nsys export {src['path']} (nsys {src['nsys_version']}, schema {src['schema_version']}): "
-                   f"{src['kernels']} kernels, {src['memops']} memcpy/memset, {src['nvtx_ranges']} NVTX ranges, "
-                   f"{src['graph_launches']} CUDA graph launches"))
-    if src.get("synthetic"):
-        con.print(Text(f"note: synthetic trace ({src['synthetic']})"))
-    for note in src["tables_missing"]:
-        con.print(Text(f"missing: {note}"))
-    ks = report["kernel_summary"]
-    _table(f"Kernel summary (cuda_gpu_kern_sum; top {min(top, len(ks))} of {len(ks)})",
-           ["Time %", "Total (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Name"],
-           [[r["time_pct"], r["total_ns"], r["instances"], r["avg_ns"], r["med_ns"], r["min_ns"], r["max_ns"],
-             r["stddev_ns"], _clip(r["name"])] for r in ks[:top]], con)
-    _table("Kernel roles", ["Time %", "Total (ms)", "Instances", "role"],
-           [[r["time_pct"], _ms(r["total_ns"]), r["instances"], r["role"]] for r in report["kernel_roles"]], con)
-    g = report["gpu_gaps"]
-    _table(f"GPU gaps > {_ms(g['threshold_ns'])} ms: {g['count']} ({_ms(g['total_ns'])} ms idle)",
-           ["Duration (ns)", "Start (ns)", "PID", "Device", "Context"],
-           [[x["duration_ns"], x["start_ns"], x["pid"], x["device_id"], x["context_id"]] for x in g["gaps"][:top]], con)
-    st = report["steps"]
-    d, dd = st["duration"], st["decode_only_duration"]
-    con.print(Text(f"Steps: {st['count']} from {st['source']} (layers ~{st['layers_guess']}); "
-                   f"{st['prefill_steps']} with prefill, {st['decode_only_steps']} decode-only. Duration ms "
-                   f"p50 {_ms(d['p50_ns'])}, p90 {_ms(d['p90_ns'])}, p99 {_ms(d['p99_ns'])}, max {_ms(d['max_ns'])}; "
-                   f"decode-only p50 {_ms(dd['p50_ns'])}"))
-    if report["gpu_metrics"]:
-        _table("GPU metrics (mean)", ["Device", "Mean", "metric"],
-               [[m["device_id"], m["value"], m["metric"]] for m in report["gpu_metrics"]], con)
-    if not report["findings"]:
-        con.print(Text("Findings: none"))
-    for f in report["findings"]:
-        con.print(Text(f"[{f['severity']}] {f['kind']} at {f['start_ns']}..{f['end_ns']} ns: {f['explanation']}"))
-        tops = f["evidence"].get("top_kernels") or []
-        if tops:
-            con.print(Text("    top kernels: " + "; ".join(f"{t['name'][:60]} ({t['role']}) {_ms(t['total_ns'])} ms"
-                                                       for t in tops)))
-        con.print(Text(f"    recommendation: {f['recommendation']}"))
-    return buf.getvalue()

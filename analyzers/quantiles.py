@@ -383,24 +383,6 @@ def quantile_rows(q: float, labels: dict, les: np.ndarray, counts: np.ndarray, e
             "value": value, "bucket_lo": blo, "bucket_hi": bhi, "count_rate": total}
 
 
-def share_above(samples: pd.DataFrame, family: str, bound: float, eval_ts: np.ndarray, window_ns: int, *,
-                by=("target",), selector=None) -> pd.DataFrame:
-    """Rate of observations above the smallest bucket bound >= `bound` (observations/s) and the total rate."""
-    df = select(samples, family + "_bucket", selector)
-    if not len(df):
-        return _frame_for([], ["above_rate", "total_rate", "bound"])
-    les = np.unique(df["le"].to_numpy(dtype=float))
-    finite = les[les >= bound]
-    cut = float(finite[0]) if len(finite) else float(les[-1])
-    at = rate_range(df[df["le"] == cut], family + "_bucket", eval_ts, window_ns, by=by)
-    tot = rate_range(df[np.isposinf(df["le"].to_numpy(dtype=float))], family + "_bucket", eval_ts, window_ns, by=by)
-    merged = tot.merge(at[["ts", "group", "value"]], on=["ts", "group"], how="left", suffixes=("", "_at"))
-    merged["above_rate"] = (merged["value"] - merged["value_at"]).clip(lower=0)
-    merged["total_rate"] = merged["value"]
-    merged["bound"] = cut
-    return merged[["ts", "group", "labels", "above_rate", "total_rate", "bound"]]
-
-
 def format_seconds(x: float) -> str:
     if x is None or not math.isfinite(x):
         return "inf" if x == math.inf else "n/a"

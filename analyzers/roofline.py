@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -27,9 +27,7 @@ import pandas as pd
 import yaml
 
 from stallscope.core.errors import InputError
-
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "auto": 2, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1,
-               "fp8_e5m2": 1, "float32": 4, "fp32": 4}
+from stallscope.engine.config import DTYPE_BYTES, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -64,61 +62,6 @@ class GpuSpec:
         return self.peak_flops(dtype) / self.bandwidth
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    intermediate_size: int
-    vocab_size: int
-    head_dim: int | None = None
-    qkv_bias: bool = False
-    tie_word_embeddings: bool = False
-    weight_dtype: str = "bf16"
-    names: tuple = field(default=(), compare=False)
-
-    @property
-    def hd(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_heads
-
-    @property
-    def layer_params(self) -> int:
-        d, hd = self.hidden_size, self.hd
-        qkv = d * (self.num_heads + 2 * self.num_kv_heads) * hd + (
-            (self.num_heads + 2 * self.num_kv_heads) * hd if self.qkv_bias else 0)
-        return qkv + self.num_heads * hd * d + 3 * d * self.intermediate_size + 2 * d
-
-    @property
-    def num_params(self) -> int:
-        """All parameters (embeddings counted once when tied).
-
-        >>> round(model_spec("llama-3-8b").num_params / 1e9, 2)
-        8.03
-        """
-        emb = self.vocab_size * self.hidden_size
-        return self.num_layers * self.layer_params + emb * (1 if self.tie_word_embeddings else 2) + self.hidden_size
-
-    @property
-    def matmul_params(self) -> int:
-        """Parameters multiplied per token: every layer plus the LM head (the embedding is a lookup)."""
-        return self.num_layers * self.layer_params + self.vocab_size * self.hidden_size
-
-    def weight_bytes(self, dtype: str | None = None) -> float:
-        return self.matmul_params * DTYPE_BYTES[dtype or self.weight_dtype]
-
-    def kv_bytes_per_token(self, kv_dtype: str = "auto") -> int:
-        """K and V of one token in every layer.
-
-        >>> model_spec("llama-3-70b").kv_bytes_per_token("auto"), model_spec("llama-3-70b").kv_bytes_per_token("fp8")
-        (327680, 163840)
-        """
-        if kv_dtype not in DTYPE_BYTES:
-            raise InputError(f"unknown KV cache dtype {kv_dtype!r}; choose auto or fp8")
-        return 2 * self.num_layers * self.num_kv_heads * self.hd * DTYPE_BYTES[kv_dtype]
-
-
 @lru_cache(maxsize=1)
 def gpu_specs() -> dict[str, GpuSpec]:
     raw = yaml.safe_load(resources.files("stallscope.analyzers").joinpath("gpu_specs.yaml").read_text())
@@ -126,17 +69,12 @@ def gpu_specs() -> dict[str, GpuSpec]:
 
 
 @lru_cache(maxsize=1)
-def model_specs() -> dict[str, ModelSpec]:
+def model_specs() -> dict[str, ModelConfig]:
     raw = yaml.safe_load(resources.files("stallscope.analyzers").joinpath("model_configs.yaml").read_text())
-    out = {k: ModelSpec(name=k, **{**v, "names": tuple(v.get("names", ()))}) for k, v in raw.items()}
-    try:  # the reference engine's presets: float32 weights, 16-bit KV for "auto"
-        from stallscope.refserver.config import PRESETS
-    except ImportError:
-        PRESETS = {}
-    for key, mc in PRESETS.items():
-        out[key] = ModelSpec(name=key, hidden_size=mc.hidden_size, num_layers=mc.num_layers, num_heads=mc.num_heads,
-                             num_kv_heads=mc.num_kv_heads, intermediate_size=mc.intermediate_size,
-                             vocab_size=mc.vocab_size, weight_dtype="float32", names=(f"refserver-{key}",))
+    out = {k: ModelConfig(name=k, **{**v, "names": tuple(v.get("names", ()))}) for k, v in raw.items()}
+    from stallscope.refserver.config import PRESETS   # the reference engine's: float32 weights, 16-bit KV for "auto"
+
+    out.update({key: replace(mc, names=(f"refserver-{key}",)) for key, mc in PRESETS.items()})
     return out
 
 
@@ -161,23 +99,23 @@ def gpu_spec(name: str) -> GpuSpec:
     return _lookup(name, gpu_specs(), "GPU", "--gpu")
 
 
-def model_spec(name: str) -> ModelSpec:
+def model_spec(name: str) -> ModelConfig:
     """A model by table key (`llama-3-70b`), Hugging Face id or refserver preset (`tiny`, `small`)."""
     return _lookup(name, model_specs(), "model", "--model")
 
 
-def decode_point(model: ModelSpec, batch: int, *, context_len: int = 1024, kv_dtype: str = "auto",
+def decode_point(model: ModelConfig, batch: int, *, context_len: int = 1024, kv_dtype: str = "auto",
                  weight_dtype: str | None = None) -> dict:
     """FLOPs, bytes and arithmetic intensity of one decode step at `batch` requests of `context_len`."""
     if batch < 1:
         raise InputError(f"batch must be >= 1, got {batch}")
-    attn = 4 * model.num_layers * model.num_heads * model.hd * context_len
+    attn = 4 * model.num_layers * model.num_heads * model.head_dim * context_len
     flops = 2 * model.matmul_params * batch + attn * batch
     bytes_ = model.weight_bytes(weight_dtype) + batch * context_len * model.kv_bytes_per_token(kv_dtype)
     return {"batch": batch, "flops": float(flops), "bytes": float(bytes_), "intensity": flops / bytes_}
 
 
-def kv_capacity_tokens(model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, gpu_memory_utilization: float = 0.9,
+def kv_capacity_tokens(model: ModelConfig, gpu: GpuSpec, *, tp: int = 1, gpu_memory_utilization: float = 0.9,
                        kv_dtype: str = "auto", weight_dtype: str | None = None) -> int:
     """Tokens of KV cache that fit beside the weights (an upper bound: activations are ignored)."""
     budget = tp * gpu.memory_gb * 1e9 * gpu_memory_utilization - model.num_params * DTYPE_BYTES[
@@ -185,12 +123,12 @@ def kv_capacity_tokens(model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, gpu_memor
     return max(0, int(budget // model.kv_bytes_per_token(kv_dtype)))
 
 
-def weight_read_floor_s(model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, weight_dtype: str | None = None) -> float:
+def weight_read_floor_s(model: ModelConfig, gpu: GpuSpec, *, tp: int = 1, weight_dtype: str | None = None) -> float:
     """Seconds one decode step needs at least just to stream the weights once (each GPU reads 1/TP)."""
     return model.weight_bytes(weight_dtype) / tp / gpu.bandwidth
 
 
-def roofline_cost(model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, batch: int = 16, context_len: int = 1024,
+def roofline_cost(model: ModelConfig, gpu: GpuSpec, *, tp: int = 1, batch: int = 16, context_len: int = 1024,
                   efficiency: float = 0.5, dtype: str = "bf16") -> dict:
     """{decode_step_s, prefill_s_per_token, source} for the chunk-budget recommendation, from the roofs."""
     p = decode_point(model, batch, context_len=context_len)
@@ -200,7 +138,7 @@ def roofline_cost(model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, batch: int = 1
             "source": f"the roofline of {model.name} on {tp}x {gpu.name} at {efficiency:.0%} of peak"}
 
 
-def table(gpu: GpuSpec, model: ModelSpec, *, tp: int = 1, batches=(1, 8, 32, 256), context_len: int = 1024,
+def table(gpu: GpuSpec, model: ModelConfig, *, tp: int = 1, batches=(1, 8, 32, 256), context_len: int = 1024,
           kv_dtype: str = "auto", dtype: str = "bf16", block_size: int = 16,
           gpu_memory_utilization: float = 0.9) -> dict:
     """Every roofline figure for one GPU, model and TP size, JSON-ready."""
@@ -324,6 +262,6 @@ def fmt_bytes(n: float) -> str:
     return f"{n}"  # pragma: no cover
 
 
-__all__ = ["GpuSpec", "ModelSpec", "gpu_spec", "model_spec", "gpu_specs", "model_specs", "decode_point",
+__all__ = ["GpuSpec", "ModelConfig", "gpu_spec", "model_spec", "gpu_specs", "model_specs", "decode_point",
            "kv_capacity_tokens", "weight_read_floor_s", "roofline_cost", "table", "measure_host",
            "measured_points", "fmt_bytes", "math"]

@@ -1,10 +1,13 @@
 """Scheduler stall: requests wait, the running set does not change, and almost no tokens come out (livelock).
 
-Method, per target, on the signals grid: a window stalls when `num_requests_waiting` >= `waiting_high`,
-`num_requests_running` > 0 and unchanged since the previous window, and `rate(generation_tokens_total)`
-< `generation_tokens_rate_low`. Two or more consecutive windows make one critical finding, unless the
-freeze ended with a long prefill completing within one window after it (`long_prefill_rate` > 0): an
-unchunked prefill-only step also stops generation while requests wait, and decode_starvation reports it.
+Method, per target, on the signals grid: a window stalls when requests wait for capacity (`waiting`:
+`num_requests_waiting_by_reason{reason="capacity"}` where scraped, else `num_requests_waiting`) >=
+`waiting_high`, `num_requests_running` > 0 and unchanged since the previous window, and
+`rate(generation_tokens_total)` < `generation_tokens_rate_low`, and the engine is awake (a sleeping engine,
+`engine_sleep_state` on a state other than "awake", generates nothing by design). Two or more consecutive
+windows make one critical finding, unless the freeze ended with a long prefill completing within one window
+after it (`long_prefill_rate` > 0): an unchunked prefill-only step also stops generation while requests
+wait, and decode_starvation reports it.
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.findings import Finding, to_frame
+from stallscope.analyzers.finding import Finding
 from stallscope.analyzers.signals import episodes
 from stallscope.core.config import load_thresholds
 
 
-def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, min_windows: int = 2) -> pd.DataFrame:
+def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, min_windows: int = 2) -> list[Finding]:
     """Findings of kind `scheduler_stall`.
 
     >>> # detect(signals.compute(samples))
@@ -28,7 +31,8 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, min_windows
         sig = sig.sort_values("ts").reset_index(drop=True)
         running = sig["running"].to_numpy(dtype=float)
         steady = np.concatenate([[False], running[1:] == running[:-1]])
-        mask = ((sig["waiting"].to_numpy(dtype=float) >= float(th["waiting_high"])) & (running > 0) & steady
+        awake = np.nan_to_num(sig["asleep"].to_numpy(dtype=float)) < 1
+        mask = ((sig["waiting"].to_numpy(dtype=float) >= float(th["waiting_high"])) & (running > 0) & steady & awake
                 & (np.nan_to_num(sig["gen_rate"].to_numpy(dtype=float), nan=0.0)
                    < float(th["generation_tokens_rate_low"])))
         ts = sig["ts"].to_numpy(dtype=np.int64)
@@ -54,4 +58,4 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, min_windows
                               "`--max-model-len`, or use `--kv-cache-dtype fp8`.")
             out.append(Finding("scheduler_stall", "critical", int(ts[i]), int(ts[j]), target, evidence,
                                explanation, recommendation))
-    return to_frame(out)
+    return out

@@ -11,9 +11,17 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
    gaps above the SLO (sum over buckets above the SLO of count x lower edge, over `rate(_sum)`), which
    does not under-weight a long stall the way a per-observation quantile does (one sample per output
    event); `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode
-   steps cannot reach (a whole prompt lands in the step where its prefill completes).
+   steps cannot reach: it observes the *computed* prompt tokens (cached ones excluded) plus the generated
+   tokens of one engine output, so a prefill counts where it completes; the cut is 2 x peak running x
+   tokens per output (1 + accepted / drafts under speculative decoding, else 1), at least 512.
 3. Counters as `rate`: prompt, generation tokens, preemptions, the prefill-time sum (finish-time, lags).
+   `prompt_rate` is the computed work, `prompt_tokens_by_source_total{source="local_compute"}` (vLLM
+   0.16+); older versions fall back to `prompt_tokens_total`, which counts prefix-cache hits too
+   (`prompt_computed` says which: 1 or 0).
 4. Gauges as instant values (5 min lookback): running and waiting summed over engines, KV usage max.
+   `waiting` is `num_requests_waiting_by_reason{reason="capacity"}` where scraped (0.20+), else
+   `num_requests_waiting`, which also counts deferred requests (`waiting_total`); `asleep` is 1 while an
+   engine's `engine_sleep_state` sits on a state other than "awake".
 """
 
 from __future__ import annotations
@@ -28,10 +36,14 @@ NS = Q.NS
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 TTFT = "vllm:time_to_first_token_seconds"
 ITERATION = "vllm:iteration_tokens_total"
+BY_SOURCE = "vllm:prompt_tokens_by_source_total"
+BY_REASON = "vllm:num_requests_waiting_by_reason"
+SLEEP = "vllm:engine_sleep_state"
+DRAFTS, ACCEPTED = "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_accepted_tokens_total"
 COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "itl_p50_lo", "itl_p50_hi",
            "ttft_p99", "ttft_p99_lo", "ttft_p99_hi", "ttft_p50", "itl_rate", "itl_stall_share", "itl_above_slo_rate",
            "prompt_rate", "gen_rate", "preempt_rate", "prefill_time_rate", "long_prefill_rate", "running",
-           "waiting", "kv_usage"]
+           "waiting", "kv_usage", "prompt_computed", "waiting_total", "asleep", "tokens_per_output"]
 
 
 def scrape_interval_ns(samples: pd.DataFrame) -> int:
@@ -76,16 +88,15 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     """
     th = thresholds or load_thresholds()
     if not len(samples):
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c == "ts" else "float64") for c in COLUMNS})
+        return _empty()
     if eval_ts is None or window_ns is None:
         eval_ts, window_ns = choose_grid(samples, th)
     slo = float(th["itl_slo_s"])
-    n = len(eval_ts)
     cols: dict[str, dict[str, np.ndarray]] = {}
     parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT, ITERATION)] + [f + "_sum" for f in ITL] + [
         "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
         "vllm:request_prefill_time_seconds_sum", "vllm:num_requests_running", "vllm:num_requests_waiting",
-        "vllm:kv_cache_usage_perc"])
+        "vllm:kv_cache_usage_perc", BY_SOURCE, BY_REASON, SLEEP, DRAFTS, ACCEPTED])
     none = samples.iloc[:0]
 
     def rows(*metrics):  # the rows of these metrics only: every query below scans a small frame
@@ -98,6 +109,72 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     itl_family = next((f for f in ITL if f + "_bucket" in parts), ITL[0])
     itl = Q.bucket_rates(rows(itl_family + "_bucket"), itl_family, eval_ts, window_ns)
     itl_sum = _by_group(Q.rate_range(rows(itl_family + "_sum"), itl_family + "_sum", eval_ts, window_ns), "value")
+    _put_itl(put, itl, itl_sum, eval_ts, q, slo)
+    for family, tag in ((TTFT, "ttft"),):
+        for g, (labels, les, counts) in Q.bucket_rates(rows(family + "_bucket"), family, eval_ts, window_ns).items():
+            r99 = Q.quantile_rows(q, labels, les, counts, eval_ts)
+            put(tag + "_p99", g, r99["value"])
+            put(tag + "_p99_lo", g, r99["bucket_lo"])
+            put(tag + "_p99_hi", g, r99["bucket_hi"])
+            put(tag + "_p50", g, Q.quantile_rows(0.5, labels, les, counts, eval_ts)["value"])
+    def rate(metric, selector=None):
+        return _by_group(Q.rate_range(rows(metric), metric, eval_ts, window_ns, selector=selector), "value")
+
+    def gauge(metric, agg="sum", selector=None):
+        return _by_group(Q.instant_range(rows(metric), metric, eval_ts, agg=agg, selector=selector), "value")
+
+    for metric, tag in (("vllm:prompt_tokens_total", "prompt_rate"), ("vllm:generation_tokens_total", "gen_rate"),
+                        ("vllm:num_preemptions_total", "preempt_rate"),
+                        ("vllm:request_prefill_time_seconds_sum", "prefill_time_rate")):
+        for g, v in rate(metric).items():
+            put(tag, g, v)
+    for metric, tag, agg in (("vllm:num_requests_running", "running", "sum"),
+                             ("vllm:num_requests_waiting", "waiting_total", "sum"),
+                             ("vllm:kv_cache_usage_perc", "kv_usage", "max")):
+        for g, v in gauge(metric, agg).items():
+            put(tag, g, v)
+    _put_computed_work(cols, put, rate, gauge, len(eval_ts))
+    _put_long_prefill(cols, put, Q.bucket_rates(rows(ITERATION + "_bucket"), ITERATION, eval_ts, window_ns))
+    return _frame(cols, eval_ts, window_ns)
+
+
+def _peak(values, default: float) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.nanmax(values)) if np.isfinite(values).any() else default
+
+
+def _put_computed_work(cols: dict, put, rate, gauge, n: int) -> None:
+    """The vLLM 0.16+ splits where scraped: computed prompt tokens, waiting for capacity; the sleep state
+    and the spec-decode tokens per output (see the module docstring)."""
+    computed = rate(BY_SOURCE, [("source", "=", "local_compute")])
+    for g in set(cols.get("prompt_rate", {})) | set(computed):
+        put("prompt_computed", g, np.full(n, float(g in computed)))
+    cols.setdefault("prompt_rate", {}).update(computed)
+    cols["waiting"] = {**cols.get("waiting_total", {}), **gauge(BY_REASON, selector=[("reason", "=", "capacity")])}
+    for g, v in gauge(SLEEP, "max", [("sleep_state", "!=", "awake")]).items():
+        put("asleep", g, (v >= 1).astype(float))
+    accepted = rate(ACCEPTED)
+    for g, drafts in rate(DRAFTS).items():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            put("tokens_per_output", g, np.where(drafts > 0, 1.0 + accepted.get(g, 0.0) / drafts, np.nan))
+
+
+def _put_long_prefill(cols: dict, put, iteration: dict) -> None:
+    """`long_prefill_rate`: outputs of `iteration_tokens_total` above max(512, 2 x peak running x tokens per
+    output), the cut rounded up to a bucket bound."""
+    for g, (labels, les, counts) in iteration.items():
+        per_output = _peak(cols.get("tokens_per_output", {}).get(g, np.nan), 1.0)
+        cut = max(512.0, 2.0 * _peak(cols.get("running", {}).get(g, np.nan), 0.0) * per_output)
+        at = les[les >= cut]
+        idx = int(np.searchsorted(les, at[0])) if len(at) else len(les) - 1
+        mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1)
+        put("long_prefill_rate", g, np.clip(mono[:, -1] - mono[:, idx], 0.0, None))
+
+
+def _put_itl(put, itl: dict, itl_sum: dict, eval_ts: np.ndarray, q: float, slo: float) -> None:
+    """The ITL columns per group: P99/P50 with their buckets, the rate, the rate above the SLO and the
+    share of stream time in gaps above it (each gap counted at its bucket's lower edge)."""
+    n = len(eval_ts)
     for g, (labels, les, counts) in itl.items():
         for qq, tag in ((q, "itl_p99"), (0.5, "itl_p50")):
             r = Q.quantile_rows(qq, labels, les, counts, eval_ts)
@@ -113,38 +190,21 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
         with np.errstate(divide="ignore", invalid="ignore"):
             share = (per_bucket[:, above] * lower[above]).sum(axis=1) / itl_sum.get(g, np.full(n, np.nan))
         put("itl_stall_share", g, np.clip(share, 0.0, 1.0))
-    for family, tag in ((TTFT, "ttft"),):
-        for g, (labels, les, counts) in Q.bucket_rates(rows(family + "_bucket"), family, eval_ts, window_ns).items():
-            r99 = Q.quantile_rows(q, labels, les, counts, eval_ts)
-            put(tag + "_p99", g, r99["value"])
-            put(tag + "_p99_lo", g, r99["bucket_lo"])
-            put(tag + "_p99_hi", g, r99["bucket_hi"])
-            put(tag + "_p50", g, Q.quantile_rows(0.5, labels, les, counts, eval_ts)["value"])
-    for metric, tag in (("vllm:prompt_tokens_total", "prompt_rate"), ("vllm:generation_tokens_total", "gen_rate"),
-                        ("vllm:num_preemptions_total", "preempt_rate"),
-                        ("vllm:request_prefill_time_seconds_sum", "prefill_time_rate")):
-        for g, v in _by_group(Q.rate_range(rows(metric), metric, eval_ts, window_ns), "value").items():
-            put(tag, g, v)
-    for metric, tag, agg in (("vllm:num_requests_running", "running", "sum"),
-                             ("vllm:num_requests_waiting", "waiting", "sum"),
-                             ("vllm:kv_cache_usage_perc", "kv_usage", "max")):
-        for g, v in _by_group(Q.instant_range(rows(metric), metric, eval_ts, agg=agg), "value").items():
-            put(tag, g, v)
-    running_peak = {g: np.nanmax(v) if np.isfinite(v).any() else 0.0 for g, v in cols.get("running", {}).items()}
-    for g, (labels, les, counts) in Q.bucket_rates(rows(ITERATION + "_bucket"), ITERATION, eval_ts, window_ns).items():
-        cut = max(512.0, 2.0 * running_peak.get(g, 0.0))
-        at = les[les >= cut]
-        idx = int(np.searchsorted(les, at[0])) if len(at) else len(les) - 1
-        mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1)
-        put("long_prefill_rate", g, np.clip(mono[:, -1] - mono[:, idx], 0.0, None))
-    groups = sorted({g for by in cols.values() for g in by})
-    frames = []
-    for g in groups:
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="int64" if c == "ts" else "float64") for c in COLUMNS})
+
+
+def _frame(cols: dict, eval_ts: np.ndarray, window_ns: int) -> pd.DataFrame:
+    """The signals frame of `{column: {group: values}}`, one block of rows per group."""
+    n, frames = len(eval_ts), []
+    for g in sorted({g for by in cols.values() for g in by}):
         data = {"ts": eval_ts, "target": g.split("=", 1)[1] if g.startswith("target=") else ""}
         for c in COLUMNS[2:]:
             data[c] = cols.get(c, {}).get(g, np.full(n, np.nan))
         frames.append(pd.DataFrame(data))
-    out = (pd.concat(frames, ignore_index=True) if frames else compute(samples.iloc[:0]))[COLUMNS]
+    out = (pd.concat(frames, ignore_index=True) if frames else _empty())[COLUMNS]
     out.attrs["window_ns"] = int(window_ns)
     out.attrs["step_ns"] = int(eval_ts[1] - eval_ts[0]) if n > 1 else int(window_ns)
     return out

@@ -185,10 +185,49 @@ def busy_gaps_s(steps: pd.DataFrame) -> np.ndarray:
     return gaps[np.isfinite(gaps) & (gaps >= 0) & (gaps <= longest)]
 
 
-def busy_gap_s(steps: pd.DataFrame) -> float:
-    """Median busy gap (s); 0 when the trace has none."""
-    gaps = busy_gaps_s(steps)
-    return float(np.median(gaps)) if len(gaps) else 0.0
+def trace_token_times(steps: pd.DataFrame) -> dict[str, list[int]]:
+    """Engine-side token times (step `end_ns`) per request, rebuilt from a step trace.
+
+    1. Each scheduled entry is a decode or a prefill chunk. An entry of more than one token is a
+       chunk; a one-token entry of a request that is already decoding is a decode; other one-token
+       entries are decodes only as far as the step's `num_decode_tokens` leaves room (a prompt's last
+       chunk can be a single token).
+    2. A decode always yields a token; a chunk yields one when the request's next entry is a decode
+       (it finished the prompt) or when it never appears again (it finished).
+    These are the timestamps vLLM's `vllm:inter_token_latency_seconds` is computed from, free of
+    HTTP and client delivery effects.
+    """
+    steps = steps.sort_values("start_ns", kind="stable")
+    decodes = steps["num_decode_tokens"].to_numpy(dtype=float) if "num_decode_tokens" in steps else None
+    entries: list[list] = []                  # per step: [rid, is_decode]
+    decoding: set = set()
+    for i, d in enumerate(steps["num_scheduled_tokens"]):
+        d = d if isinstance(d, dict) else {}
+        row = []
+        ones = [rid for rid, n in d.items() if int(n) == 1]
+        sure = sum(1 for rid in ones if rid in decoding)
+        room = (int(decodes[i]) - sure) if decodes is not None and np.isfinite(decodes[i]) else len(ones)
+        for rid, n in d.items():
+            is_decode = int(n) == 1 and (rid in decoding or room > 0)
+            if int(n) == 1 and rid not in decoding and is_decode:
+                room -= 1
+            (decoding.add if is_decode else decoding.discard)(rid)
+            row.append([rid, is_decode])
+        entries.append(row)
+    times: dict[str, list[int]] = {}
+    next_is_decode: dict[str, bool | None] = {}
+    for end_ns, row in zip(steps["end_ns"].to_numpy(dtype=np.int64)[::-1], entries[::-1]):
+        for rid, is_decode in row:
+            if is_decode or next_is_decode.get(rid, None) in (True, None):
+                times.setdefault(rid, []).append(int(end_ns))
+            next_is_decode[rid] = is_decode
+    return {rid: t[::-1] for rid, t in times.items()}
+
+
+def trace_itl(steps: pd.DataFrame) -> np.ndarray:
+    """Engine-side inter-token latencies (s), pooled over requests, from a step trace."""
+    gaps = [np.diff(np.asarray(t, dtype=np.int64)) / 1e9 for t in trace_token_times(steps).values() if len(t) > 1]
+    return np.concatenate(gaps) if gaps else np.empty(0)
 
 
 def fit_step_cost(steps: pd.DataFrame, *, source: str = "steps", min_steps: int = 8) -> StepCostModel:

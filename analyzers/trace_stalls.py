@@ -21,16 +21,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stallscope.core.schema import validate
+from stallscope.analyzers.finding import Finding
 
 K_BLOCK_M = 128  # FlashAttention-2/3 query tile rows for head_dim 128
 TOP_KERNELS = 5
-
-
-def _empty_findings() -> pd.DataFrame:
-    from stallscope.core.schema import empty
-
-    return empty("findings")
 
 
 def rolling_decode_median(steps: pd.DataFrame, *, window: int = 64) -> np.ndarray:
@@ -85,10 +79,10 @@ def _fmt_ms(ns: float) -> str:
 
 def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: float = 3.0, window: int = 64,
                            min_decode_steps: int = 5, itl_slo_ns: int = 200_000_000,
-                           session_start_ns: int | None = None) -> pd.DataFrame:
-    """`decode_starvation` findings (the `findings` frame) for stalls longer than k x the decode pace."""
+                           session_start_ns: int | None = None) -> list[Finding]:
+    """`decode_starvation` findings for stalls longer than k x the decode pace."""
     if steps.empty or int((steps["is_decode"] & ~steps["has_prefill"]).sum()) < min_decode_steps:
-        return _empty_findings()
+        return []
     med = rolling_decode_median(steps, window=window)
     if not kernels["start_ns"].is_monotonic_increasing:
         kernels = kernels.sort_values("start_ns", kind="stable")
@@ -118,46 +112,39 @@ def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: flo
                f"about {evidence['prefill_tokens_estimate']} prompt tokens (attention gridX {grid} x {K_BLOCK_M})"
                if evidence["prefill_tokens_estimate"] else "prefill work")
         who = f"the {evidence['decode_streams']} running decode streams" if evidence["decode_streams"] else "running decode streams"
-        rows.append({
-            "kind": "decode_starvation",
-            "severity": "critical" if delay >= itl_slo_ns else "warning",
-            "start_ns": s, "end_ns": e, "target": "",
-            "evidence": evidence,
-            "explanation": (f"For {_fmt_ms(dur)} ({evidence['stall_over_median']}x the median decode step of "
-                            f"{_fmt_ms(pace)}) the GPU computed {tok}; {who} got no token meanwhile, so "
-                            f"{delayed} decode steps were delayed and each stream's next token came "
-                            f"{_fmt_ms(delay)} late."),
-            "recommendation": ("Bound the prefill work per step: keep chunked prefill on (vLLM V1 default) and "
-                               "lower `--max-num-batched-tokens` (e.g. 512-2048) so a long prompt is split into "
-                               "chunks that each add about one decode step; cap long prompts per step with "
-                               "`--long-prefill-token-threshold` and `--max-num-partial-prefills 1`. Expected: "
-                               "ITL P99 near k x the decode step instead of the full prefill time."),
-        })
-    if not rows:
-        return _empty_findings()
-    return validate(pd.DataFrame(rows), "findings")
+        rows.append(Finding(
+            "decode_starvation", "critical" if delay >= itl_slo_ns else "warning", s, e, "", evidence,
+            explanation=(f"For {_fmt_ms(dur)} ({evidence['stall_over_median']}x the median decode step of "
+                         f"{_fmt_ms(pace)}) the GPU computed {tok}; {who} got no token meanwhile, so "
+                         f"{delayed} decode steps were delayed and each stream's next token came "
+                         f"{_fmt_ms(delay)} late."),
+            recommendation=("Bound the prefill work per step: keep chunked prefill on (vLLM V1 default) and "
+                            "lower `--max-num-batched-tokens` (e.g. 512-2048) so a long prompt is split into "
+                            "chunks that each add about one decode step; cap long prompts per step with "
+                            "`--long-prefill-token-threshold` and `--max-num-partial-prefills 1`. Expected: "
+                            "ITL P99 near k x the decode step instead of the full prefill time.")))
+    return rows
 
 
 def cuda_graph_findings(graph_launches: pd.DataFrame, kernels: pd.DataFrame, *, mode: str | None,
-                        graph_launch_calls: int = 0) -> pd.DataFrame:
+                        graph_launch_calls: int = 0) -> list[Finding]:
     """One `cuda_graphs_hidden` info finding when work ran as whole-graph launches (kernels invisible)."""
     n = len(graph_launches)
     if n == 0 and not (graph_launch_calls and mode == "Graph"):
-        return _empty_findings()
+        return []
     graph_ns = int((graph_launches["end_ns"] - graph_launches["start_ns"]).sum()) if n else 0
     kernel_ns = int(kernels["dur_ns"].sum()) if len(kernels) else 0
     share = graph_ns / (graph_ns + kernel_ns) if graph_ns + kernel_ns else 0.0
     s = int(graph_launches["start_ns"].min()) if n else 0
     e = int(graph_launches["end_ns"].max()) if n else 0
-    return validate(pd.DataFrame([{
-        "kind": "cuda_graphs_hidden", "severity": "info", "start_ns": s, "end_ns": e, "target": "",
-        "evidence": {"graph_launches": n, "graph_launch_calls": graph_launch_calls, "graph_time_ns": graph_ns,
-                     "graph_time_share": round(share, 4), "cuda_graph_trace_mode": mode},
-        "explanation": (f"{n or graph_launch_calls} CUDA graph launches were traced as whole graphs "
-                        f"({share:.0%} of GPU time): the kernels inside them (GEMMs, norms, attention of "
-                        "decode-only steps under vLLM's FULL_AND_PIECEWISE cudagraph mode) are not in the "
-                        "trace, so kernel summaries and roles cover only eager kernels."),
-        "recommendation": ("Re-capture with `nsys profile --cuda-graph-trace=node --trace-fork-before-exec=true` "
-                           "to record every kernel inside CUDA graphs (step detection already works on the "
-                           "graph launches)."),
-    }]), "findings")
+    return [Finding(
+        "cuda_graphs_hidden", "info", s, e, "",
+        {"graph_launches": n, "graph_launch_calls": graph_launch_calls, "graph_time_ns": graph_ns,
+         "graph_time_share": round(share, 4), "cuda_graph_trace_mode": mode},
+        explanation=(f"{n or graph_launch_calls} CUDA graph launches were traced as whole graphs "
+                     f"({share:.0%} of GPU time): the kernels inside them (GEMMs, norms, attention of "
+                     "decode-only steps under vLLM's FULL_AND_PIECEWISE cudagraph mode) are not in the "
+                     "trace, so kernel summaries and roles cover only eager kernels."),
+        recommendation=("Re-capture with `nsys profile --cuda-graph-trace=node --trace-fork-before-exec=true` "
+                        "to record every kernel inside CUDA graphs (step detection already works on the "
+                        "graph launches)."))]

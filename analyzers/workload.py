@@ -20,11 +20,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from stallscope.analyzers.step_cost import trace_token_times
 from stallscope.core.errors import InputError
 
 PROMPT_HIST = "vllm:request_prompt_tokens"
@@ -236,28 +236,80 @@ def workload_with(w: Workload, **changes) -> Workload:
     return replace(w, **{k: v for k, v in changes.items() if v is not None})
 
 
-def read_json(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"file not found: {path}")
+def workload_from_loadgen(data: dict, source: str) -> Workload:
+    """The loadgen's scenario (refserver/loadgen.py `LoadSpec` + its request records) as a Workload.
+
+    Sessions, prompt lengths, long-prompt cadence (first at `long_every_s`, or paced by session
+    progress with `long_every_tokens` as `repro` does) and duration come from `spec`; session output
+    lengths are the records' exact `max_tokens` (the loadgen draws them from
+    [N/2, 3N/2]); a prompt is long exactly when the loadgen sent it as a long request.
+    """
+    spec = data.get("spec")
+    if not isinstance(spec, dict):
+        raise InputError(f"{source}: not a loadgen result (no `spec` object)")
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+        sessions = int(spec["sessions"])
+        duration = float(spec["duration_s"])
+        prompt = int(spec["short_prompt_tokens"])
+        mean_out = int(spec["max_tokens"])
+        long_tokens = int(spec["long_prompt_tokens"])
+        long_every = float(spec["long_every_s"])
+        long_out = int(spec["long_max_tokens"])
+        long_every_tokens = int(spec.get("long_every_tokens") or 0)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{source}: loadgen spec field {exc} missing or not a number") from None
+    outs = [r.get("max_tokens") for r in data.get("records", ()) if isinstance(r, dict) and r.get("kind") == "short"]
+    outs = [int(x) for x in outs if isinstance(x, (int, float)) and x >= 1]
+    output = (LengthDist.empirical(outs) if outs else
+              LengthDist((float(max(1, mean_out // 2) - 1),), (float(max(1, mean_out * 3 // 2)),), (1.0,)))
+    return Workload(LengthDist.fixed(prompt), output, sessions=sessions, long_prompt_tokens=long_tokens,
+                    long_output_tokens=long_out, long_every_s=long_every, duration_s=duration,
+                    long_every_tokens=long_every_tokens,
+                    long_threshold_tokens=long_tokens if long_tokens > prompt else 0, source=source)
+
+
+def intake_delays(steps: pd.DataFrame | None, loadgen: dict | None) -> np.ndarray:
+    """Seconds from each request's send (one arm's loadgen result) to the engine's receipt of it (its steps).
+
+    The trace does not name the loadgen's requests, so each kind (short, long: total scheduled
+    tokens >= the spec's long prompt) is matched in order, first sent to first received. The engine's
+    receipt is the trace's `arrival_ns` (the server's hand-off to the engine, after HTTP parsing and
+    tokenization), so this is the server's intake alone: queueing in the engine, which the simulation
+    models itself, is not in it. Traces without `arrival_ns` fall back to the first scheduled step,
+    which also holds any wait in WAITING.
+    """
+    run = loadgen or {}
+    if steps is None or "num_scheduled_tokens" not in steps or not isinstance(run.get("spec"), dict):
+        return np.empty(0)
+    steps = steps.sort_values("start_ns", kind="stable")
+    arrivals = steps["arrival_ns"] if "arrival_ns" in steps else [None] * len(steps)
+    first: dict = {}
+    total: dict = {}
+    for start, sched, arrived in zip(steps["start_ns"], steps["num_scheduled_tokens"], arrivals):
+        for rid, n in (sched.items() if isinstance(sched, dict) else ()):
+            received = arrived.get(rid) if isinstance(arrived, dict) else None
+            first.setdefault(rid, int(start if received is None else received))
+            total[rid] = total.get(rid, 0) + int(n)
+    long_tokens = int(run["spec"].get("long_prompt_tokens") or 0)
+    out = []
+    for kind, is_long in (("short", False), ("long", True)):
+        served = sorted(first[r] for r in first if long_tokens and (total[r] >= long_tokens) == is_long)
+        sent = sorted(float(r["start_ts"]) for r in run.get("records", ()) if r.get("kind") == kind)
+        n = min(len(served), len(sent))
+        out.extend(np.maximum(np.asarray(served[:n]) / 1e9 - np.asarray(sent[:n]), 0.0))
+    out = np.asarray(out, dtype=float)
+    horizon = float(run["spec"].get("duration_s") or 0) + float(run["spec"].get("drain_s") or 0)
+    sane = out[out <= horizon]
+    return sane if sane.size * 2 >= out.size else np.empty(0)  # clocks that do not line up: no figure
 
 
 def workload_from_steps(steps: pd.DataFrame, *, source: str = "steps") -> Workload:
     """Open-loop workload rebuilt from a step trace with `num_scheduled_tokens`.
 
-    Each request's output length is its token count (stallscope.analyzers.whatif.trace_token_times),
+    Each request's output length is its token count (stallscope.analyzers.step_cost.trace_token_times),
     its prompt the rest of its scheduled tokens (recompute after preemption counts too), and the
     arrival rate the requests first scheduled per second of trace.
     """
-    from stallscope.analyzers.whatif import trace_token_times
-
     if "num_scheduled_tokens" not in steps or len(steps) < 2:
         raise InputError(f"{source}: the steps carry no per-request token counts (`num_scheduled_tokens`)")
     tokens = trace_token_times(steps)

@@ -18,60 +18,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-SS = [sys.executable, "-m", "stallscope.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from scenarios import record_run  # benchmarks/scenarios.py: server + collector + load generator
 
 
 def record_arm(arm: Path, *, seed: int, chunked: bool, args) -> None:
-    """Reference server + collector + load generator for one arm; leaves store.db and steps.jsonl in `arm`."""
-    import requests
-
-    arm.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    """One arm's run (benchmarks/scenarios.record_run); leaves store.db and steps.jsonl in `arm`."""
     flags = ["--enable-chunked-prefill", "--max-num-batched-tokens", str(args.budget)] if chunked else [
         "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"]
-    server = subprocess.Popen(SS + ["refserver", "--model", args.model, "--port", str(port), "--seed", str(seed),
-                                    "--step-trace", str(arm / "steps.jsonl"), *flags],
-                              stdout=open(arm / "server.log", "w"), stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError(f"refserver did not start; see {arm / 'server.log'}")
-        collector = subprocess.Popen(SS + ["collect", "--target", f"vllm=http://127.0.0.1:{port}/metrics",
-                                           "--interval", args.interval, "--db", str(arm / "store.db"),
-                                           "--duration", str(args.duration + 8), "--quiet"])
-        subprocess.run(SS + ["loadgen", "--url", f"http://127.0.0.1:{port}", "--sessions", str(args.sessions),
-                             "--duration", str(args.duration), "--long-prompt-tokens", str(args.long_tokens),
-                             "--long-every", str(args.long_every), "--seed", str(seed), "--no-progress",
-                             "--out", str(arm / "loadgen.json")], check=True, timeout=args.duration + 300)
-        collector.wait(timeout=120)
-    finally:
-        server.terminate()
-        server.wait(30)
+    record_run(arm, server=["--model", args.model, "--seed", str(seed), *flags],
+               load=["--sessions", str(args.sessions), "--long-prompt-tokens", str(args.long_tokens),
+                     "--long-every", str(args.long_every), "--seed", str(seed)],
+               interval=args.interval, load_s=args.duration, collect_s=args.duration + 8)
 
 
 def evaluate_arm(arm: Path, th: dict) -> dict:
     from stallscope.analyzers import decode_starvation, signals, step_stalls
-    from stallscope.analyzers.findings import diagnose
+    from stallscope.analyzers.diagnose import diagnose
     from stallscope.analyzers.step_cost import read_step_trace
     from stallscope.collectors import loader
 
@@ -89,7 +56,7 @@ def evaluate_arm(arm: Path, th: dict) -> dict:
                                      min_prefill_tokens=512)
     truth = step_stalls.window_truth(stalls, eval_ts, window, scrape_ts=samples["ts"].to_numpy())
     p, r = step_stalls.precision_recall(flagged, truth)
-    _, found = diagnose(samples, None, steps, thresholds=th)
+    found = diagnose([("", {"samples": samples, "steps": steps})], thresholds=th).findings_frame()
     return {"arm": str(arm), "windows": int(len(eval_ts)), "window_s": window / 1e9, "flagged": int(flagged.sum()),
             "truth": int(truth.sum()), "stalls": int(len(stalls)), "precision": p, "recall": r,
             "findings": sorted(set(found["kind"])), "max_gap_s": float(stalls["gap_s"].max()) if len(stalls) else 0.0,

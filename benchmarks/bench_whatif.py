@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 
 from stallscope.analyzers.step_cost import StepCostModel
-from stallscope.analyzers.whatif import ServerShape, predict
+from stallscope.analyzers.whatif import predict
+from stallscope.engine.config import SchedulerConfig
 from stallscope.analyzers.workload import LengthDist, Workload
 
 LIMIT_S = 10.0
@@ -26,7 +27,7 @@ def main() -> int:
                  long_output_tokens=16, long_every_s=2.0, duration_s=60.0)
     t0 = time.perf_counter()
     preds = predict(w, cost, [256, 512, 1024, 2048, 4096], include_unchunked=True,
-                    shape=ServerShape(num_kv_blocks=4096, max_model_len=4096))
+                    shape=SchedulerConfig(num_gpu_blocks=4096, max_model_len=4096))
     wall = time.perf_counter() - t0
     steps = int(preds["num_steps"].sum())
     simulated = 60.0 * len(preds)

@@ -25,16 +25,18 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import requests
 
-from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
-from stallscope.analyzers.whatif import DEFAULT_HEADROOM, ServerShape, predict, recommend, trace_itl
-from stallscope.cli.whatif_inputs import workload_from_loadgen
+from stallscope.analyzers.budget import run_cost
+from stallscope.analyzers.step_cost import read_step_trace, trace_itl
+from stallscope.analyzers.whatif import DEFAULT_HEADROOM, predict, recommend
+from stallscope.analyzers.workload import intake_delays, workload_from_loadgen
+from stallscope.collectors.run_dir import RunDir
 from stallscope.refserver.config import EngineConfig
-from stallscope.cli.whatif_inputs import intake_delays, run_steps
 from stallscope.refserver.loadgen import LoadSpec, RequestRecord, run_load
 from stallscope.refserver.loadgen import summarize as loadgen_summary
 from stallscope.refserver.server_thread import free_port
@@ -64,7 +66,8 @@ def run_arm(out: Path, name: str, args, *, budget: int, chunked: bool) -> dict:
            "--max-num-batched-tokens", str(budget), "--step-trace", str(arm / "steps.jsonl"),
            "--enable-chunked-prefill" if chunked else "--no-enable-chunked-prefill"]
     (arm / "steps.jsonl").unlink(missing_ok=True)
-    (arm / "server.json").write_text(json.dumps({"argv": cmd[1:], "port": port}))  # as `repro` writes it
+    engine = asdict(EngineConfig.from_flags(cmd[cmd.index("refserver") + 1:]))
+    (arm / "server.json").write_text(json.dumps({"argv": cmd[1:], "port": port, "engine": engine}))  # as `repro` does
     # one BLAS thread: on a shared 2-core machine, OpenBLAS's spinning worker threads turn other
     # processes' load into 10-30x step-time spikes; single-threaded steps are slower but steady
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -145,7 +148,7 @@ def monotone(values, increasing: bool) -> bool:
     return all((b >= a) if increasing else (b <= a) for a, b in pairs)
 
 
-def main(argv=None) -> int:
+def _parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="tiny")
     p.add_argument("--budgets", default="64,128,256")
@@ -171,20 +174,11 @@ def main(argv=None) -> int:
                    help="the arm whose steps and load calibrate the model: 'off' or one of the budgets "
                         "(default: the middle budget; a chunked arm's mixed prefill+decode steps are what "
                         "the other budgets run, and chunked prefill is vLLM V1's default)")
-    args = p.parse_args(argv)
-    budgets = sorted(int(b) for b in args.budgets.split(","))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    _raise_priority()  # the loadgen's client-side timestamps suffer from a starved client too
-    t0 = time.time()
+    return p.parse_args(argv)
 
-    arms = {"off": (max(budgets), False), **{str(b): (b, True) for b in budgets}}
-    if args.calibrate_on is None:
-        args.calibrate_on = str(budgets[len(budgets) // 2])
-    if args.calibrate_on not in arms:
-        raise SystemExit(f"--calibrate-on {args.calibrate_on!r} is not one of the arms {list(arms)}")
-    cal_budget, cal_chunked = arms[args.calibrate_on]
-    cal_dir = arm_name(args.calibrate_on)
+
+def _measure(out: Path, args, arms: dict):
+    """Every arm measured `--rounds` times: (loadgen results, pooled figures, per-round figures, round spread)."""
     # rounds interleave the arms (rotating the order), so drifts in the shared machine's load hit
     # every arm alike; each arm's figures pool all of its rounds
     results: dict[str, list] = {k: [] for k in arms}
@@ -201,23 +195,18 @@ def main(argv=None) -> int:
                   for f in ("itl_p99_s", "engine_itl_p99_s", "ttft_p99_s", "ttft_long_p99_s", "ttft_short_p99_s",
                             "output_tok_s")}
               for k, v in per_round.items() if len(v) > 1}
-    cost = fit_step_cost(run_steps(out / cal_dir), source=f"{cal_dir} arm")
-    workload = workload_from_loadgen(results[args.calibrate_on][0], f"{cal_dir} loadgen")
-    cfg = EngineConfig(model=args.model)
-    shape = ServerShape(max_num_seqs=cfg.max_num_seqs, block_size=cfg.block_size, num_kv_blocks=cfg.num_kv_blocks,
-                        max_model_len=cfg.resolved_max_model_len)
-    # the request overhead: the calibration arm's measured send -> first-scheduled delays, drawn per request
-    overhead = np.concatenate([intake_delays(p.parent) for p in sorted((out / cal_dir).glob("r*/steps.jsonl"))])
-    pred = predict(workload, cost, budgets, include_unchunked=True, shape=shape, seeds=args.sim_seeds or args.rounds,
-                   request_overhead_s=overhead)
+    return results, measured, per_round, spread
 
+
+def _compare(pred, measured: dict, calibrate_on: str):
+    """Predicted vs measured figures per arm, and the trade-off's direction on each side."""
     rows = []
     for _, r in pred.iterrows():
         key = str(int(r["max_num_batched_tokens"])) if r["enable_chunked_prefill"] else "off"
         m = measured[key]
         # the simulator's ITL is engine-side by construction; it predicts both measured ITLs
         r = {**r.to_dict(), "engine_itl_p99_s": r["itl_p99_s"], "engine_itl_p50_s": r["itl_p50_s"]}
-        rows.append({"arm": key, "calibration": key == args.calibrate_on, **{f"pred_{k}": float(r[k]) for k, _ in FIGURES},
+        rows.append({"arm": key, "calibration": key == calibrate_on, **{f"pred_{k}": float(r[k]) for k, _ in FIGURES},
                      **{f"meas_{k}": m[k] for k, _ in FIGURES},
                      **{f"err_{k}": rel_err(float(r[k]), m[k]) for k, _ in FIGURES}})
     chunked_rows = [r for r in rows if r["arm"] != "off"]
@@ -229,6 +218,64 @@ def main(argv=None) -> int:
             "ttft_short_p99_down_as_budget_shrinks": monotone([r[f"{side}_ttft_short_p99_s"] for r in chunked_rows], True),
             "throughput_down_as_budget_shrinks": monotone([r[f"{side}_output_tok_s"] for r in chunked_rows], True),
         }
+    return rows, shape_check
+
+
+def _print_summary(report: dict, cal_dir: str, cost, overhead, itl_slo: float) -> None:
+    print(f"calibration arm {cal_dir}: step cost fitted on {cost.n_steps} steps, MAPE {cost.mape:.1%}, "
+          f"R² {cost.r2:.3f}; request overhead measured on {overhead.size} requests, P50 "
+          f"{np.percentile(overhead, 50) * 1e3:.0f} ms / P99 {np.percentile(overhead, 99) * 1e3:.0f} ms "
+          "(the other arms are held out)")
+    print(f"{'figure':<16} {'arm':>6} {'predicted':>10} {'measured':>10} {'error':>8}")
+    rows, closed, rec = report["rows"], report["closed_loop"], report["recommendation"]
+    for k, label in FIGURES:
+        for r in rows:
+            e = r[f"err_{k}"]
+            flag = "" if e is None or abs(e) <= LIMIT else " !"
+            meas = r[f"meas_{k}"]
+            print(f"{label:<16} {r['arm'] + ('*' if r['calibration'] else ''):>6} {r[f'pred_{k}']:10.3f} "
+                  f"{float('nan') if meas is None else meas:10.3f} {'' if e is None else f'{e:+.0%}':>8}{flag}")
+    for k in ("itl_p99_s", "engine_itl_p99_s", "ttft_p99_s", "ttft_long_p99_s", "ttft_short_p99_s"):
+        errs = [abs(r[f"err_{k}"]) for r in rows if r[f"err_{k}"] is not None and not r["calibration"]]
+        within = sum(e <= LIMIT for e in errs)
+        print(f"{k}: {within}/{len(errs)} held-out arms within {LIMIT:.0%} (goal {GOAL:.0%}); "
+              f"worst {max(errs, default=float('nan')):.0%}")
+    print("trade-off shape:", json.dumps(report["shape"]))
+    for k, v in report["round_spread"].items():
+        print(f"noise floor, arm {k}: rounds differ by up to " +
+              ", ".join(f"{f} {x:.0%}" for f, x in v.items() if x is not None))
+    print(f"recommendation for ITL SLO {itl_slo} s: {rec['flags']} ({rec['reason']})")
+    if closed:
+        print(f"closed loop: measured ITL P99 at {closed['budget']} = {closed['measured_itl_p99_s']:.3f} s "
+              f"(engine side {closed['measured_engine_itl_p99_s']:.3f} s) "
+              f"-> {'meets' if closed['meets_slo'] else 'MISSES'} the SLO {itl_slo} s")
+
+
+def main(argv=None) -> int:
+    args = _parse_args(argv)
+    budgets = sorted(int(b) for b in args.budgets.split(","))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _raise_priority()  # the loadgen's client-side timestamps suffer from a starved client too
+    t0 = time.time()
+
+    arms = {"off": (max(budgets), False), **{str(b): (b, True) for b in budgets}}
+    if args.calibrate_on is None:
+        args.calibrate_on = str(budgets[len(budgets) // 2])
+    if args.calibrate_on not in arms:
+        raise SystemExit(f"--calibrate-on {args.calibrate_on!r} is not one of the arms {list(arms)}")
+    cal_dir = arm_name(args.calibrate_on)
+    results, measured, per_round, spread = _measure(out, args, arms)
+    cal_run = RunDir.open(out / cal_dir)
+    cost = run_cost(cal_run)
+    workload = workload_from_loadgen(results[args.calibrate_on][0], f"{cal_dir} loadgen")
+    shape = EngineConfig(model=args.model).scheduler_config
+    # the request overhead: the calibration arm's measured send -> first-scheduled delays, drawn per request
+    overhead = np.concatenate([intake_delays(a.steps(), a.loadgen()) for a in cal_run.arms if a.steps() is not None])
+    pred = predict(workload, cost, budgets, include_unchunked=True, shape=shape, seeds=args.sim_seeds or args.rounds,
+                   request_overhead_s=overhead)
+
+    rows, shape_check = _compare(pred, measured, args.calibrate_on)
     rec = recommend(pred, args.itl_slo, args.headroom)
     closed = None
     if not args.no_closed_loop:
@@ -243,32 +290,7 @@ def main(argv=None) -> int:
                                      **{f"p{q}_s": float(np.percentile(overhead, q)) for q in (50, 90, 99)}}, "workload": workload.summary(), "rows": rows,
               "shape": shape_check, "recommendation": rec, "closed_loop": closed, "wall_s": time.time() - t0}
     (out / "validation.json").write_text(json.dumps(report, indent=2))
-    print(f"calibration arm {cal_dir}: step cost fitted on {cost.n_steps} steps, MAPE {cost.mape:.1%}, "
-          f"R² {cost.r2:.3f}; request overhead measured on {overhead.size} requests, P50 "
-          f"{np.percentile(overhead, 50) * 1e3:.0f} ms / P99 {np.percentile(overhead, 99) * 1e3:.0f} ms "
-          "(the other arms are held out)")
-    print(f"{'figure':<16} {'arm':>6} {'predicted':>10} {'measured':>10} {'error':>8}")
-    for k, label in FIGURES:
-        for r in rows:
-            e = r[f"err_{k}"]
-            flag = "" if e is None or abs(e) <= LIMIT else " !"
-            meas = r[f"meas_{k}"]
-            print(f"{label:<16} {r['arm'] + ('*' if r['calibration'] else ''):>6} {r[f'pred_{k}']:10.3f} "
-                  f"{float('nan') if meas is None else meas:10.3f} {'' if e is None else f'{e:+.0%}':>8}{flag}")
-    for k in ("itl_p99_s", "engine_itl_p99_s", "ttft_p99_s", "ttft_long_p99_s", "ttft_short_p99_s"):
-        errs = [abs(r[f"err_{k}"]) for r in rows if r[f"err_{k}"] is not None and not r["calibration"]]
-        within = sum(e <= LIMIT for e in errs)
-        print(f"{k}: {within}/{len(errs)} held-out arms within {LIMIT:.0%} (goal {GOAL:.0%}); "
-              f"worst {max(errs, default=float('nan')):.0%}")
-    print("trade-off shape:", json.dumps(shape_check))
-    for k, v in spread.items():
-        print(f"noise floor, arm {k}: rounds differ by up to " +
-              ", ".join(f"{f} {x:.0%}" for f, x in v.items() if x is not None))
-    print(f"recommendation for ITL SLO {args.itl_slo} s: {rec['flags']} ({rec['reason']})")
-    if closed:
-        print(f"closed loop: measured ITL P99 at {closed['budget']} = {closed['measured_itl_p99_s']:.3f} s "
-              f"(engine side {closed['measured_engine_itl_p99_s']:.3f} s) "
-              f"-> {'meets' if closed['meets_slo'] else 'MISSES'} the SLO {args.itl_slo} s")
+    _print_summary(report, cal_dir, cost, overhead, args.itl_slo)
     (out / "validation.md").write_text(markdown(report))
     print(f"wall time {report['wall_s']:.0f} s; report in {out / 'validation.json'}, table in {out / 'validation.md'}")
     return 0

@@ -23,10 +23,11 @@ import pandas as pd
 from stallscope.core import schema
 from stallscope.core.config import load_thresholds
 from stallscope.core.errors import InputError
+from stallscope.dashboards import views
+from stallscope.dashboards.views import series_name
 
 log = logging.getLogger(__name__)
 FRAME_KINDS = ("samples", "gpu", "steps", "findings")
-SERIES_LABELS = ("model_name", "instance", "pod", "engine")
 
 _CURRENT: "DataSource | None" = None
 
@@ -42,14 +43,6 @@ def current() -> "DataSource":
     if _CURRENT is None:
         raise InputError("no dashboard data source configured; start with --db, --run or --prometheus")
     return _CURRENT
-
-
-def series_name(target, labels) -> str:
-    """A readable series key: the target plus the identifying labels, e.g. `vllm model_name=small engine=0`."""
-    parts = [str(target)] if isinstance(target, str) and target else []
-    if isinstance(labels, dict):
-        parts += [f"{k}={labels[k]}" for k in SERIES_LABELS if labels.get(k) not in (None, "")]
-    return " ".join(parts) or "all"
 
 
 def downsample(frame: pd.DataFrame, max_points: int, *, ts="ts", by="series", agg="max") -> pd.DataFrame:
@@ -115,7 +108,6 @@ class DataSource:
 
     def with_run(self, path) -> "DataSource":
         """This source with a run directory's step traces and what-if inputs (a store imported from it)."""
-        from stallscope.dashboards import views
         path = Path(path)
         if not path.is_dir():
             raise InputError(f"run directory not found: {path}")
@@ -134,7 +126,6 @@ class DataSource:
 
     def with_trace(self, path) -> "DataSource":
         """This source with its steps frame read from an nsys export or a step-trace JSONL."""
-        from stallscope.dashboards import views
         path = Path(path)
         if not path.is_file():
             raise InputError(f"trace file not found: {path}")
@@ -172,7 +163,6 @@ class DataSource:
             self._reloading = False
 
     def _build(self, stamp, version: int) -> "_Snapshot":
-        from stallscope.dashboards import views
         loaded = self._load() or {}
         frames = {k: _checked(loaded.get(k), k) for k in FRAME_KINDS}
         memo = {(kind, "index"): frames[kind].groupby("metric", sort=False).indices  # rows of each metric
@@ -214,12 +204,6 @@ class DataSource:
             return rows.assign(series=names[codes]).sort_values("ts", kind="stable")
         return self.memo(("rows", metric), compute)
 
-    def span_ns(self) -> tuple[int, int] | None:
-        f = self.frames()
-        lo = [int(f[k]["ts"].min()) for k in ("samples", "gpu") if len(f[k])]
-        hi = [int(f[k]["ts"].max()) for k in ("samples", "gpu") if len(f[k])]
-        return (min(lo), max(hi)) if lo else None
-
     # --- views (memoised, downsampled) --------------------------------------------------------
     def gauge(self, metric: str) -> pd.DataFrame:
         """`ts, series, value` of a gauge, downsampled."""
@@ -230,13 +214,11 @@ class DataSource:
 
     def rate(self, metric: str) -> pd.DataFrame:
         """`ts, series, value` per-second rate of a counter (resets count from zero), downsampled."""
-        from stallscope.dashboards import views
         return self.memo(("rate", metric), lambda: downsample(
             views.counter_rate(self.metric_rows(metric)), self.max_points))
 
     def quantiles(self, family: str, qs=(0.5, 0.99), window_s: float | None = None) -> pd.DataFrame:
         """`ts, series, q, value, lower, upper` for a histogram family, e.g. `vllm:inter_token_latency_seconds`."""
-        from stallscope.dashboards import views
         return self.memo(("quantiles", family, tuple(qs), window_s), lambda: views.quantiles(
             self.metric_rows(family + "_bucket"), qs, max_points=self.max_points, window_s=window_s))
 
@@ -265,7 +247,6 @@ class DataSource:
 
     def health(self) -> pd.DataFrame:
         """Per scrape target: `target, up, last_scrape_ns, samples`."""
-        from stallscope.dashboards import views
         return self.memo(("health",), lambda: views.health(self.frames()["samples"], self.metric_rows("up")))
 
     def step_targets(self) -> list[str]:
@@ -276,7 +257,6 @@ class DataSource:
     def steps(self, start_ns: int | None = None, end_ns: int | None = None, max_bars: int = 1500,
               target: str | None = None) -> pd.DataFrame:
         """Steps in a time range with `phase` and `stall`; above `max_bars`, the longest step per time bin."""
-        from stallscope.dashboards import views
         marked = self.memo(("steps", target), lambda: views.mark_steps(self._steps_of(target)))
         if start_ns is not None:
             marked = marked[marked["end_ns"] >= start_ns]
@@ -321,10 +301,8 @@ def _checked(frame, kind):
 
 def _collectors_load(**source) -> dict:
     """Samples and gpu frames through the collectors' loader (the one place that reads stores and Prometheus)."""
-    from stallscope.dashboards import views
     return views.load_source(**source)
 
 
 def _load_run(path: Path) -> dict:
-    from stallscope.dashboards import views
     return views.load_run(path)

@@ -7,7 +7,6 @@ Each function here is a thin adapter: it calls the analyzer or collector that ow
 
 from __future__ import annotations
 
-import importlib
 import time
 from pathlib import Path
 
@@ -16,16 +15,16 @@ import pandas as pd
 
 from stallscope.core import schema
 from stallscope.core.errors import InputError
-from stallscope.dashboards.data import SERIES_LABELS as _BY, series_name
+
+SERIES_LABELS = ("model_name", "instance", "pod", "engine")
 
 
-def _analyzer(name: str):
-    try:
-        return importlib.import_module(f"stallscope.analyzers.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"stallscope.analyzers.{name}":
-            raise
-        return None
+def series_name(target, labels) -> str:
+    """A readable series key: the target plus the identifying labels, e.g. `vllm model_name=small engine=0`."""
+    parts = [str(target)] if isinstance(target, str) and target else []
+    if isinstance(labels, dict):
+        parts += [f"{k}={labels[k]}" for k in SERIES_LABELS if labels.get(k) not in (None, "")]
+    return " ".join(parts) or "all"
 
 
 # --- sources --------------------------------------------------------------------------------
@@ -74,40 +73,26 @@ def run_parts(path: Path) -> dict:
     steps = run_steps(Path(path))
     if steps is not None:
         out["steps"] = steps
-    if _analyzer("budget") is not None:
-        from stallscope.cli.whatif_inputs import run_inputs
-        from stallscope.core.errors import ToolkitError
-        try:
-            out["whatif_inputs"] = run_inputs(path) if steps is not None else None
-        except ToolkitError as exc:
-            out["whatif_inputs"] = f"the run's what-if inputs are unusable ({exc})"
+    from stallscope.analyzers.budget import inputs_from_run as run_inputs
+    from stallscope.core.errors import ToolkitError
+    try:
+        out["whatif_inputs"] = run_inputs(path) if steps is not None else None
+    except ToolkitError as exc:
+        out["whatif_inputs"] = f"the run's what-if inputs are unusable ({exc})"
     return out
 
 
 def run_steps(path: Path) -> pd.DataFrame | None:
     """The step traces of a run directory's arms (or of one arm), `target` = the arm's name; None if none."""
-    traces = [(path, "")] if (path / "steps.jsonl").is_file() else \
-        [(arm, arm.name) for arm in sorted(path.iterdir()) if (arm / "steps.jsonl").is_file()]
-    steps = [load_steps(p / "steps.jsonl").assign(target=name) for p, name in traces]
-    steps = [s for s in steps if len(s)]
-    return pd.concat(steps, ignore_index=True) if steps else None
+    from stallscope.collectors.run_dir import RunDir
+    return RunDir.open(path).steps()
 
 
 def load_steps(path: Path) -> pd.DataFrame:
     """A steps frame from a step-trace JSONL (docs/step-trace.md) or an nsys SQLite export."""
     if path.suffix in (".jsonl", ".json"):
-        try:
-            raw = pd.read_json(path, lines=True)
-        except ValueError as exc:
-            raise InputError(f"{path} is not a step-trace JSONL file: {exc}") from None
-        missing = [c for c in schema.columns("steps", required_only=True) if c not in raw]
-        if missing:
-            raise InputError(f"{path} is not a step trace: missing field `{missing[0]}`")
-        # the schema's columns, plus each request's scheduled tokens (the what-if's step-cost fit needs them)
-        keep = [c for c in (*schema.columns("steps"), "num_scheduled_tokens") if c in raw]
-        out = raw[keep].astype({c: "float64" for c in keep if c not in ("step", "start_ns", "end_ns",
-                                                                         "num_scheduled_tokens")})
-        return schema.validate(out.astype({"step": "int64", "start_ns": "int64", "end_ns": "int64"}), "steps")
+        from stallscope.analyzers.step_cost import read_step_trace
+        return read_step_trace(path)
     from stallscope.analyzers.kernel_roles import classify
     from stallscope.analyzers.trace_steps import reconstruct_steps
     from stallscope.collectors.nsight_sqlite import KERNEL, read_export
@@ -161,7 +146,7 @@ def quantiles(bucket_rows: pd.DataFrame, qs, *, max_points: int, window_s: float
     family = str(bucket_rows["metric"].iloc[0])[: -len("_bucket")]
     out = []
     for q in qs:
-        r = quantile_range(bucket_rows, family, q, eval_ts, window_ns, by=("target", *_BY))
+        r = quantile_range(bucket_rows, family, q, eval_ts, window_ns, by=("target", *SERIES_LABELS))
         names = [series_name(lab.get("target", ""), lab) for lab in r["labels"]]
         out.append(pd.DataFrame({"ts": r["ts"].to_numpy(dtype=np.int64), "series": names, "q": q,
                                  "value": r["value"].to_numpy(dtype=float),
@@ -194,30 +179,26 @@ def spans_above(frame: pd.DataFrame, threshold: float, max_spans: int = 300) -> 
 
 # --- findings and health --------------------------------------------------------------------
 def findings(frames: dict, thresholds: dict, whatif_inputs=None) -> pd.DataFrame:
-    """The loaded findings frame, or the analyzers' diagnosis: one per samples target (with its arm's
-    steps when the source has several arms, and the run's what-if inputs), plus the GPU detectors once
-    over the gpu frame."""
+    """The loaded findings frame, or the diagnosis (stallscope.analyzers.diagnose): one group per samples
+    target (with its arm's steps when the source has several arms, and the run's what-if inputs), plus
+    the GPU detectors once over the gpu frame; sorted by start."""
     if len(frames.get("findings", ())):
         return frames["findings"].sort_values("start_ns", kind="stable").reset_index(drop=True)
-    mod = _analyzer("findings")
-    if mod is None or not hasattr(mod, "diagnose"):
-        return schema.empty("findings")
+    from stallscope.analyzers.diagnose import diagnose
+    from stallscope.analyzers.finding import by_start, to_frame
+
     samples, gpu, steps = frames.get("samples"), frames.get("gpu"), frames.get("steps")
-    parts = []
+    groups = []
     if samples is not None and len(samples):
         for target, part in samples.groupby(samples["target"].fillna("").astype(object), sort=True):
             own = steps
             if steps is not None and "target" in steps and steps["target"].nunique() > 1:
                 own = steps[steps["target"] == str(target).split("/")[0]]
-            parts.append(mod.diagnose(part, None, own if own is not None and len(own) else None,
-                                      thresholds=thresholds, whatif_inputs=whatif_inputs)[1])
+            groups.append((target, {"samples": part, "steps": own if own is not None and len(own) else None,
+                                    "whatif_inputs": whatif_inputs}))
     if gpu is not None and len(gpu):
-        parts.append(mod.diagnose(None, gpu, None, thresholds=thresholds)[1])
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return schema.empty("findings")
-    out = pd.concat(parts, ignore_index=True).sort_values(["start_ns", "kind"], kind="stable")
-    return schema.validate(out.reset_index(drop=True), "findings")
+        groups.append(("", {"gpu": gpu}))
+    return to_frame(by_start(diagnose(groups, thresholds=thresholds).findings))
 
 
 def health(samples: pd.DataFrame, up: pd.DataFrame) -> pd.DataFrame:
@@ -275,8 +256,9 @@ def roofline(gpu: pd.DataFrame, max_points: int = 2000) -> dict | None:
 
     Returns `{"gpu", "peak_flops", "peak_bw", "points": frame(series, intensity, flops)}` or None.
     """
-    mod = _analyzer("roofline")
-    if mod is None or gpu.empty or not hasattr(mod, "measured_points"):
+    from stallscope.analyzers.roofline import measured_points
+
+    if gpu.empty:
         return None
     gpu = gpu[gpu["metric"].isin(["tensor_active", "dram_active"])]
     if gpu.empty:
@@ -284,7 +266,7 @@ def roofline(gpu: pd.DataFrame, max_points: int = 2000) -> dict | None:
     lo, hi = int(gpu["ts"].min()), int(gpu["ts"].max())
     width = max(1, -(-(hi - lo + 1) // max_points))          # one sample per GPU, metric and time bin
     last = gpu.assign(_b=(gpu["ts"] - lo) // width).groupby(["hostname", "gpu", "metric", "_b"], sort=False)["ts"].idxmax()
-    roof = mod.measured_points(gpu.loc[np.sort(last.to_numpy())])
+    roof = measured_points(gpu.loc[np.sort(last.to_numpy())])
     if roof is None:
         return None
     pts = roof["points"]                                    # one per GPU and sample: thin to distinct points

@@ -6,53 +6,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from stallscope.core.errors import InputError
+from stallscope.engine.config import ModelConfig, SchedulerConfig
 
 KV_CACHE_DTYPES = ("auto", "float32", "fp16", "fp8")
-# Bytes one stored KV element takes; "auto" is 16-bit storage, as in real deployments.
-KV_DTYPE_BYTES = {"auto": 2, "float32": 4, "fp16": 2, "fp8": 1}
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """A Llama-style decoder: RMSNorm, RoPE, grouped-query attention, SwiGLU; float32 weights."""
-
-    name: str
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    intermediate_size: int
-    max_model_len: int
-    vocab_size: int = 264          # 256 bytes + BOS/EOS/PAD, padded to a multiple of 8
-    rope_theta: float = 10000.0
-    rms_norm_eps: float = 1e-5
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
-
-    @property
-    def num_params(self) -> int:
-        d, hd = self.hidden_size, self.head_dim
-        qkv = d * (self.num_heads + 2 * self.num_kv_heads) * hd
-        per_layer = qkv + self.num_heads * hd * d + 3 * d * self.intermediate_size + 2 * d
-        return self.num_layers * per_layer + 2 * self.vocab_size * d + d
 
 
 PRESETS: dict[str, ModelConfig] = {
     # ~2.9M parameters: fast enough for property tests on 2 cores.
     "tiny": ModelConfig("tiny", hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=2,
-                        intermediate_size=688, max_model_len=2048),
+                        intermediate_size=688, max_model_len=2048, weight_dtype="float32"),
     # ~105M parameters: a 2,048-token prefill is seconds on 2 cores, a 16-request decode step tens of ms.
     # Few wide layers and 8:1 GQA (as Llama-3-70B): the linear layers, not numpy's per-layer attention
     # overhead, dominate a decode step, as they do on a GPU (docs/performance.md).
     "small": ModelConfig("small", hidden_size=1024, num_layers=7, num_heads=16, num_kv_heads=2,
-                         intermediate_size=4096, max_model_len=4096),
+                         intermediate_size=4096, max_model_len=4096, weight_dtype="float32"),
 }
 
 
@@ -96,6 +68,27 @@ class EngineConfig:
                                                or self.max_model_len < 2):
             raise InputError(f"--max-model-len must be an integer >= 2, got {self.max_model_len!r}")
 
+    @classmethod
+    def from_flags(cls, flags) -> EngineConfig:
+        """The config a `stallscope refserver` command line's engine flags give (`--name value`, `--name=value`,
+        `--[no-]enable-chunked-prefill`; other flags skipped), so `repro` can record it in server.json as data.
+        ValueError for a value of the wrong type."""
+        kinds, kw, flags = {f.name: f.type for f in fields(cls)}, {}, [str(f) for f in flags]
+        for i, flag in enumerate(flags):
+            name, eq, value = flag[2:].partition("=") if flag.startswith("--") else ("", "", "")
+            name = name.replace("-", "_")
+            if name in ("enable_chunked_prefill", "no_enable_chunked_prefill"):
+                kw["enable_chunked_prefill"] = name == "enable_chunked_prefill"
+            elif name in kinds:
+                value = value if eq else flags[i + 1] if i + 1 < len(flags) else ""
+                kw[name] = int(value) if kinds[name].startswith("int") else float(value) if kinds[name] == "float" else value
+        return cls(**kw)
+
+    @property
+    def scheduler_config(self) -> SchedulerConfig:
+        return SchedulerConfig(self.max_num_batched_tokens, self.max_num_seqs, self.enable_chunked_prefill,
+                               self.block_size, self.num_gpu_blocks, self.resolved_max_model_len)
+
     @property
     def model_config(self) -> ModelConfig:
         return PRESETS[self.model]
@@ -107,13 +100,12 @@ class EngineConfig:
     @property
     def bytes_per_token(self) -> int:
         """KV bytes per token: layers x kv_heads x head_dim x 2 (K and V) x dtype bytes (fp8 scales not counted)."""
-        mc = self.model_config
-        return mc.num_layers * mc.num_kv_heads * mc.head_dim * 2 * KV_DTYPE_BYTES[self.kv_cache_dtype]
+        return self.model_config.kv_bytes_per_token(self.kv_cache_dtype)
 
     @property
     def bytes_per_block(self) -> int:
         return self.block_size * self.bytes_per_token
 
     @property
-    def num_kv_blocks(self) -> int:
+    def num_gpu_blocks(self) -> int:
         return int(self.kv_cache_mb * 2**20 // self.bytes_per_block)

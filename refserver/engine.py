@@ -1,11 +1,13 @@
 """`LLMEngine`: add requests, then call `step()` -- one schedule, one batched forward, one `StepStats`.
 
 Not thread-safe: a server drives it from one engine thread. The engine never imports a metrics library;
-`StepStats` and `RequestOutput` carry everything a metrics layer needs.
+`StepStats` and `RequestOutput` carry everything a metrics layer needs. A request whose sampling raises
+finishes alone with `finish_reason` "error" (blocks freed); the rest of the batch goes on untouched.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -14,15 +16,16 @@ import numpy as np
 from stallscope.core.errors import InputError
 
 from .config import EngineConfig, ModelConfig
-from stallscope.engine.kv_cache_manager import KVCacheManager
+from stallscope.engine.core import EngineCore
 from .model_runner import ModelRunner
 from stallscope.engine.request import Request, RequestStatus, SamplingParams
 from .sampling import request_rng
-from stallscope.engine.scheduler import Scheduler
 from stallscope.engine.stats import StepStats
 from stallscope.engine.step_trace import StepTraceWriter
 from .tokenizer import ByteTokenizer
 from .weights import init_weights, load_npz
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,21 +63,16 @@ class LLMEngine:
         self.model_config: ModelConfig = config.model_config
         self.tokenizer = ByteTokenizer()
         self.max_model_len = config.resolved_max_model_len
-        num_blocks = config.num_kv_blocks
-        if num_blocks < 1:
+        if config.num_gpu_blocks < 1:
             raise InputError(f"--kv-cache-mb {config.kv_cache_mb} holds no block of {config.bytes_per_block} bytes")
-        self.kv_cache_manager = KVCacheManager(num_blocks, config.block_size, config.bytes_per_block)
-        self.scheduler = Scheduler(self.kv_cache_manager, max_num_batched_tokens=config.max_num_batched_tokens,
-                                   max_num_seqs=config.max_num_seqs,
-                                   enable_chunked_prefill=config.enable_chunked_prefill,
-                                   max_model_len=self.max_model_len)
+        self.core = EngineCore(config.scheduler_config, self._execute, time.time_ns, config.bytes_per_block)
+        self.kv_cache_manager, self.scheduler = self.core.kv_cache_manager, self.core.scheduler
         weights = (load_npz(config.weights, self.model_config) if config.weights
                    else init_weights(self.model_config, config.seed))
         self.model_runner = ModelRunner(config, self.kv_cache_manager, weights)
         self.requests: dict[str, Request] = {}
         self._rngs: dict[str, np.random.Generator] = {}
-        self._pending_aborts: list[RequestOutput] = []
-        self.step_count = 0
+        self._pending_finishes: list[RequestOutput] = []
         self.keep_logits = keep_logits
         self.logits: dict[str, list[np.ndarray]] = {}      # request_id -> logits rows (keep_logits only)
         self._trace = StepTraceWriter(config.step_trace) if config.step_trace else None
@@ -95,9 +93,9 @@ class LLMEngine:
             raise InputError(f"request {request_id!r} has token id {bad[0]} outside the vocabulary "
                              f"(0..{self.model_config.vocab_size - 1})")
         most_tokens = min(n + params.max_tokens, self.max_model_len)
-        if self.kv_cache_manager.blocks_for_tokens(most_tokens) > self.kv_cache_manager.num_total_blocks:
+        if self.kv_cache_manager.blocks_for_tokens(most_tokens) > self.kv_cache_manager.num_gpu_blocks:
             raise InputError(f"request {request_id!r} may need {most_tokens} tokens of KV cache but the pool holds "
-                             f"{self.kv_cache_manager.num_total_blocks * self.config.block_size}; raise --kv-cache-mb")
+                             f"{self.kv_cache_manager.num_gpu_blocks * self.config.block_size}; raise --kv-cache-mb")
         req = Request(request_id, prompt_token_ids, params,
                       time.time_ns() if arrival_ns is None else arrival_ns, self.tokenizer.eos_token_id)
         self.requests[request_id] = req
@@ -105,14 +103,14 @@ class LLMEngine:
             self._rngs[request_id] = request_rng(params, self.config.seed, request_id)
         self.scheduler.add_request(req)
 
-    def abort_request(self, request_id: str) -> None:
-        """Free the request's blocks; its abort output comes with the next step. No-op if unknown or done."""
+    def abort_request(self, request_id: str, status: RequestStatus = RequestStatus.FINISHED_ABORTED) -> None:
+        """Free the request's blocks; its `status` output comes with the next step. No-op if unknown or done."""
         req = self.requests.pop(request_id, None)
         if req is None or req.is_finished:
             return
-        self.scheduler.finish_request(req, RequestStatus.FINISHED_ABORTED)
+        self.scheduler.finish_request(req, status)
         self._rngs.pop(request_id, None)
-        self._pending_aborts.append(_output(req, ()))
+        self._pending_finishes.append(_output(req, ()))
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
@@ -123,39 +121,24 @@ class LLMEngine:
     def num_running(self) -> int:
         return len(self.scheduler.running)
 
+    def _execute(self, out) -> dict[str, int]:
+        sampled, self._logits, failed = self.model_runner.execute(out, self._rngs)
+        for request_id, exc in failed.items():      # finished before update_from_output, which then skips them
+            log.error("request %r failed in sampling: %s: %s", request_id, type(exc).__name__, exc, exc_info=exc)
+            self.abort_request(request_id, RequestStatus.FINISHED_ERROR)
+        return sampled
+
     def step(self) -> tuple[list[RequestOutput], StepStats]:
         """Schedule, run one batched forward over every scheduled token, sample, and report the step."""
-        start_ns = time.time_ns()
-        out = self.scheduler.schedule()
-        num_running, num_waiting = len(self.scheduler.running), len(self.scheduler.waiting)
-        arrivals = {}
-        for req in out.scheduled_requests:
-            if req.first_scheduled_ns is None:
-                req.first_scheduled_ns = start_ns
-                arrivals[req.request_id] = req.arrival_ns
-        sampled, logits = self.model_runner.execute(out, self._rngs)
-        changed = self.scheduler.update_from_output(out, sampled)
-        end_ns = time.time_ns()
-        outputs, self._pending_aborts = self._pending_aborts, []
+        changed, stats = self.core.step()
+        outputs, self._pending_finishes = self._pending_finishes, []
         for req in changed:
-            if req.first_token_ns is None:
-                req.first_token_ns = end_ns
             if self.keep_logits:
-                self.logits.setdefault(req.request_id, []).append(logits[req.request_id])
+                self.logits.setdefault(req.request_id, []).append(self._logits[req.request_id])
             outputs.append(_output(req, (req.output_token_ids[-1],)))
             if req.is_finished:
                 del self.requests[req.request_id]
                 self._rngs.pop(req.request_id, None)
-        stats = StepStats(
-            step=self.step_count, start_ns=start_ns, end_ns=end_ns,
-            num_prefill_tokens=out.num_prefill_tokens, num_decode_tokens=out.num_decode_tokens,
-            num_prefill_reqs=out.num_prefill_reqs, num_decode_reqs=out.num_decode_reqs,
-            num_running=num_running, num_waiting=num_waiting,
-            num_preempted=len(out.preempted_request_ids),
-            kv_blocks_used=self.kv_cache_manager.num_used_blocks,
-            kv_blocks_total=self.kv_cache_manager.num_total_blocks,
-            num_scheduled_tokens=dict(out.num_scheduled_tokens), arrival_ns=arrivals)
-        self.step_count += 1
         if self._trace is not None:
             self._trace.write(stats)
         return outputs, stats

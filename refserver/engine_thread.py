@@ -4,13 +4,15 @@ The event loop talks to the thread through one thread-safe command queue (`add`,
 the thread applies commands only *between* steps, runs `LLMEngine.step()` while there is work, records
 metrics, and hands each step's `RequestOutput`s back to the event loop in one `call_soon_threadsafe`
 batch, as `(output, logprobs)` pairs (logprobs only for a request added with `logprobs=N`, else None) into
-the request's `asyncio.Queue`. A request's queue ends with a finished output, or with an `EngineError`
-when the engine rejected or failed it.
+the request's `asyncio.Queue`. A request's queue ends with a finished output (`finish_reason` "error"
+when its sampling or its logprobs raised: that request alone ends), or with an `EngineError` when the
+engine rejected it or a whole step failed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import queue
 import threading
@@ -19,6 +21,7 @@ import traceback
 from collections import defaultdict
 
 from stallscope.core.errors import InputError
+from stallscope.engine.request import RequestStatus
 
 log = logging.getLogger(__name__)
 
@@ -110,19 +113,29 @@ class EngineThread:
                 self._fail_all(f"engine step failed: {type(exc).__name__}: {exc}")
                 continue
             self.steps += 1
-            self.metrics.record_step(outputs, stats)
+            items = [self._with_logprobs(out) for out in outputs]
+            self.metrics.record_step([out for out, _ in items], stats)
             self._publish()  # post-step gauges before any client can see this step's outputs
             batches = defaultdict(list)
-            for out in outputs:
-                rows = engine.logits.pop(out.request_id, None) if engine.keep_logits else None
+            for out, logprobs in items:
                 sink = self._sinks.pop(out.request_id, None) if out.finished else self._sinks.get(out.request_id)
                 if sink is not None:
-                    logprobs = None
-                    if sink[2] is not None and rows and out.new_token_ids:
-                        logprobs = engine.model_runner.sampler.logprobs(rows[-1], out.new_token_ids[-1], sink[2])
                     batches[sink[0]].append((sink[1], (out, logprobs)))
             for loop, items in batches.items():
                 self._post(loop, items)
+
+    def _with_logprobs(self, out):
+        """`(out, logprobs)`; if the logprobs raise, the request ends alone: no token, `finish_reason` "error"."""
+        engine, sink = self.engine, self._sinks.get(out.request_id)
+        rows = engine.logits.pop(out.request_id, None) if engine.keep_logits else None
+        if sink is None or sink[2] is None or not rows or not out.new_token_ids:
+            return out, None
+        try:
+            return out, engine.model_runner.sampler.logprobs(rows[-1], out.new_token_ids[-1], sink[2])
+        except Exception:  # noqa: BLE001 -- whatever it is, it is this request's alone
+            log.error("logprobs for request %r failed:\n%s", out.request_id, traceback.format_exc())
+            engine.abort_request(out.request_id, RequestStatus.FINISHED_ERROR)
+            return dataclasses.replace(out, new_token_ids=(), finished=True, finish_reason="error"), None
 
     def _apply_commands(self, block: bool) -> bool:
         """Apply queued commands; with `block`, wait briefly for the first. False once told to stop."""
@@ -179,7 +192,7 @@ class EngineThread:
         waiting, running, used = engine.num_waiting(), engine.num_running(), kv.num_used_blocks
         with self._lock:
             self._published = (waiting, running, used)
-        self.metrics.set_gauges(running, waiting, used, kv.num_total_blocks)
+        self.metrics.set_gauges(running, waiting, used, kv.num_gpu_blocks)
 
     @staticmethod
     def _post(loop: asyncio.AbstractEventLoop, items) -> None:

@@ -104,6 +104,13 @@ class EngineMetrics:
             ("model_name", "reason"), registry=reg)
         self.iteration_tokens = histogram("vllm:iteration_tokens_total",
                                           "Histogram of number of tokens per engine_step.", ITERATION_TOKENS_BUCKETS)
+        self._add_latency_and_length_histograms(histogram, max_model_len)
+        info = {key: str(value) for key, value in cache_info.items()}
+        Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+              tuple(info) + ("engine",), registry=reg).labels(engine=engine, **info).set(1)
+
+    def _add_latency_and_length_histograms(self, histogram, max_model_len: int) -> None:
+        """The per-request histograms: latencies (TTFT, ITL, e2e and the phases) and token counts."""
         self.time_to_first_token = histogram("vllm:time_to_first_token_seconds",
                                              "Histogram of time to first token in seconds.", TTFT_BUCKETS)
         self.inter_token_latency = histogram("vllm:inter_token_latency_seconds",
@@ -137,9 +144,6 @@ class EngineMetrics:
         self.request_num_preemptions = histogram("vllm:request_num_preemptions",
                                                  "Histogram of the number of times a request was preempted.",
                                                  NUM_PREEMPTIONS_BUCKETS)
-        info = {key: str(value) for key, value in cache_info.items()}
-        Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-              tuple(info) + ("engine",), registry=reg).labels(engine=engine, **info).set(1)
 
     def exposition(self) -> bytes:
         """The registry in Prometheus text format 0.0.4 (serve it with `CONTENT_TYPE`)."""
@@ -161,14 +165,14 @@ class EngineMetrics:
         """Count an HTTP 503 admission rejection."""
         self._admission_rejections.labels(model_name=self._labels["model_name"], reason=reason).inc()
 
-    def set_gauges(self, num_running: int, num_waiting: int, kv_blocks_used: int, kv_blocks_total: int) -> None:
+    def set_gauges(self, num_running: int, num_waiting: int, kv_blocks_used: int, num_gpu_blocks: int) -> None:
         self.num_requests_running.set(num_running)
         self.num_requests_waiting.set(num_waiting)
-        self.kv_cache_usage_perc.set(kv_blocks_used / kv_blocks_total if kv_blocks_total else 0.0)
+        self.kv_cache_usage_perc.set(kv_blocks_used / num_gpu_blocks if num_gpu_blocks else 0.0)
 
     def record_step(self, outputs, stats) -> None:
         """Record one engine step: `outputs` are `RequestOutput`s, `stats` its `StepStats`."""
-        self.set_gauges(stats.num_running, stats.num_waiting, stats.kv_blocks_used, stats.kv_blocks_total)
+        self.set_gauges(stats.num_running, stats.num_waiting, stats.kv_blocks_used, stats.num_gpu_blocks)
         if stats.num_preempted:
             self.num_preemptions.inc(stats.num_preempted)
         now_ns = stats.end_ns

@@ -63,14 +63,15 @@ def _keep_freed_memory_in_the_heap() -> None:
 
 
 class ModelRunner:
-    """Owns the model and the KV tensors; `execute(out)` -> {request_id: sampled token} (+ their logits)."""
+    """Owns the model and the KV tensors; `execute(out)` -> {request_id: sampled token}, their logits and
+    {request_id: exception} for requests whose sampling failed (left out of the tokens)."""
 
     def __init__(self, config: EngineConfig, kv_cache_manager: KVCacheManager, weights: dict[str, np.ndarray]):
         mc = config.model_config
         self.kv = kv_cache_manager
         self.block_size = config.block_size
         self.model = Transformer(mc, weights, max_len=config.resolved_max_model_len)
-        self.cache = PagedKVCache(mc.num_layers, kv_cache_manager.num_total_blocks, config.block_size,
+        self.cache = PagedKVCache(mc.num_layers, kv_cache_manager.num_gpu_blocks, config.block_size,
                                   mc.num_kv_heads, mc.head_dim, config.kv_cache_dtype)
         self.sampler = Sampler(mc.vocab_size)
         self.blas_threads = fix_blas_threads(config.blas_threads)
@@ -114,15 +115,17 @@ class ModelRunner:
         pos_all = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
         return input_ids, pos_all, meta, logits_rows, to_sample
 
-    def execute(self, out: SchedulerOutput, rngs: dict) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+    def execute(self, out: SchedulerOutput, rngs: dict) -> tuple[dict[str, int], dict[str, np.ndarray],
+                                                                 dict[str, Exception]]:
         """One forward over every scheduled token; sample for requests whose tokens are all computed."""
         if not out.scheduled_requests:
-            return {}, {}
+            return {}, {}, {}
         input_ids, positions, meta, logits_rows, to_sample = self.prepare(out)
         logits = self.model.forward(input_ids, positions, meta, self.cache, logits_rows)
         if not to_sample:
-            return {}, {}
-        tokens = self.sampler.sample(logits, [r.sampling_params for r in to_sample],
-                                     [rngs.get(r.request_id) for r in to_sample])
-        sampled = {r.request_id: t for r, t in zip(to_sample, tokens)}
-        return sampled, {r.request_id: logits[i] for i, r in enumerate(to_sample)}
+            return {}, {}, {}
+        tokens, errors = self.sampler.sample(logits, [r.sampling_params for r in to_sample],
+                                             [rngs.get(r.request_id) for r in to_sample])
+        sampled = {r.request_id: t for i, (r, t) in enumerate(zip(to_sample, tokens)) if i not in errors}
+        return (sampled, {r.request_id: logits[i] for i, r in enumerate(to_sample)},
+                {to_sample[i].request_id: exc for i, exc in errors.items()})

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -30,6 +30,7 @@ import requests
 
 from stallscope.core.errors import InputError, ToolkitError
 from stallscope.engine.step_trace import read_records
+from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.loadgen import LoadSpec, run_load
 from stallscope.refserver.server_thread import free_port
 
@@ -85,7 +86,8 @@ def _start_server(arm: Arm, arm_dir: Path, port: int, timeout_s: float = 120.0) 
            "--step-trace", str(arm_dir / "steps.jsonl")]
     if "--blas-threads" not in cmd:                     # the arms run side by side: one core each
         cmd += ["--blas-threads", "1"]
-    (arm_dir / "server.json").write_text(json.dumps({"argv": cmd[1:], "port": port}, indent=1))
+    engine = asdict(EngineConfig.from_flags(cmd[cmd.index("refserver") + 1:]))      # the config as data, read back
+    (arm_dir / "server.json").write_text(json.dumps({"argv": cmd[1:], "port": port, "engine": engine}, indent=1))
     log = open(arm_dir / "server.log", "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + timeout_s

@@ -28,14 +28,18 @@ class Sampler:
         self.mask[tok.eos_token_id] = 0.0
 
     def sample(self, logits: np.ndarray, params: list[SamplingParams],
-               rngs: list[np.random.Generator | None]) -> list[int]:
-        """logits: (n, vocab) float32 -> n token ids."""
+               rngs: list[np.random.Generator | None]) -> tuple[list[int], dict[int, Exception]]:
+        """logits: (n, vocab) float32 -> n token ids, and {row: exception} for rows whose sampling raised
+        (their token is meaningless): one bad row fails its own request, never the batch."""
         masked = logits + self.mask                                   # (n, vocab)
-        tokens = masked.argmax(axis=1).tolist()
+        tokens, errors = masked.argmax(axis=1).tolist(), {}
         for i, p in enumerate(params):
             if p.temperature > 0:
-                tokens[i] = self._sample_one(masked[i], p, rngs[i])
-        return tokens
+                try:
+                    tokens[i] = self._sample_one(masked[i], p, rngs[i])
+                except Exception as exc:  # noqa: BLE001 -- whatever it is, it is this row's alone
+                    errors[i] = exc
+        return tokens, errors
 
     def logprobs(self, row: np.ndarray, token: int, n: int) -> tuple[int, float, list[tuple[int, float]]]:
         """`(token, its logprob, the n likeliest (token, logprob))` under the distribution the sampler draws

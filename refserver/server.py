@@ -378,8 +378,8 @@ def build_app(config, *, served_model_name: str | None = None, api_key: str | No
     engine = LLMEngine(config, keep_logits=True)  # the engine thread pops each step's rows (logprobs)
     kv = engine.kv_cache_manager
     cache_info = {"block_size": config.block_size, "cache_dtype": config.kv_cache_dtype,
-                  "enable_prefix_caching": False, "num_gpu_blocks": kv.num_total_blocks,
-                  "kv_cache_size_tokens": kv.num_total_blocks * config.block_size}
+                  "enable_prefix_caching": False, "num_gpu_blocks": kv.num_gpu_blocks,
+                  "kv_cache_size_tokens": kv.num_gpu_blocks * config.block_size}
     name = served_model_name or config.model
     metrics = EngineMetrics(name, max_model_len=config.max_model_len or engine.model_config.max_model_len,
                             cache_info=cache_info)

@@ -38,7 +38,7 @@ def require_tool(name: str, package: str) -> str:
     return path
 
 
-# One short `stallscope demo` run per session, shared by tests/test_demo.py and the browser tests.
+# One short `stallscope demo` run per session, shared by tests/cli/test_demo.py and the browser tests.
 from demo_run import demo_run  # noqa: E402,F401
 
 

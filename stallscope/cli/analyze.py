@@ -10,21 +10,24 @@ progress) -> SourceResult`, and an entry in `SOURCES`; output merging and exit c
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 LARGE_FILE_BYTES = 64 * 1024 * 1024  # show a progress bar when reading files at least this big
 
 
 @dataclass
 class SourceResult:
-    """What one source contributes: top-level report sections, findings, and text for --format text."""
+    """One source's top-level sections, findings (list[Finding]), text for --format text, whether its
+    findings are on the wall clock (JSON: target, ISO times), and the metric sources' Report (--html)."""
 
     sections: dict
     findings: list = field(default_factory=list)
     text: str = ""
+    wall_clock: bool = True
+    report: object = None
 
 
 def add_arguments(parser) -> None:
@@ -69,7 +72,7 @@ def _progress_for(path: str):
 
 def _from_nsys(args) -> SourceResult:
     from stallscope.analyzers.kernel_roles import load_table
-    from stallscope.analyzers.nsys_report import build_report, render_text
+    from stallscope.analyzers.nsys_report import build_report
     from stallscope.collectors.nsight_sqlite import read_export
     from stallscope.core.config import load_thresholds
     from stallscope.core.errors import InputError
@@ -83,35 +86,57 @@ def _from_nsys(args) -> SourceResult:
         trace = read_export(args.nsys, progress=callback)
     report = build_report(trace, gap_threshold_ns=int(args.gap_ms * 1e6), stall_factor=args.stall_factor,
                           roles_table=roles, itl_slo_ns=slo_ns)
-    findings = report.pop("findings")
-    text = render_text({**report, "findings": findings}, top=args.top) if args.format == "text" else ""
-    return SourceResult(sections=report, findings=findings, text=text)
+    from stallscope.render.text import nsys_text
+
+    text = nsys_text(report, top=args.top) if args.format == "text" else ""
+    return SourceResult(sections=report, findings=report.pop("findings"), text=text, wall_clock=False)
+
+
+def _from_metrics(args) -> SourceResult:
+    from stallscope.cli.analyze_metrics import report
+    from stallscope.render.text import report_text
+
+    rep = report(args)
+    text = report_text(rep) if args.format == "text" else ""
+    return SourceResult(sections={"quantiles": rep.quantiles, "sources": rep.sources}, findings=rep.findings,
+                        text=text, report=rep)
 
 
 # (argument dest, reader). Each reader takes the parsed args and returns a SourceResult.
-def _from_metrics(args) -> SourceResult:
-    from stallscope.cli.analyze_metrics import from_metrics
-
-    return from_metrics(args)
-
-
 SOURCES = [("nsys", _from_nsys), ("metrics", _from_metrics)]
 
 
 def run(args) -> int:
     from stallscope.core.errors import InputError
+    from stallscope.render.json import finding_json, report_json
 
     results = [reader(args) for dest, reader in SOURCES if getattr(args, dest, None)]
     if not results:
         raise InputError("nothing to analyze: give a RUN_DIR, --db FILE, --prometheus URL or --nsys FILE")
-    report: dict = {}
-    for r in results:
-        report.update(r.sections)
-    report["findings"] = [f for r in results for f in r.findings]
     if args.format == "json":
-        sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
+        sections = {k: v for r in results for k, v in r.sections.items()}
+        sys.stdout.write(report_json(sections, [finding_json(f, wall_clock=r.wall_clock)
+                                                for r in results for f in r.findings]))
     else:
         sys.stdout.write("\n".join(r.text for r in results))
-    from stallscope.cli.analyze_metrics import finish
+    return finish(args, results)  # --html, and --fail-on: exit 1 when a finding is at or above it
 
-    return finish(args, report)  # --html, and --fail-on: exit 1 when a finding is at or above it
+
+def finish(args, results: list[SourceResult]) -> int:
+    """Write --html and map --fail-on to the exit code (1 when any finding is at or above it)."""
+    from stallscope.analyzers.diagnose import Report
+    from stallscope.analyzers.finding import severity_rank
+    from stallscope.core.errors import InputError
+
+    findings = [f for r in results for f in r.findings]
+    if args.html:
+        from stallscope.render.html import render_html
+
+        report = next((r.report for r in results if r.report is not None), None) or Report()
+        try:
+            Path(args.html).write_text(render_html(report, findings=findings), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write --html {args.html}: {exc.strerror}") from None
+        sys.stderr.write(f"stallscope: wrote {args.html}\n")
+    floor = severity_rank(args.fail_on)
+    return 1 if any(severity_rank(f.severity) >= floor for f in findings) else 0

@@ -30,8 +30,21 @@ def _say(console, n: int, text: str, t0: float) -> None:
     console.print(f"[bold cyan][{n}/{STEPS}][/] {text}  [dim]({time.monotonic() - t0:.0f} s)[/]", soft_wrap=True)
 
 
+def _analyze(run_dir, report) -> bool:
+    """`stallscope analyze RUN_DIR --html REPORT`: the text on stdout; whether a finding is critical."""
+    from stallscope.analyzers.sources import diagnose_sources
+    from stallscope.render.html import render_html
+    from stallscope.render.text import report_text
+
+    rep = diagnose_sources([("run", str(run_dir))])
+    sys.stdout.write(report_text(rep))
+    sys.stdout.flush()
+    report.write_text(render_html(rep), encoding="utf-8")
+    sys.stderr.write(f"stallscope: wrote {report}\n")
+    return any(f.severity == "critical" for f in rep.findings)
+
+
 def run(args) -> int:
-    import argparse
     from dataclasses import replace
     from pathlib import Path
 
@@ -60,8 +73,7 @@ def run(args) -> int:
     if args.long_every is not None:
         if args.long_every <= 0:
             raise InputError(f"--long-every must be positive, got {args.long_every}")
-        paced = {"long_every_tokens": None} if hasattr(load, "long_every_tokens") else {}  # seconds, not tokens
-        load = replace(load, long_every_s=args.long_every, **paced)
+        load = replace(load, long_every_s=args.long_every, long_every_tokens=None)  # seconds, not tokens
     _say(console, 1, f"reference server + starvation scenario: arm `off` (chunked prefill off) and arm `on` "
                      f"(--max-num-batched-tokens {DEFAULT_BUDGET}) under the same load", t0)
     summary = run_repro("starvation", run_dir, quick=True, model=args.model, load=load,
@@ -75,13 +87,8 @@ def run(args) -> int:
     n_scrapes, n_failed, _ = import_run(run_dir, db)
     _say(console, 3, f"collected {n_scrapes} scrapes into the store {db} ({n_failed} unparseable)", t0)
 
-    from stallscope.cli import analyze
-
-    parser = argparse.ArgumentParser(prog="stallscope analyze")
-    analyze.add_arguments(parser)
-    code = analyze.run(parser.parse_args([str(run_dir), "--html", str(report), "--fail-on", "critical"]))
-    sys.stdout.flush()
-    _say(console, 4, f"analyzed: {'critical findings' if code == 1 else 'no critical finding'}; "
+    critical = _analyze(run_dir, report)
+    _say(console, 4, f"analyzed: {'critical findings' if critical else 'no critical finding'}; "
                      f"HTML report {report}", t0)
     if args.no_dashboard:
         _say(console, 5, f"done; dashboard skipped (--no-dashboard). Later: stallscope dashboard --db {db}", t0)

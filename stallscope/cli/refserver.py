@@ -84,7 +84,7 @@ def run(args) -> int:
                             api_key=args.api_key, max_waiting=args.max_waiting)
     kv = runner.engine.kv_cache_manager
     print(f"stallscope refserver: model {args.model} on http://{args.host}:{args.port} "
-          f"({kv.num_total_blocks} KV blocks of {args.block_size} tokens, "
+          f"({kv.num_gpu_blocks} KV blocks of {args.block_size} tokens, "
           f"chunked prefill {'on' if args.enable_chunked_prefill else 'off'}, "
           f"max_num_batched_tokens {args.max_num_batched_tokens})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)

@@ -90,7 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("server shape (default: from the run, else vLLM's defaults)")
     s.add_argument("--max-num-seqs", type=_positive(int), default=None)
     s.add_argument("--block-size", type=_positive(int), default=None)
-    s.add_argument("--num-kv-blocks", type=_positive(int), default=None)
+    s.add_argument("--num-kv-blocks", dest="num_gpu_blocks", type=_positive(int), default=None)
     s.add_argument("--max-model-len", type=_positive(int), default=None)
     p.add_argument("--request-overhead", type=_nonnegative, default=None, metavar="S",
                    help="seconds from send to the scheduler (HTTP, tokenization); default: the delays measured "
@@ -115,7 +115,7 @@ def run(args) -> int:
         "recommendation": res["recommendation"],
         "step_cost": inputs.cost.summary(),
         "workload": inputs.workload.summary(),
-        "server_shape": vars(inputs.shape),
+        "server_shape": {k: getattr(inputs.shape, k) for k in whatif_inputs.SHAPE_FLAGS},
         "request_overhead_s": _overhead_summary(inputs.request_overhead_s),
     }
     if args.format == "json":

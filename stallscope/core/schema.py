@@ -57,7 +57,7 @@ FRAMES: dict[str, list[Column]] = {
         Column("num_waiting", "float", "requests in WAITING after scheduling (NaN when unknown)", required=False),
         Column("num_preempted", "float", "requests preempted in this step (NaN when unknown)", required=False),
         Column("kv_blocks_used", "float", "KV blocks held by requests after the step (NaN when unknown)", required=False),
-        Column("kv_blocks_total", "float", "KV blocks in the pool (NaN when unknown)", required=False),
+        Column("num_gpu_blocks", "float", "KV blocks in the pool (NaN when unknown)", required=False),
         Column("gpu_busy_ns", "float", "union of kernel time inside the step (nsys only)", required=False),
         Column("num_kernels", "float", "kernels inside the step (nsys only)", required=False),
     ],

@@ -1,6 +1,6 @@
 """Block bookkeeping for the paged KV cache: a fixed pool, one block table per request.
 
-    pool:         [b0][b1][b2][b3][b4][b5][b6][b7]     num_total_blocks, block_size tokens each
+    pool:         [b0][b1][b2][b3][b4][b5][b6][b7]     num_gpu_blocks, block_size tokens each
     req A table:  [b3, b0, b6]   tokens 0..15 -> b3, 16..31 -> b0, 32..(num_tokens-1) -> b6 (partly filled)
     req B table:  [b5]
     free queue:   b1 b2 b4 b7                          (least recently freed first)
@@ -23,7 +23,7 @@ class KVCacheManager:
     """Example: `m = KVCacheManager(num_blocks=8, block_size=16); m.allocate_slots(req, 40)` takes 3 blocks."""
 
     def __init__(self, num_blocks: int, block_size: int, bytes_per_block: int = 0):
-        self.num_total_blocks = num_blocks
+        self.num_gpu_blocks = num_blocks
         self.block_size = block_size
         self.bytes_per_block = bytes_per_block
         self.bytes_per_token = bytes_per_block // block_size if block_size else 0
@@ -37,12 +37,12 @@ class KVCacheManager:
 
     @property
     def num_used_blocks(self) -> int:
-        return self.num_total_blocks - len(self.free_block_queue)
+        return self.num_gpu_blocks - len(self.free_block_queue)
 
     @property
     def usage(self) -> float:
         """Fraction of blocks in use, 0..1 (vLLM's `kv_cache_usage_perc`)."""
-        return self.num_used_blocks / self.num_total_blocks if self.num_total_blocks else 0.0
+        return self.num_used_blocks / self.num_gpu_blocks if self.num_gpu_blocks else 0.0
 
     def blocks_for_tokens(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
@@ -53,9 +53,6 @@ class KVCacheManager:
     def num_new_blocks_needed(self, request: Request, num_new_tokens: int) -> int:
         held = len(self.block_tables.get(request.request_id, ()))
         return max(0, self.blocks_for_tokens(request.num_computed_tokens + num_new_tokens) - held)
-
-    def can_allocate(self, request: Request, num_new_tokens: int) -> bool:
-        return self.num_new_blocks_needed(request, num_new_tokens) <= len(self.free_block_queue)
 
     def allocate_slots(self, request: Request, num_new_tokens: int) -> bool:
         """Cover the request's next `num_new_tokens` tokens with blocks; False (and no change) if the pool is short."""

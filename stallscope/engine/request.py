@@ -38,11 +38,11 @@ class RequestStatus(enum.Enum):
     FINISHED_STOPPED = "stop"
     FINISHED_LENGTH_CAPPED = "length"
     FINISHED_ABORTED = "abort"
+    FINISHED_ERROR = "error"                # the engine failed this request alone (its sampling raised)
 
     @property
     def is_finished(self) -> bool:
-        return self in (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED,
-                        RequestStatus.FINISHED_ABORTED)
+        return self.name.startswith("FINISHED_")
 
 
 class Request:

@@ -41,12 +41,21 @@ class SchedulerOutput:
     def add(self, request: Request, num_tokens: int) -> None:
         self.scheduled_requests.append(request)
         self.num_scheduled_tokens[request.request_id] = num_tokens
-        if num_tokens == 1 and request.num_computed_tokens >= request.num_prompt_tokens:
+        if _is_decode(request, num_tokens):
             self.num_decode_tokens += 1
             self.num_decode_reqs += 1
         else:
             self.num_prefill_tokens += num_tokens
             self.num_prefill_reqs += 1
+
+    def chunks(self) -> list[tuple[int, int, bool]]:
+        """(num_computed_tokens, scheduled tokens, is prefill) per request, as `add` classed it; before the update."""
+        return [(r.num_computed_tokens, n, not _is_decode(r, n))
+                for r in self.scheduled_requests for n in [self.num_scheduled_tokens[r.request_id]]]
+
+
+def _is_decode(request: Request, num_tokens: int) -> bool:
+    return num_tokens == 1 and request.num_computed_tokens >= request.num_prompt_tokens
 
 
 class Scheduler:

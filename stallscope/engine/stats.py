@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class StepStats:
     num_waiting: int
     num_preempted: int
     kv_blocks_used: int
-    kv_blocks_total: int
+    num_gpu_blocks: int
     num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
     # {request_id: arrival time (ns, the server's add)} of the requests scheduled for the first time here
     arrival_ns: dict[str, int] = field(default_factory=dict)
@@ -28,11 +28,3 @@ class StepStats:
     @property
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
-
-    @property
-    def kv_cache_usage(self) -> float:
-        """Fraction of KV blocks in use, 0..1."""
-        return self.kv_blocks_used / self.kv_blocks_total if self.kv_blocks_total else 0.0
-
-    def to_dict(self) -> dict:
-        return asdict(self)

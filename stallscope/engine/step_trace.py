@@ -59,6 +59,8 @@ def read_records(path: str | Path, *, required=REQUIRED) -> list[dict]:
                 raise InputError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
             if not isinstance(row, dict):
                 raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            if "kv_blocks_total" in row:                 # the pool size's name in traces before num_gpu_blocks
+                row["num_gpu_blocks"] = row.pop("kv_blocks_total")
             for key in required:
                 if not isinstance(row.get(key), (int, float)):
                     raise InputError(f"{path}:{lineno}: field `{key}` missing or not a number")

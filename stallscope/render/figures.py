@@ -121,17 +121,6 @@ def roofline_figure(roof: dict, title: str | None = None) -> go.Figure:
     return fig
 
 
-def findings_table(findings: pd.DataFrame) -> go.Figure:
-    """The findings as a plotly table (kind, severity, target, window)."""
-    f = findings if findings is not None else pd.DataFrame(columns=["kind", "severity", "target", "start_ns", "end_ns"])
-    cells = [[esc(v) for v in f["kind"]], [esc(v) for v in f["severity"]], [esc(v) for v in f["target"]],
-             [str(v) for v in _t(f["start_ns"]).strftime("%H:%M:%S")], [str(v) for v in _t(f["end_ns"]).strftime("%H:%M:%S")]]
-    fig = go.Figure(go.Table(header=dict(values=["kind", "severity", "target", "start (UTC)", "end (UTC)"]),
-                             cells=dict(values=cells)))
-    fig.update_layout(height=120 + 28 * len(f), margin=dict(l=10, r=10, t=10, b=10))
-    return fig
-
-
 # --- the dashboard pages' figures ------------------------------------------------------------------
 # `ts, series, value` tables (data.DataSource views) in, figures out. Times are drawn on a date axis
 # as float ms since the epoch: numeric arrays skip plotly's per-element validation, which matters at 24 h.

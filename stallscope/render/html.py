@@ -14,7 +14,7 @@ import datetime as dt
 import html
 import json
 
-import pandas as pd
+from stallscope.render.json import jsonable
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1200px;color:#222}
@@ -49,72 +49,59 @@ def _table(header, rows) -> str:
     return f'<table class="t"><tr>{head}</tr>{body}</table>'
 
 
-def _findings_html(findings: list[dict]) -> str:
+def _findings_html(findings) -> str:
     if not findings:
         return "<p>No findings.</p>"
     out = []
     for f in findings:
-        sev = f.get("severity", "info")
-        sev_class = sev if sev in ("info", "warning", "critical") else "info"
-        evidence = json.dumps(f.get("evidence", {}), indent=1, default=str)
+        evidence = json.dumps(jsonable(f.evidence), indent=1, default=str)
         out.append(
-            f'<div class="finding {sev_class}"><b>{_e(f.get("kind", ""))}</b> ({_e(sev)})'
-            f' on <b>{_e(f.get("target", "") or "all")}</b>, {_e(_iso(f.get("start_ns")))} to {_e(_iso(f.get("end_ns")))}'
-            f'<p>{_md_code(f.get("explanation", ""))}</p>'
-            f'<p><b>Recommendation:</b> {_md_code(f.get("recommendation", ""))}</p>'
+            f'<div class="finding {f.severity}"><b>{_e(f.kind)}</b> ({_e(f.severity)})'
+            f' on <b>{_e(f.target or "all")}</b>, {_e(_iso(f.start_ns))} to {_e(_iso(f.end_ns))}'
+            f'<p>{_md_code(f.explanation)}</p>'
+            f'<p><b>Recommendation:</b> {_md_code(f.recommendation)}</p>'
             f'<details><summary>evidence</summary><pre>{_e(evidence)}</pre></details></div>')
     return "\n".join(out)
 
 
-def render_html(result: dict) -> str:
-    """HTML text of the report. `result` keys: title, sources (dict), quantiles (dict), findings (list of
-    dicts as in the JSON output), signals (frame or None), findings_frame (frame), thresholds (dict),
-    roofline (dict for dashboards.figures.roofline_figure, or None)."""
+def render_html(report, *, findings=None, title: str = "stallscope analysis") -> str:
+    """HTML text of a stallscope.analyzers.diagnose.Report. `findings` (default: the report's) are the
+    findings listed, e.g. with an Nsight export's too; the timeline shades the report's own."""
     from plotly.offline import get_plotlyjs
 
     from stallscope.render import figures
 
-    th = result.get("thresholds") or {}
-    parts = [f"<h1>{_e(result.get('title', 'stallscope analysis'))}</h1>",
+    th = report.thresholds or {}
+    findings = report.findings if findings is None else findings
+    parts = [f"<h1>{_e(title)}</h1>",
              f"<p>Generated {_e(dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC'))} by "
              "<code>stallscope analyze</code>. Quantiles follow PromQL's histogram_quantile and are shown as "
              "the bucket they fall in.</p>", "<h2>Sources</h2>"]
-    srcs = result.get("sources") or {}
+    srcs = report.sources
     parts.append(_table(["name", "source", "samples", "gpu rows", "steps", "from", "to"],
                         [[k, v.get("source", ""), v.get("samples", 0), v.get("gpu", 0), v.get("steps", 0),
                           v.get("start", ""), v.get("end", "")] for k, v in srcs.items()]))
     parts.append("<h2>Whole-run quantiles</h2>")
-    q = result.get("quantiles") or {}
+    q = report.quantiles
     parts.append(_table(["target", "ITL P50", "ITL P99", "TTFT P50", "TTFT P99", "stream time in ITL gaps > SLO"],
                         [[t, *(v.get(k, {}).get("text", "n/a") for k in ("itl_p50", "itl_p99", "ttft_p50",
                                                                           "ttft_p99", "itl_time_above_slo"))]
                          for t, v in q.items()]))
-    findings = result.get("findings") or []
     parts.append(f"<h2>Findings ({len(findings)})</h2>")
     parts.append(_findings_html(findings))
     figs = []
-    sig = result.get("signals")
-    ff = result.get("findings_frame")
+    sig = report.signals
     if sig is not None and len(sig):
+        ff = report.findings_frame()
         figs.append(figures.latency_figure(sig, ff, slo_s=th.get("itl_slo_s")))
         figs.append(figures.kv_figure(sig, ff, kv_high=th.get("kv_usage_high")))
-    if result.get("roofline"):
-        figs.append(figures.roofline_figure(result["roofline"]))
+    if report.roofline:
+        figs.append(figures.roofline_figure(report.roofline))
     if figs:
         parts.append("<h2>Timeline</h2>")
         parts += [f.to_html(full_html=False, include_plotlyjs=False) for f in figs]
     body = "\n".join(parts)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(result.get("title", "stallscope"))}'
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}'
             f"</title><style>{_CSS}</style><script type=\"text/javascript\">{get_plotlyjs()}</script></head>"
             f"<body>{body}</body></html>\n")
 
-
-def signals_for_report(signals: pd.DataFrame | None, max_points: int = 3000) -> pd.DataFrame | None:
-    """Thin the signals grid per target to at most `max_points` rows (keeps the file small)."""
-    if signals is None or not len(signals):
-        return signals
-    out = []
-    for _, part in signals.groupby("target", sort=True):
-        stride = max(1, len(part) // max_points)
-        out.append(part.iloc[::stride])
-    return pd.concat(out, ignore_index=True)

@@ -110,7 +110,7 @@ def test_pool_is_stored_in_its_dtype_and_sized_by_kv_cache_mb(dtype, storage):
     assert runner.cache.k.dtype == storage and runner.cache.v.dtype == storage
     kv_bytes = runner.cache.k.nbytes + runner.cache.v.nbytes
     assert 8 * 2**20 - cfg.bytes_per_block < kv_bytes <= 8 * 2**20       # resident = the nominal pool
-    scales = 2 * 4 * cfg.model_config.num_layers * cfg.num_kv_blocks if dtype == "fp8" else 0
+    scales = 2 * 4 * cfg.model_config.num_layers * cfg.num_gpu_blocks if dtype == "fp8" else 0
     assert runner.cache.nbytes == kv_bytes + scales
 
 

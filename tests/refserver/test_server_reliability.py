@@ -240,8 +240,6 @@ def test_public_host_without_api_key_warns(monkeypatch, capsys, argv, warned):
 POISON_SEED = 666
 
 
-@pytest.mark.xfail(strict=False, reason="engine-step isolation belongs in the engine (helper B's rewrite): a sampling "
-                   "error for one request fails the whole step, so every live request gets the error")
 def test_one_poisoned_request_among_8_streams_fails_alone(server, client, monkeypatch):
     prompts = [f"stream {i}" for i in range(7)]
     expected = [greedy_text(client, p, max_tokens=16) for p in prompts]
@@ -275,3 +273,29 @@ def test_one_poisoned_request_among_8_streams_fails_alone(server, client, monkey
     texts = ["".join(c["choices"][0]["text"] for c in chunks if c.get("choices")) for chunks in results]
     assert texts == expected
     assert metric(client, "vllm:request_success_total", finished_reason="error") == errors_before + 1
+
+
+def test_a_request_whose_logprobs_raise_fails_alone_and_the_engine_thread_lives(server, client, monkeypatch):
+    expected = greedy_text(client, "neighbour", max_tokens=8)
+    errors_before = metric(client, "vllm:request_success_total", finished_reason="error")
+    sampler = server.engine.model_runner.sampler
+    real = sampler.logprobs
+
+    def broken(row, token, n):
+        if n == 3:
+            raise ValueError("broken logprobs")
+        return real(row, token, n)
+
+    monkeypatch.setattr(sampler, "logprobs", broken)
+
+    async def both():
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as ac:
+            return await asyncio.gather(*(ac.post("/v1/completions", json={
+                "prompt": p, "max_tokens": 8, "temperature": 0, "ignore_eos": True, "logprobs": n})
+                for p, n in [("bad", 3), ("neighbour", 1)]))
+
+    bad, good = (r.json()["choices"][0] for r in asyncio.run(both()))
+    assert (bad["finish_reason"], bad["text"]) == ("error", "")
+    assert (good["finish_reason"], good["text"], len(good["logprobs"]["tokens"])) == ("length", expected, 8)
+    assert metric(client, "vllm:request_success_total", finished_reason="error") == errors_before + 1
+    assert server.runner.alive and greedy_text(client, "neighbour", max_tokens=8) == expected

@@ -3,7 +3,8 @@
 import pandas as pd
 
 from expo_frames import simulate_starvation, write_arm
-from stallscope.analyzers import findings as F
+from stallscope.analyzers.diagnose import Report
+from stallscope.analyzers.finding import Finding
 from stallscope.analyzers import signals
 from stallscope.render import html as report
 from stallscope.cli import main
@@ -36,15 +37,13 @@ def test_figures_escape_target_names_in_traces():
 
 
 def test_report_sections_with_and_without_signals():
-    f = F.to_frame([F.Finding("kv_pressure", "warning", 10**18, 10**18 + 10**9, "a<b>",
-                              {"kv_usage_max": 0.9}, "full `cache`", "use `--kv-cache-dtype fp8`")])
-    records = [F.Finding(**r).to_json() for r in f.to_dict("records")]
-    page = report.render_html({"title": "t<1>", "findings": records, "quantiles": {}, "sources": {},
-                               "signals": None, "findings_frame": f})
+    f = Finding("kv_pressure", "warning", 10**18, 10**18 + 10**9, "a<b>", {"kv_usage_max": 0.9}, "full `cache`",
+                "use `--kv-cache-dtype fp8`")
+    page = report.render_html(Report(findings=[f]), title="t<1>")
     assert "<title>t&lt;1&gt;</title>" in page
     assert "<code>--kv-cache-dtype fp8</code>" in page and "a&lt;b&gt;" in page
     assert "Timeline" not in page  # no signals, no roofline: no figures
     roof = {"gpu": "H100-SXM", "peak_flops": 989.4e12, "peak_bw": 3.35e12,
             "points": pd.DataFrame({"series": ["h/gpu0"], "intensity": [12.0], "flops": [4e13]})}
-    page = report.render_html({"title": "t", "findings": [], "sources": {}, "quantiles": {}, "roofline": roof})
+    page = report.render_html(Report(roofline=roof), title="t")
     assert "Timeline" in page and "ridge 295 FLOP\\u002fB" in page

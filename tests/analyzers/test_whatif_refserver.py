@@ -12,9 +12,9 @@ import asyncio
 import numpy as np
 import pytest
 
-from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace
-from stallscope.analyzers.whatif import ServerShape, predict, trace_itl
-from stallscope.cli.whatif_inputs import workload_from_loadgen
+from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace, trace_itl
+from stallscope.analyzers.whatif import predict
+from stallscope.analyzers.workload import workload_from_loadgen
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.loadgen import LoadSpec, run_load
 from stallscope.refserver.server_thread import ServerThread
@@ -41,9 +41,7 @@ def test_simulation_reproduces_a_real_run(tmp_path):
     assert prefill_terms and max(prefill_terms.values()) > 0, cost.coef_s
     workload = workload_from_loadgen(result, "loadgen")
     assert workload.sessions == 4 and workload.long_prompt_tokens == 600
-    shape = ServerShape(max_num_seqs=cfg.max_num_seqs, block_size=cfg.block_size, num_kv_blocks=cfg.num_kv_blocks,
-                        max_model_len=cfg.resolved_max_model_len)
-    pred = predict(workload, cost, [256], shape=shape, seeds=3).iloc[0]
+    pred = predict(workload, cost, [256], shape=cfg.scheduler_config, seeds=3).iloc[0]
     ratios = {
         "itl_p50": pred["itl_p50_s"] / np.percentile(measured_itl, 50),
         "itl_p99": pred["itl_p99_s"] / np.percentile(measured_itl, 99),

@@ -9,12 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost, read_step_trace
+from stallscope.analyzers.step_cost import (
+    StepCostModel, fit_step_cost, read_step_trace, trace_itl, trace_token_times,
+)
 from stallscope.analyzers.whatif import (
-    ServerShape, calibrate_overhead, predict, recommend, simulate, summarize, trace_itl, trace_token_times,
+    predict, recommend, simulate, summarize,
 )
 from stallscope.analyzers.workload import LengthDist, Workload
 from stallscope.core.errors import InputError
+from stallscope.engine.config import SchedulerConfig
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.engine import LLMEngine
 from stallscope.engine.request import SamplingParams
@@ -69,14 +72,14 @@ def test_policy_is_the_engines_scheduler(tmp_path):
     """Same requests, all at t=0: the simulated steps equal the real engine's step trace, step for step."""
     w = fixed(20, 24, sessions=4, long_prompt_tokens=100, long_output_tokens=8, long_every_s=10.0,
               long_first_s=0.0, duration_s=1e-6)
-    sim = simulate(w, CONST, max_num_batched_tokens=64, shape=ServerShape(max_num_seqs=8, block_size=16,
-                                                                            num_kv_blocks=10, max_model_len=2048),
+    sim = simulate(w, CONST, max_num_batched_tokens=64, shape=SchedulerConfig(max_num_seqs=8, block_size=16,
+                                                                            num_gpu_blocks=10, max_model_len=2048),
                    record_steps=True)
     trace = tmp_path / "steps.jsonl"
     cfg = EngineConfig(model="tiny", max_num_batched_tokens=64, max_num_seqs=8, block_size=16,
                        kv_cache_mb=(10.5 * EngineConfig().bytes_per_block) / 2**20, step_trace=str(trace))
     engine = LLMEngine(cfg)
-    assert engine.kv_cache_manager.num_total_blocks == 10
+    assert engine.kv_cache_manager.num_gpu_blocks == 10
     engine.add_request("sim-0", [7] * 100, SamplingParams(max_tokens=8, ignore_eos=True))
     for i in range(1, 5):
         engine.add_request(f"sim-{i}", [5] * 20, SamplingParams(max_tokens=24, ignore_eos=True))
@@ -118,7 +121,7 @@ def test_noise_replays_residuals_deterministically():
 
 def test_kv_pool_pressure_preempts_and_still_finishes():
     w = fixed(100, 60, sessions=6, duration_s=2.0)
-    res = simulate(w, CONST, max_num_batched_tokens=512, shape=ServerShape(num_kv_blocks=30, block_size=16))
+    res = simulate(w, CONST, max_num_batched_tokens=512, shape=SchedulerConfig(num_gpu_blocks=30, block_size=16))
     assert res.num_preemptions > 0
     assert summarize(res, w)["num_unfinished"] == 0
 
@@ -162,7 +165,7 @@ def test_token_times_rebuilt_from_a_trace_match_the_simulation():
     """trace_token_times (the measured side of the validation) recovers every simulated token time."""
     w = Workload(LengthDist.from_buckets([20, 300, 600], [10, 16, 20]), LengthDist.fixed(12), rate_hz=8.0,
                  duration_s=3.0)
-    res = simulate(w, LINEAR, max_num_batched_tokens=128, shape=ServerShape(num_kv_blocks=40), record_steps=True)
+    res = simulate(w, LINEAR, max_num_batched_tokens=128, shape=SchedulerConfig(num_gpu_blocks=40), record_steps=True)
     assert res.num_preemptions > 0        # recompute chunks are in the trace too
     rebuilt = trace_token_times(pd.DataFrame(res.steps))
     for r in res.requests:
@@ -171,28 +174,24 @@ def test_token_times_rebuilt_from_a_trace_match_the_simulation():
     assert len(itl) == sum(len(r.token_times_s) - 1 for r in res.requests)
 
 
-def test_request_overhead_shifts_ttft_and_calibrates_back():
+def test_request_overhead_shifts_ttft():
     w = fixed(16, 4, sessions=1, duration_s=1.0)
     s = summarize(simulate(w, CONST, max_num_batched_tokens=64, request_overhead_s=0.05), w)
     assert s["ttft_short_p50_s"] == pytest.approx(0.06) and s["itl_p99_s"] == pytest.approx(0.010)
     # each request: 50 ms in flight + 4 steps of 10 ms, the next sent at the last token: a 90 ms cycle,
     # so sends at 0, 0.09, ..., 0.99 -> 12 requests start within the 1 s window
     assert s["num_requests"] == 12
-    got = calibrate_overhead(w, CONST, 0.06, max_num_batched_tokens=64, enable_chunked_prefill=True)
-    assert got == pytest.approx(0.05, abs=0.06 / 2**8)
-    assert calibrate_overhead(w, CONST, 0.005, max_num_batched_tokens=64, enable_chunked_prefill=True) == 0.0
 
 
 def test_analyze_takes_the_starvation_budget_from_the_simulation():
     """A starvation trace (chunking off, long prompts): the trace alone yields the budget, and the
     decode_starvation finding's recommendation and evidence carry it."""
-    from stallscope.analyzers import findings
+    from stallscope.analyzers.advice import budget_advisor
     from stallscope.analyzers.budget import inputs_from_frames, recommend_budget
-    from stallscope.core.schema import validate
 
     w = fixed(16, 100, sessions=6, long_prompt_tokens=1500, long_output_tokens=4, long_every_s=0.5, duration_s=8.0)
     res = simulate(w, LINEAR, max_num_batched_tokens=2048, enable_chunked_prefill=False, record_steps=True,
-                   shape=ServerShape(num_kv_blocks=2000))
+                   shape=SchedulerConfig(num_gpu_blocks=2000))
     steps = pd.DataFrame(res.steps)
     inputs = inputs_from_frames(steps)
     res = recommend_budget(inputs, 0.05)
@@ -201,19 +200,13 @@ def test_analyze_takes_the_starvation_budget_from_the_simulation():
     assert rec["max_num_batched_tokens"] == 256 and rec["meets_slo"]
     assert rec["predicted_itl_p99_s"] == pytest.approx(0.0354, abs=0.002)
     assert inputs.cost.mape < 1e-6 and res["budgets"] == [256, 512, 1024, 2048, 4096]
-    frame = pd.DataFrame([{"kind": k, "severity": "critical", "start_ns": 0, "end_ns": 1, "target": "vllm",
-                           "evidence": {"itl_p99_s": 0.6}, "explanation": "x", "recommendation": "old"}
-                          for k in ("decode_starvation", "kv_pressure")])
-    out = validate(findings._whatif_budget(frame, steps, 0.05), "findings")
-    starving = out.iloc[0]
-    assert "--max-num-batched-tokens 256" in starving["recommendation"] and "simulating" in starving["recommendation"]
-    assert starving["evidence"]["max_num_batched_tokens"] == 256 and starving["evidence"]["itl_p99_s"] == 0.6
-    assert starving["evidence"]["budget_source"] == "what-if simulation of the step trace"
-    assert starving["evidence"]["whatif_budgets"] == [256, 512, 1024, 2048, 4096]
-    assert out.iloc[1]["recommendation"] == "old"
-    # without per-request detail (an nsys steps frame) the finding keeps its own recommendation
-    bare = steps.drop(columns="num_scheduled_tokens")
-    assert findings._whatif_budget(frame, bare, 0.05).iloc[0]["recommendation"] == "old"
+    text, evidence = budget_advisor(steps, None, 0.05)()
+    assert "--max-num-batched-tokens 256" in text and "simulating" in text
+    assert evidence["max_num_batched_tokens"] == 256
+    assert evidence["budget_source"] == "what-if simulation of the step trace"
+    assert evidence["whatif_budgets"] == [256, 512, 1024, 2048, 4096]
+    # without per-request detail (an nsys steps frame) there is no simulated advice
+    assert budget_advisor(steps.drop(columns="num_scheduled_tokens"), None, 0.05) is None
 
 
 def test_long_prompts_paced_by_session_progress_as_repro_does():

@@ -89,7 +89,7 @@ def test_finish_frees_blocks_and_reports_length():
     while s.has_unfinished_requests():
         step(s)
     assert r.status is RequestStatus.FINISHED_LENGTH_CAPPED and r.output_token_ids == [7, 7]
-    assert s.kv.num_free_blocks == s.kv.num_total_blocks
+    assert s.kv.num_free_blocks == s.kv.num_gpu_blocks
 
 
 def test_eos_and_stop_tokens_finish_with_stop():
@@ -98,3 +98,26 @@ def test_eos_and_stop_tokens_finish_with_stop():
     s.add_request(r)
     step(s)
     assert r.status is RequestStatus.FINISHED_STOPPED and r.finish_reason == "stop"
+
+
+def test_engine_core_steps_any_executor_on_any_clock():
+    """EngineCore: schedule -> execute -> update, dated by the clock it is given; chunks() as add() classed them."""
+    from stallscope.engine.config import SchedulerConfig
+    from stallscope.engine.core import EngineCore
+
+    ticks, seen = iter(range(0, 1000, 10)), []
+
+    def execute(out):
+        seen.append(out.chunks())
+        return {r.request_id: 7 for r in out.scheduled_requests
+                if r.num_computed_tokens + out.num_scheduled_tokens[r.request_id] == r.num_tokens}
+
+    core = EngineCore(SchedulerConfig(max_num_batched_tokens=8, block_size=4, num_gpu_blocks=16), execute,
+                      lambda: next(ticks))
+    core.scheduler.add_request(req("a", 10, max_tokens=2))
+    stats = [core.step()[1] for _ in range(3)]
+    assert seen == [[(0, 8, True)], [(8, 2, True)], [(10, 1, False)]]
+    assert [(s.step, s.start_ns, s.end_ns) for s in stats] == [(0, 0, 10), (1, 20, 30), (2, 40, 50)]
+    assert [s.num_scheduled_tokens for s in stats] == [{"a": 8}, {"a": 2}, {"a": 1}]
+    assert stats[0].arrival_ns == {"a": 0} and stats[1].arrival_ns == {} and stats[2].num_gpu_blocks == 16
+    assert not core.scheduler.has_unfinished_requests()   # 2 tokens: one after the prompt, one decode

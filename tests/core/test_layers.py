@@ -23,7 +23,7 @@ LAYERS = {
     "stallscope.dashboards": (6, "dashboards"),
     "stallscope.cli": (7, "stallscope/cli"),
 }
-KNOWN: set[tuple[str, str]] = {("stallscope.dashboards.views", "stallscope.cli.whatif_inputs")}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def layer(module: str) -> int:

@@ -73,16 +73,22 @@ def test_run_directory_supplies_steps_workload_and_pool(tmp_path, capsys):
     assert data["step_cost"]["n_steps"] == 600                 # both arms' steps feed one fit
     assert data["workload"]["sessions"] == 4 and data["workload"]["long_threshold_tokens"] == 1200
     assert data["workload"]["output_tokens_mean"] == pytest.approx(48.0)
-    assert data["server_shape"]["num_kv_blocks"] == 512        # kv_blocks_total of the trace
+    assert data["server_shape"]["num_gpu_blocks"] == 512       # num_gpu_blocks of the trace
     # the loadgen's send times against the trace's first scheduled steps: the measured intake delays
     over = data["request_overhead_s"]
     assert over["measured_requests"] == 4 and 0 <= over["p50_s"] <= over["p99_s"] < 66.0   # the off arm's 4
-    # with the server's flags (as `repro` records them) the shape follows the run
+    # with the server's configuration (as `repro` records it) the shape follows the run
+    engine = {"model": "tiny", "max_num_batched_tokens": 256, "kv_cache_mb": 4, "max_num_seqs": 64, "block_size": 32}
+    (run / "off" / "server.json").write_text(json.dumps({"argv": ["refserver"], "port": 1234, "engine": engine}))
+    data = run_json(["--from", str(run), "--budgets", "256,512"], capsys)
+    assert data["server_shape"] == {"max_num_seqs": 64, "block_size": 32, "num_gpu_blocks": 128, "max_model_len": 2048}
+    assert [p["max_num_batched_tokens"] for p in data["predictions"]] == [256, 512]
+    # a run recorded before server.json held `engine`: the argv's engine flags give the same
     argv = ["-m", "stallscope.cli", "refserver", "--model", "tiny", "--max-num-batched-tokens", "256",
             "--kv-cache-mb", "4", "--max-num-seqs", "64", "--port", "1234"]
     (run / "off" / "server.json").write_text(json.dumps({"argv": argv, "port": 1234}))
     data = run_json(["--from", str(run), "--budgets", "256,512"], capsys)
-    assert data["server_shape"] == {"max_num_seqs": 64, "block_size": 16, "num_kv_blocks": 256, "max_model_len": 2048}
+    assert data["server_shape"] == {"max_num_seqs": 64, "block_size": 16, "num_gpu_blocks": 256, "max_model_len": 2048}
     assert run_json(["--from", str(run), "--budgets", "256", "--request-overhead", "0.01"],
                     capsys)["request_overhead_s"] == 0.01
     # explicit flags override the measured workload
@@ -203,27 +209,24 @@ def test_intake_delays_measure_send_to_first_schedule(tmp_path):
     from stallscope.analyzers.step_cost import StepCostModel
     from stallscope.analyzers.whatif import simulate
     from stallscope.analyzers.workload import LengthDist, Workload
-    from stallscope.cli.whatif_inputs import intake_delays
+    from stallscope.analyzers.workload import intake_delays
+    from stallscope.collectors.run_dir import RunDir
 
     w = Workload(LengthDist.fixed(16), LengthDist.fixed(4), sessions=2, duration_s=1.0)
     res = simulate(w, StepCostModel(intercept_s=0.010), max_num_batched_tokens=64, record_steps=True,
                    request_overhead_s=0.05)
     t0 = 1_700_000_000
-    steps = [{**s, "start_ns": s["start_ns"] + t0 * 10**9, "end_ns": s["end_ns"] + t0 * 10**9} for s in res.steps]
-    (tmp_path / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    steps = [{**s, "start_ns": s["start_ns"] + t0 * 10**9, "end_ns": s["end_ns"] + t0 * 10**9,
+              "arrival_ns": {rid: ns + t0 * 10**9 for rid, ns in s["arrival_ns"].items()}} for s in res.steps]
+    (tmp_path / "steps.jsonl").write_text("".join(json.dumps({k: v for k, v in s.items() if k != "arrival_ns"}) + "\n"
+                                                  for s in steps))
     spec = {**loadgen_result()["spec"], "long_prompt_tokens": 1000, "duration_s": 1.0}
     records = [{"kind": "short", "start_ts": t0 + r.arrival_s, "max_tokens": 4} for r in res.requests]
     (tmp_path / "loadgen.json").write_text(json.dumps({"spec": spec, "records": records}))
-    d = intake_delays(tmp_path)
+    d = intake_delays((arm := RunDir.open(tmp_path).arms[0]).steps(), arm.loadgen())
     assert len(d) == len(res.requests) and np.all(d >= 0.05 - 1e-6) and np.all(d <= 0.06 + 1e-6)
-    # with the engine's receipt times in the trace (`arrival_ns`), the step in flight is not counted
-    first = {}
-    for s in steps:
-        for rid in s["num_scheduled_tokens"]:
-            first.setdefault(rid, s)
-    arrival = {r.request_id: int((t0 + r.arrival_s + 0.05) * 1e9) for r in res.requests}
-    for s in steps:
-        s["arrival_ns"] = {rid: arrival[rid] for rid in s["num_scheduled_tokens"] if first[rid] is s}
+    # with the engine's receipt times in the trace (`arrival_ns`, which the simulation records as the send
+    # + the 50 ms intake), the step in flight is not counted
     (tmp_path / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
-    d = intake_delays(tmp_path)
+    d = intake_delays(RunDir.open(tmp_path).arms[0].steps(), arm.loadgen())
     assert len(d) == len(res.requests) and np.allclose(d, 0.05, atol=1e-6)

@@ -21,7 +21,7 @@ def test_blocks_are_allocated_on_demand_and_freed():
     assert kv.allocate_slots(a, 24) and len(kv.get_block_table("a")) == 3
     assert (kv.num_used_blocks, kv.num_free_blocks) == (3, 5)
     b = req("b", 200)
-    assert not kv.can_allocate(b, 200) and not kv.allocate_slots(b, 200)
+    assert kv.num_new_blocks_needed(b, 200) == 13 > kv.num_free_blocks and not kv.allocate_slots(b, 200)
     assert kv.get_block_table("b") == [] and kv.num_free_blocks == 5      # a failed allocation changes nothing
     kv.free(a)
     assert kv.num_free_blocks == 8 and kv.ref_cnt == [0] * 8
@@ -44,4 +44,4 @@ def test_bytes_per_block_formula(dtype, nbytes):
     # small: 7 layers x 2 kv heads x 64 head_dim x 2 (K, V) x dtype bytes
     assert cfg.bytes_per_token == 7 * 2 * 64 * 2 * nbytes
     assert cfg.bytes_per_block == 16 * cfg.bytes_per_token
-    assert cfg.num_kv_blocks == 64 * 2**20 // cfg.bytes_per_block
+    assert cfg.num_gpu_blocks == 64 * 2**20 // cfg.bytes_per_block

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 from stallscope.analyzers import step_stalls
-from stallscope.analyzers.findings import diagnose
-from stallscope.analyzers.step_cost import read_step_trace
-from stallscope.analyzers.whatif import trace_itl
+from stallscope.analyzers.diagnose import diagnose
+from stallscope.analyzers.step_cost import read_step_trace, trace_itl
 from stallscope.collectors import loader
 from stallscope.core.config import load_thresholds
 from stallscope.refserver.loadgen import LoadSpec
@@ -30,7 +29,8 @@ def _arm(run, name, th):
     frames = loader.load(run / name)
     samples = next(f["samples"] for f in frames.values() if len(f["samples"]))
     steps = read_step_trace(run / name / "steps.jsonl")
-    sig, found = diagnose(samples, None, steps, thresholds=th)
+    rep = diagnose([("", {"samples": samples, "steps": steps})], thresholds=th)
+    sig, found = rep.signals, rep.findings_frame()
     return samples, steps, sig, found
 
 

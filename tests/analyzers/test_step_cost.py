@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from stallscope.analyzers.step_cost import (
-    StepCostModel, batch_features, busy_gap_s, busy_gaps_s, fit_step_cost, read_step_trace, roofline_cost, step_features,
+    StepCostModel, batch_features, busy_gaps_s, fit_step_cost, read_step_trace, roofline_cost, step_features,
 )
 from stallscope.core.errors import InputError
 
@@ -61,7 +61,7 @@ def synthetic_trace(path, *, n_steps=300, budget=256, noise=0.0, seed=42):
                       "num_prefill_tokens": f["prefill_tokens"], "num_decode_tokens": f["decode_reqs"],
                       "num_prefill_reqs": sum(1 for c in chunks if c[2]), "num_decode_reqs": f["decode_reqs"],
                       "num_running": len(reqs), "num_waiting": 0, "num_preempted": 0,
-                      "kv_blocks_used": 0, "kv_blocks_total": 512, "num_scheduled_tokens": sched})
+                      "kv_blocks_used": 0, "num_gpu_blocks": 512, "num_scheduled_tokens": sched})
         t = end + 300_000  # 0.3 ms between steps
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     return path
@@ -129,10 +129,18 @@ def test_coefficients_never_negative():
     assert "decode_reqs" not in model.coef_s and model.coef_s["prefill_tokens"] > 0
 
 
+def test_old_traces_pool_size_reads_as_num_gpu_blocks(tmp_path):
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps({"start_ns": 0, "end_ns": 5, "num_prefill_tokens": 3, "num_decode_tokens": 0,
+                                "kv_blocks_total": 96}) + "\n")
+    frame = read_step_trace(path)
+    assert "kv_blocks_total" not in frame and frame["num_gpu_blocks"].tolist() == [96.0]
+
+
 def test_busy_gap_ignores_idle_periods():
     frame = pd.DataFrame({"start_ns": [0, 1_000_000, 2_000_000, 900_000_000], "end_ns": [900_000, 1_900_000, 2_900_000, 901_000_000],
                           "num_running": [1.0, 1.0, 0.0, 1.0], "num_waiting": [0.0, 0.0, 0.0, 0.0]})
-    assert busy_gap_s(frame) == pytest.approx(100e-6)
+    assert busy_gaps_s(frame).tolist() == pytest.approx([100e-6, 100e-6])   # not the idle 0.9 s
 
 
 @pytest.mark.parametrize("content,match", [

@@ -5,13 +5,21 @@ import pandas as pd
 import pytest
 
 from expo_frames import T0_NS, VllmMetrics, simulate_kv_pressure, simulate_starvation
-from stallscope.analyzers import decode_starvation, findings, kv_pressure, memory_bound, scheduler_stall, signals
+from stallscope.analyzers import decode_starvation, kv_pressure, memory_bound, scheduler_stall, signals
 from stallscope.analyzers import step_stalls
+from stallscope.analyzers.diagnose import diagnose
+from stallscope.analyzers.advice import chunk_budget, chunked_prefill_recommendation, kv_recommendation
+from stallscope.analyzers.finding import Finding, severity_rank, to_frame
 from stallscope.core.config import load_thresholds
 from stallscope.core.errors import InputError
 from stallscope.core.schema import validate
 
 NS = 10**9
+
+
+def find_all(frames: dict):
+    """The findings frame of one group through the one diagnosis."""
+    return diagnose([("", frames)]).findings_frame()
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +34,7 @@ def chunked():
 
 def test_unchunked_long_prompts_are_decode_starvation_with_the_offending_steps(unchunked):
     samples, steps = unchunked
-    out = findings.find_all({"samples": samples, "steps": steps})
+    out = find_all({"samples": samples, "steps": steps})
     validate(out, "findings")
     assert set(out["kind"]) == {"decode_starvation"}
     first = out.iloc[0]
@@ -55,14 +63,14 @@ def test_per_observation_p99_alone_misses_an_isolated_stall_the_time_share_catch
 
 def test_chunked_prefill_run_is_not_flagged(chunked):
     samples, steps = chunked
-    out = findings.find_all({"samples": samples, "steps": steps})
+    out = find_all({"samples": samples, "steps": steps})
     assert len(out) == 0
     assert len(step_stalls.find_stalls(steps, min_gap_s=0.2)) == 0
 
 
 def test_high_itl_without_prefill_is_not_starvation():
     samples, steps = simulate_starvation(30, long_tokens=100, per_token_s=0.0, decode_step_s=0.3)
-    out = findings.find_all({"samples": samples})
+    out = find_all({"samples": samples})
     assert list(out["kind"].unique()) == ["itl_high"]
     assert out.iloc[0]["evidence"]["likely_cause"] == "memory_bound_decode"
     assert "not decode starvation" in out.iloc[0]["explanation"]
@@ -79,7 +87,7 @@ def test_prefill_rate_alone_counts_as_load_when_above_threshold(unchunked):
 
 def test_kv_pressure_flags_the_full_cache_with_capacity_figures():
     samples = simulate_kv_pressure()
-    out = findings.find_all({"samples": samples})
+    out = find_all({"samples": samples})
     assert list(out["kind"]) == ["kv_pressure"]
     f = out.iloc[0]
     assert f["severity"] == "critical"  # 0.5 preemptions/s >= 0.1
@@ -112,7 +120,7 @@ def test_frequent_preemptions_are_pressure_even_when_scrapes_miss_the_full_pool(
         if 15 <= i < 45:
             m.preemptions.inc()
         frames.append(m.scrape(T0_NS + i * NS))
-    out = kv_pressure.detect(signals.compute(pd.concat(frames, ignore_index=True)))
+    out = to_frame(kv_pressure.detect(signals.compute(pd.concat(frames, ignore_index=True))))
     assert list(out["kind"]) == ["kv_pressure"]
     assert out.iloc[0]["severity"] == "critical"
     assert out.iloc[0]["evidence"]["preemptions_per_s_max"] >= 0.9
@@ -129,7 +137,7 @@ def test_scheduler_stall_is_the_livelock_case():
             m.generation.inc(100)
         frames.append(m.scrape(T0_NS + i * NS))
     sig = signals.compute(pd.concat(frames, ignore_index=True))
-    out = scheduler_stall.detect(sig)
+    out = to_frame(scheduler_stall.detect(sig))
     assert list(out["kind"]) == ["scheduler_stall"] and out.iloc[0]["severity"] == "critical"
     assert out.iloc[0]["start_ns"] >= T0_NS + 15 * NS
 
@@ -145,7 +153,7 @@ def _gpu_frame(dram, tensor, t0=T0_NS):
 
 def test_memory_bound_decode_is_info_and_needs_both_ratios():
     gpu = _gpu_frame([0.2] * 5 + [0.8] * 10 + [0.2] * 5, [0.5] * 5 + [0.1] * 10 + [0.5] * 5)
-    out = memory_bound.detect(gpu)
+    out = to_frame(memory_bound.detect(gpu))
     assert list(out["kind"]) == ["memory_bound_decode"] and out.iloc[0]["severity"] == "info"
     assert (out.iloc[0]["start_ns"], out.iloc[0]["end_ns"]) == (T0_NS + 5 * NS, T0_NS + 14 * NS)
     assert out.iloc[0]["evidence"]["dram_active_mean"] == pytest.approx(0.8)
@@ -169,19 +177,17 @@ def test_step_stalls_ground_truth_and_precision_recall(unchunked):
 
 
 def test_fail_on_severity_names_are_checked():
-    f = findings.to_frame([findings.Finding("kv_pressure", "warning", 0, 1),
-                           findings.Finding("memory_bound_decode", "info", 0, 1)])
-    assert list(findings.at_or_above(f, "warning")["kind"]) == ["kv_pressure"]
+    assert [severity_rank(s) for s in ("info", "warning", "critical")] == [0, 1, 2]
     with pytest.raises(InputError, match="unknown severity 'fatal'"):
-        findings.at_or_above(f, "fatal")
-    with pytest.raises(InputError):
-        findings.Finding("x", "loud", 0, 1)
+        severity_rank("fatal")
+    with pytest.raises(InputError, match="unknown severity 'loud'"):
+        Finding("x", "loud", 0, 1)
 
 
 def test_chunk_budget_rounds_down_and_clamps():
-    assert findings.chunk_budget(0.2, 0.03, 0.001) == 128
-    assert findings.chunk_budget(0.2, 0.25, 0.001) == 64  # decode alone is over the SLO: the floor
-    assert findings.chunk_budget(0.2, 0.0, float("nan")) == 512
+    assert chunk_budget(0.2, 0.03, 0.001) == 128
+    assert chunk_budget(0.2, 0.25, 0.001) == 64  # decode alone is over the SLO: the floor
+    assert chunk_budget(0.2, 0.0, float("nan")) == 512
     assert np.isnan(step_stalls.precision_recall(np.zeros(3, bool), np.zeros(3, bool))[0])
 
 
@@ -202,3 +208,20 @@ def test_a_long_unchunked_prefill_step_is_not_a_scheduler_livelock():
     assert len(scheduler_stall.detect(sig)) == 0
     sig["long_prefill_rate"] = 0.0  # without the completing prefill it would be a livelock
     assert len(scheduler_stall.detect(sig)) == 1
+
+
+def test_the_simulated_budget_is_asked_for_only_by_a_starvation_finding(unchunked, chunked):
+    calls = []
+
+    def advice():
+        calls.append(1)
+        return "simulated", {"max_num_batched_tokens": 256, "budget_source": "sim"}
+
+    samples, steps = chunked
+    assert decode_starvation.detect(signals.compute(samples), steps=steps, budget_advice=advice) == [] and calls == []
+    samples, steps = unchunked
+    found = decode_starvation.detect(signals.compute(samples), steps=steps, budget_advice=advice)
+    assert [f.kind for f in found] == ["decode_starvation"] * len(found) and len(calls) == len(found) >= 1
+    for f in found:  # the simulated text replaces the fitted one; its evidence wins, the fit's stays beside it
+        assert f.recommendation == "simulated" and f.evidence["budget_source"] == "sim"
+        assert f.evidence["max_num_batched_tokens"] == 256 and f.evidence["expected_step_s"] > 0

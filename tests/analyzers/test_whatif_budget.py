@@ -4,6 +4,7 @@ the candidate budgets, and the rule when no budget meets the SLO."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -12,10 +13,12 @@ import pytest
 from expo_frames import T0_NS, simulate_starvation, write_arm
 from stallscope.analyzers.budget import WhatifInputs, candidate_budgets, recommend_budget
 from stallscope.analyzers.step_cost import StepCostModel
-from stallscope.analyzers.whatif import ServerShape, recommend, simulate
+from stallscope.analyzers.whatif import recommend, simulate
 from stallscope.analyzers.workload import LengthDist, Workload
 from stallscope.cli import main
 from stallscope.core.errors import InputError
+from stallscope.engine.config import SchedulerConfig
+from stallscope.refserver.config import EngineConfig
 
 # the engine the run "measured": 10 ms per step + 0.2 ms per prompt token
 COST = StepCostModel(intercept_s=0.010, coef_s={"prefill_tokens": 2e-4})
@@ -44,7 +47,7 @@ def run_dir(tmp_path_factory):
         texts = []
         simulate_starvation(30, chunk=chunk, texts=texts)
         res = simulate(w, COST, max_num_batched_tokens=chunk or 2048, enable_chunked_prefill=chunk is not None,
-                       shape=ServerShape(num_kv_blocks=4096), noise=False, record_steps=True)
+                       shape=SchedulerConfig(num_gpu_blocks=4096), noise=False, record_steps=True)
         steps = pd.DataFrame([{**s, "start_ns": s["start_ns"] + T0_NS, "end_ns": s["end_ns"] + T0_NS,
                                "num_scheduled_tokens": {f"req-{k}": v for k, v in s["num_scheduled_tokens"].items()}}
                               for s in res.steps])
@@ -53,7 +56,8 @@ def run_dir(tmp_path_factory):
         flags = ["--enable-chunked-prefill", "--max-num-batched-tokens", str(chunk)] if chunk else \
             ["--no-enable-chunked-prefill"]
         argv = ["-m", "stallscope.cli", "refserver", "--model", "tiny", "--max-num-seqs", "256", *flags]
-        (root / arm / "server.json").write_text(json.dumps({"argv": argv, "port": 0}))
+        engine = asdict(EngineConfig.from_flags(argv[argv.index("refserver") + 1:]))     # as `repro` records it
+        (root / arm / "server.json").write_text(json.dumps({"argv": argv, "port": 0, "engine": engine}))
     return root
 
 
@@ -153,7 +157,7 @@ def test_candidate_budgets_add_the_run_budget_and_respect_the_block_size():
     assert candidate_budgets((8,), block_size=16) == [256, 512, 1024, 2048, 4096]
     assert candidate_budgets((300,), block_size=512) == [512, 1024, 2048, 4096]
     w = Workload(LengthDist.fixed(16), LengthDist.fixed(8), sessions=1, duration_s=0.5)
-    inputs = WhatifInputs(StepCostModel(intercept_s=0.01), w, ServerShape(block_size=32))
+    inputs = WhatifInputs(StepCostModel(intercept_s=0.01), w, SchedulerConfig(block_size=32))
     with pytest.raises(InputError, match="budget 16 is below --block-size 32"):
         recommend_budget(inputs, 0.2, budgets=[16, 256])
 

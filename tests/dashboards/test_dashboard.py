@@ -178,7 +178,7 @@ def test_series_names_and_figures_escape_markup():
     frame = pd.DataFrame({"ts": [F.T0_NS], "series": ['<img src=x onerror="alert(1)">'], "value": [1.0]})
     fig = figs.lines(frame, "t <b>", "y")
     assert fig.data[0].name == "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" and fig.layout.title.text == "t &lt;b&gt;"
-    assert data.series_name("vllm", {"model_name": "m", "le": "1", "engine": "0"}) == "vllm model_name=m engine=0"
+    assert views.series_name("vllm", {"model_name": "m", "le": "1", "engine": "0"}) == "vllm model_name=m engine=0"
 
 
 def test_step_trace_jsonl_is_read(tmp_path):
@@ -192,7 +192,7 @@ def test_step_trace_jsonl_is_read(tmp_path):
     assert steps["num_decode_tokens"].tolist() == [4.0, 4.0, 4.0] and steps["start_ns"].dtype == np.int64
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"step": 1}\n')
-    with pytest.raises(Exception, match="missing field `start_ns`"):
+    with pytest.raises(Exception, match="bad.jsonl:1: field `start_ns` missing"):
         views.load_steps(bad)
 
 

@@ -19,22 +19,22 @@ def _report(path, **kw):
 
 def test_starvation_trace_gives_one_finding_with_evidence():
     findings = _report(SAMPLE_TRACES / "starvation.sqlite")["findings"]
-    assert [f["kind"] for f in findings] == ["decode_starvation"]
+    assert [f.kind for f in findings] == ["decode_starvation"]
     f = findings[0]
     with sqlite3.connect(SAMPLE_TRACES / "starvation.sqlite") as conn:
         ranges = conn.execute("SELECT start, end, text FROM NVTX_EVENTS ORDER BY start").fetchall()
     i = next(n for n, r in enumerate(ranges) if r[2].startswith("execute_context_1(16384)"))
     start, end = ranges[i][:2]
     median = statistics.median(e - s for s, e, _ in ranges[:i])  # the 40 decode steps before it
-    ev = f["evidence"]
-    assert (f["start_ns"], f["end_ns"], ev["duration_ns"]) == (start, end, end - start)
+    ev = f.evidence
+    assert (f.start_ns, f.end_ns, ev["duration_ns"]) == (start, end, end - start)
     assert 1.85e9 < ev["duration_ns"] < 1.95e9
     assert ev["median_decode_step_ns"] == int(median) and 31e6 < median < 33e6
     assert ev["prefill_tokens"] == 16384 and ev["decode_streams"] == 32
     assert ev["decode_steps_delayed"] == (end - start) // int(median)
     assert ev["decode_delay_ns"] == int(end - start - median)
     assert ev["top_kernels"][0]["role"] == "gemm" and ev["top_kernels"][0]["total_ns"] > 1e9
-    assert f["severity"] == "critical" and "--max-num-batched-tokens" in f["recommendation"]
+    assert f.severity == "critical" and "--max-num-batched-tokens" in f.recommendation
     assert ev["start_utc_ns"] == 1764400000000000000 + start
 
 
@@ -46,13 +46,13 @@ def test_chunked_prefill_trace_has_no_finding():
 
 def test_cuda_graph_trace_detects_the_stall_and_asks_for_node_tracing():
     findings = _report(SAMPLE_TRACES / "cuda_graphs.sqlite")["findings"]
-    kinds = [f["kind"] for f in findings]
+    kinds = [f.kind for f in findings]
     assert kinds == ["decode_starvation", "cuda_graphs_hidden"]
     stall, graphs = findings
-    assert stall["evidence"]["prefill_tokens"] is None and stall["evidence"]["prefill_tokens_estimate"] == 16384
-    assert "--cuda-graph-trace=node" in graphs["recommendation"]
-    assert graphs["evidence"]["graph_launches"] == 80 + 4 * 9  # 80 decode graphs + 9 pieces x 4 layers
-    assert graphs["evidence"]["cuda_graph_trace_mode"] == "Graph"
+    assert stall.evidence["prefill_tokens"] is None and stall.evidence["prefill_tokens_estimate"] == 16384
+    assert "--cuda-graph-trace=node" in graphs.recommendation
+    assert graphs.evidence["graph_launches"] == 80 + 4 * 9  # 80 decode graphs + 9 pieces x 4 layers
+    assert graphs.evidence["cuda_graph_trace_mode"] == "Graph"
 
 
 def test_higher_stall_factor_than_the_stall_silences_it():
@@ -62,7 +62,7 @@ def test_higher_stall_factor_than_the_stall_silences_it():
 @pytest.mark.parametrize("name", [CNN, TRT, TRAIN, VIDEO, LLAMA_SIM, TINY])
 def test_no_false_alarm_on_traces_without_llm_serving_structure(name):
     report = _report(nsys_sample(name), gap_threshold_ns=1_000_000)
-    assert [f for f in report["findings"] if f["kind"] == "decode_starvation"] == []
+    assert [f for f in report["findings"] if f.kind == "decode_starvation"] == []
     assert report["steps"]["decode_only_steps"] == 0
 
 

@@ -34,7 +34,7 @@ def check_invariants(s: Scheduler, out, budget: int, chunked: bool) -> None:
     limit = budget if chunked else max(budget, MAX_MODEL_LEN)
     assert out.total_num_scheduled_tokens <= limit, "token budget exceeded"
     assert all(n >= 1 for n in out.num_scheduled_tokens.values())
-    assert kv.num_free_blocks + kv.num_used_blocks == kv.num_total_blocks
+    assert kv.num_free_blocks + kv.num_used_blocks == kv.num_gpu_blocks
     held = [b for t in kv.block_tables.values() for b in t]
     assert len(held) == len(set(held)) == kv.num_used_blocks == sum(kv.ref_cnt)
     for r in s.running:
@@ -70,7 +70,7 @@ def test_scheduler_invariants_and_progress(w):
             break
     assert not s.has_unfinished_requests(), f"requests still waiting after {bound} steps: {s.waiting}"
     assert all(r.is_finished for r in reqs)
-    assert kv.num_free_blocks == kv.num_total_blocks and kv.block_tables == {}
+    assert kv.num_free_blocks == kv.num_gpu_blocks and kv.block_tables == {}
     for r, (_, p, m) in zip(reqs, w["reqs"]):
         if r.status is RequestStatus.FINISHED_LENGTH_CAPPED:
             assert r.num_output_tokens == min(m, MAX_MODEL_LEN - p)

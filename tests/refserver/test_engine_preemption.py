@@ -17,7 +17,7 @@ def run(reqs, num_blocks, budget=64, aborts=()):
     """reqs: list of (arrival step, prompt, max_tokens). Returns tokens per id and all StepStats."""
     engine = LLMEngine(EngineConfig(model="tiny", kv_cache_dtype="float32", max_num_batched_tokens=budget,
                                     kv_cache_mb=num_blocks * BLOCK_MB))
-    assert engine.kv_cache_manager.num_total_blocks == num_blocks
+    assert engine.kv_cache_manager.num_gpu_blocks == num_blocks
     tokens, stats, finished = {}, [], {}
     last = max(a for a, _, _ in reqs)
     for step in range(2000):
@@ -30,7 +30,7 @@ def run(reqs, num_blocks, budget=64, aborts=()):
                 engine.abort_request(rid)
         outputs, st_ = engine.step()
         stats.append(st_)
-        assert st_.kv_blocks_used + engine.kv_cache_manager.num_free_blocks == st_.kv_blocks_total
+        assert st_.kv_blocks_used + engine.kv_cache_manager.num_free_blocks == st_.num_gpu_blocks
         assert sum(st_.num_scheduled_tokens.values()) <= budget
         for out in outputs:
             tokens[out.request_id].extend(out.new_token_ids)

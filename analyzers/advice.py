@@ -1,0 +1,116 @@
+"""Recommendation texts: the vLLM flags to change and what each should give, from measured costs.
+
+Numbers come from measurements, in this order of preference: the what-if simulation of the run's
+workload (`whatif_budget_advice`), the step trace (a fitted step time per prefill token), the metrics
+(prefill time per prompt token, ITL P50), the roofline. Detectors call these; nothing rewrites a
+recommendation afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+
+def chunk_budget(slo_s: float, decode_step_s: float, prefill_s_per_token: float, *, block: int = 64,
+                 lo: int = 64, hi: int = 16384) -> int:
+    """The largest `--max-num-batched-tokens` whose step (decode + one chunk) stays under the ITL SLO.
+
+    step ≈ decode_step_s + N x prefill_s_per_token <= slo_s, N rounded down to a multiple of `block`.
+
+    >>> chunk_budget(0.2, 0.03, 0.0005)
+    320
+    """
+    if not (prefill_s_per_token > 0 and math.isfinite(prefill_s_per_token)):
+        return 512
+    n = (slo_s - max(decode_step_s, 0.0)) / prefill_s_per_token
+    n = int(n // block * block)
+    return int(min(max(n, lo), hi))
+
+
+def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefill_s_per_token: float,
+                                   source: str, long_prompt_tokens: float | None = None) -> tuple[str, dict]:
+    """`--enable-chunked-prefill --max-num-batched-tokens N` with the step time and ITL it should give."""
+    if not (prefill_s_per_token > 0 and math.isfinite(prefill_s_per_token)):
+        text = ("`--enable-chunked-prefill --max-num-batched-tokens 512` (no measured prefill cost, so 512 is a "
+                "conservative default): long prompts are then split into chunks that share each step with the "
+                "running decodes instead of holding the step for the whole prompt.")
+        return text, {"max_num_batched_tokens": 512, "budget_source": "default"}
+    n = chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
+    step_s = decode_step_s + n * prefill_s_per_token
+    text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: a step then carries at most {n} tokens, "
+            f"so it takes about {decode_step_s * 1e3:.0f} ms + {n} x {prefill_s_per_token * 1e3:.3f} ms "
+            f"= {step_s * 1e3:.0f} ms and ITL P99 should fall to about {step_s * 1e3:.0f} ms "
+            f"(SLO {slo_s * 1e3:.0f} ms)")
+    if long_prompt_tokens and long_prompt_tokens > n:
+        chunks = math.ceil(long_prompt_tokens / n)
+        text += (f"; a {long_prompt_tokens:.0f}-token prompt then needs {chunks} steps, which adds roughly "
+                 f"{(chunks - 1) * decode_step_s * 1e3:.0f} ms to its TTFT")
+    text += f". Cost figures from {source}."
+    return text, {"max_num_batched_tokens": n, "expected_step_s": step_s, "budget_source": source}
+
+
+def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, peak_usage: float,
+                      kv_usage_high: float, cache_dtype: str | None = None) -> tuple[str, dict]:
+    """`--kv-cache-dtype fp8` (capacity N -> 2N tokens) and a lower `--max-num-seqs`."""
+    parts, extra = [], {}
+    if cache_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        if capacity_tokens and math.isfinite(capacity_tokens):
+            n = int(capacity_tokens)
+            parts.append(f"`--kv-cache-dtype fp8` halves the bytes per cached token, so the same memory holds "
+                         f"{2 * n:,} tokens instead of {n:,} (check accuracy for your model)")
+            extra["kv_capacity_tokens"] = n
+            extra["kv_capacity_tokens_fp8"] = 2 * n
+        else:
+            parts.append("`--kv-cache-dtype fp8` halves the bytes per cached token, doubling the KV capacity "
+                         "from N to 2N tokens (check accuracy for your model)")
+    if peak_running and peak_running >= 2 and peak_usage > 0:
+        seqs = max(1, int(math.floor(peak_running * kv_usage_high / peak_usage)))
+        parts.append(f"lowering `--max-num-seqs` from the observed peak of {peak_running:.0f} running requests to "
+                     f"{seqs} keeps peak KV usage near {kv_usage_high:.0%} (fewer preemptions, more queueing)")
+        extra["max_num_seqs"] = seqs
+    parts.append("or raise `--gpu-memory-utilization` / add GPUs (`--tensor-parallel-size`) for more KV blocks")
+    return "; ".join(parts) + ".", extra
+
+
+def whatif_budget_advice(inputs, slo_s: float) -> tuple[str, dict]:
+    """The `--max-num-batched-tokens` text and evidence of `budget.recommend_budget` for `inputs`
+    (stallscope.analyzers.budget.WhatifInputs): the same call `stallscope whatif` and the dashboard make
+    (docs/whatif.md). Raises ToolkitError when the inputs cannot be simulated."""
+    from stallscope.analyzers.budget import recommend_budget
+
+    res = recommend_budget(inputs, slo_s)
+    rec, budgets, cost = res["recommendation"], res["budgets"], inputs.cost
+    n = rec["max_num_batched_tokens"]
+    verdict = "meets" if rec["meets_slo"] else "is the lowest simulated but misses"
+    text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: simulating the workload of {inputs.source} "
+            f"through the engine's scheduler at budgets {', '.join(map(str, budgets))} predicts ITL P99 "
+            f"{rec['predicted_itl_p99_s'] * 1e3:.0f} ms at {n}, which {verdict} the {slo_s * 1e3:.0f} ms SLO"
+            + (f", with long-prompt TTFT P99 {rec['predicted_ttft_long_p99_s']:.2f} s"
+               if math.isfinite(rec["predicted_ttft_long_p99_s"]) else "")
+            + f" (step-cost fit on {cost.n_steps} steps, MAPE {cost.mape:.0%}); "
+            "`stallscope whatif` shows every budget.")
+    evidence = {"max_num_batched_tokens": n, "budget_source": f"what-if simulation of {inputs.source}",
+                "whatif_predicted_itl_p99_s": rec["predicted_itl_p99_s"], "whatif_meets_slo": rec["meets_slo"],
+                "whatif_budgets": budgets}
+    return text, evidence
+
+
+def budget_advisor(steps, samples, slo_s: float, inputs=None):
+    """A memoised `() -> (text, evidence) | None` for decode_starvation: the what-if budget when the step
+    trace names each request's tokens (None otherwise, or when the simulation cannot run). It simulates
+    only when first called, so a run without starvation pays nothing."""
+    if steps is None or "num_scheduled_tokens" not in steps:
+        return None
+
+    @cache
+    def advise():
+        from stallscope.analyzers.budget import inputs_from_frames
+        from stallscope.core.errors import ToolkitError
+
+        try:
+            return whatif_budget_advice(inputs if inputs is not None else inputs_from_frames(steps, samples), slo_s)
+        except ToolkitError:
+            return None
+
+    return advise

@@ -1,0 +1,106 @@
+"""The metric sources of `stallscope analyze` on one timeline: run directories, stores and Prometheus.
+
+Each source is loaded through `stallscope.collectors.loader` into frames per target; a target is named
+`<source>/<target>` when several sources are given (a run directory's arms are already `<arm>/<target>`),
+so arms stay apart while sharing one time axis. A repro arm's `steps.jsonl` joins its targets' frames.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+
+from stallscope.analyzers import roofline as R
+from stallscope.analyzers.budget import inputs_from_run
+from stallscope.analyzers.diagnose import diagnose
+from stallscope.analyzers.step_cost import read_step_trace
+from stallscope.collectors import loader
+from stallscope.collectors.run_dir import RunDir
+from stallscope.core.errors import InputError, ToolkitError
+
+log = logging.getLogger(__name__)
+
+
+def iso(ns) -> str:
+    """`2025-11-29T07:06:40Z`: the ISO form of the JSON output."""
+    return dt.datetime.fromtimestamp(int(ns) / 1e9, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | None = None, *,
+                 selector: dict | None = None, resolution=None, steps_path=None,
+                 whatif_inputs=lambda run_dir: None) -> tuple[dict, dict]:
+    """({name: {"samples", "gpu", "steps", "whatif_inputs"}}, {name: source description}) of every
+    `(kind, source)` given, kind "run", "db" or "prometheus"; `whatif_inputs(run_dir)` gives a run's
+    what-if inputs (or None) unless `steps_path` names one step trace for every target."""
+    frames, sources = {}, {}
+    for kind, src in given:
+        if kind == "prometheus" and not str(src).startswith(("http://", "https://")):
+            raise InputError(f"--prometheus {src!r} is not an http:// or https:// URL")
+        if kind != "prometheus" and not Path(src).exists():
+            raise InputError(f"{'--db ' if kind == 'db' else ''}{src} does not exist")
+        if kind == "prometheus" and (lo is None) != (hi is None):
+            raise InputError("--prometheus needs both --since and --until (or neither: the last hour)")
+        loaded = loader.load(src, lo, hi, selector=selector if kind == "prometheus" else None,
+                             step=resolution if kind == "prometheus" else None)
+        prefix = f"{Path(str(src).rstrip('/')).name}/" if len(given) > 1 else ""
+        whatif = whatif_inputs(src) if kind == "run" and not steps_path else None
+        arms = {a.name: a for a in RunDir.open(src).arms} if kind == "run" and Path(src).is_dir() else {}
+        for target, fr in loaded.items():
+            name = prefix + target
+            fr = {k: v.assign(target=name) for k, v in fr.items()}
+            arm = arms.get(target.split("/")[0] if "/" in target else "")
+            steps = read_step_trace(steps_path) if steps_path else arm.steps() if arm else None
+            fr["steps"] = steps
+            fr["whatif_inputs"] = whatif
+            frames[name] = fr
+            ts = [int(f["ts"].min()) for f in (fr["samples"], fr["gpu"]) if len(f)]
+            te = [int(f["ts"].max()) for f in (fr["samples"], fr["gpu"]) if len(f)]
+            sources[name] = {"source": str(src), "kind": kind, "samples": int(len(fr["samples"])),
+                             "gpu": int(len(fr["gpu"])), "steps": 0 if steps is None else int(len(steps)),
+                             "start": iso(min(ts)) if ts else None, "end": iso(max(te)) if te else None}
+    if not frames:
+        raise InputError("the sources hold no samples for the given time range: "
+                         + ", ".join(str(s) for _, s in given))
+    return frames, sources
+
+
+def run_whatif_inputs(run_dir):
+    """The run's what-if inputs as `stallscope whatif --from` resolves them (one budget for every arm's
+    decode_starvation finding); None, with a warning, when the run cannot give them (no step trace,
+    a malformed loadgen result): the findings then simulate each arm's own trace."""
+    try:
+        run = RunDir.open(run_dir)
+        return inputs_from_run(run) if run.steps() is not None else None
+    except ToolkitError as exc:
+        log.warning("what-if inputs of %s: %s; the budget is simulated from each arm's trace instead", run_dir, exc)
+        return None
+
+
+def roofline_for(frames: dict, gpu_name, model, tp):
+    """(measured roofline points or the GPU's peaks, the roofline step-cost model or None)."""
+    points = None
+    for fr in frames.values():
+        if len(fr["gpu"]):
+            points = R.measured_points(fr["gpu"])
+            if points:
+                break
+    if gpu_name:
+        spec = R.gpu_spec(gpu_name)
+        if points is None:
+            points = {"gpu": spec.name, "peak_flops": spec.peak_flops(), "peak_bw": spec.bandwidth, "points": None}
+    cost = None
+    if model and (gpu_name or points):
+        cost = R.roofline_cost(R.model_spec(model), R.gpu_spec(gpu_name or points["gpu"]), tp=tp)
+    return points, cost
+
+
+def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, thresholds=None, window_s=None,
+                     selector=None, resolution=None, steps_path=None, gpu=None, model=None, tp: int = 1):
+    """The Report of `(kind, source)` metric sources (kind "run", "db" or "prometheus"), with the roofline."""
+    frames, sources = load_sources(given, lo, hi, selector=selector, resolution=resolution, steps_path=steps_path,
+                                   whatif_inputs=run_whatif_inputs)
+    roof, cost = roofline_for(frames, gpu, model, tp)
+    out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s)
+    out.sources, out.roofline = sources, roof
+    return out

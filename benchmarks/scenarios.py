@@ -1,0 +1,278 @@
+"""The labelled scenario matrix (issue 16): named, seeded runs of the real server, scored against their own step trace.
+
+Each scenario is server flags + load-generator flags + scrape interval + duration. `record_run` drives
+the real reference server, collector and load generator (benchmarks/accuracy.py records its arms with it
+too); truth comes from the run's steps.jsonl by the rule of `analyzers/truth.py` (docs/accuracy.md);
+findings come from `stallscope analyze --db store.db --format json`, run as a user would. Printed: one
+row per scenario, then the summary figures beside the issue's targets with the ratio to each.
+
+    python benchmarks/scenarios.py --quick --json runs/scenarios-quick.json     # every scenario, ~20 s of load each
+    python benchmarks/scenarios.py --only tiny-nochunk-steady --quick
+    python benchmarks/scenarios.py --out runs/scenarios --json runs/scenarios.json   # the full matrix (60 s each)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SS = [sys.executable, "-m", "stallscope.cli"]
+QUICK_S, FULL_S = 20.0, 60.0
+SESSIONS = ("--sessions", "6", "--short-prompt-tokens", "32", "--max-tokens", "32", "--long-max-tokens", "1")
+SHORT_ONLY = ("--long-every", "1000000")  # the ticker never fires within the run
+OFF = ("--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096")
+KV = ("--max-num-seqs", "256", "--enable-chunked-prefill", "--max-num-batched-tokens", "64")
+KV_LOAD = ("--sessions", "16", "--short-prompt-tokens", "32", "--max-tokens", "128", "--long-max-tokens", "16",
+           "--long-prompt-tokens", "1536", "--long-every", "3")
+
+
+def chunked(budget: int) -> tuple[str, ...]:
+    return ("--enable-chunked-prefill", "--max-num-batched-tokens", str(budget))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One named, seeded run. `load` may hold `{half}` (half the load duration, s); the collector runs for
+    `collect_frac` x duration + `collect_tail_s` (< duration: the run ends while the load still runs)."""
+
+    name: str
+    server: tuple[str, ...]
+    load: tuple[str, ...]
+    interval: str = "0.5s"
+    seed: int = 1
+    model: str = "tiny"
+    collect_frac: float = 1.0
+    collect_tail_s: float = 8.0
+    exercises: str = ""
+
+    def loadgen_flags(self, duration: float) -> list[str]:
+        return [f.format(half=duration / 2) for f in self.load]
+
+    def collect_s(self, duration: float) -> float:
+        return self.collect_frac * duration + self.collect_tail_s
+
+
+def _long(tokens: int, every: float | str) -> tuple[str, ...]:
+    return SESSIONS + ("--long-prompt-tokens", str(tokens), "--long-every", str(every))
+
+
+SCENARIOS = [
+    Scenario("tiny-nochunk-steady", OFF, _long(1200, 8), exercises="starvation: whole 1,200-token prefills"),
+    Scenario("tiny-chunk32-steady", chunked(32), _long(1200, 8), exercises="chunked, small budget"),
+    Scenario("tiny-chunk128-steady", chunked(128), _long(1200, 8), exercises="chunked, mid budget"),
+    Scenario("tiny-chunk512-steady", chunked(512), _long(1200, 8), exercises="chunked, large budget"),
+    Scenario("tiny-nochunk-overload", OFF, _long(1200, 1), seed=2, exercises="long prompts faster than served"),
+    Scenario("tiny-chunk128-overload", chunked(128), _long(1200, 1), seed=2, exercises="chunked, overloaded"),
+    Scenario("small-nochunk-steady", OFF, _long(800, 8), model="small", exercises="starvation on `small`"),
+    Scenario("small-chunk64-steady", chunked(64), _long(800, 8), model="small", exercises="chunked on `small`"),
+    Scenario("kv-auto-preempt", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "auto"), KV_LOAD, seed=3,
+             exercises="pool too small: preemption"),
+    Scenario("kv-fp8-nopreempt", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "fp8"), KV_LOAD, seed=3,
+             exercises="the same pool in fp8 holds twice the tokens"),
+    Scenario("kv-fp8-preempt", KV + ("--kv-cache-mb", "1.25", "--kv-cache-dtype", "fp8"), KV_LOAD, seed=3,
+             exercises="fp8 pool that still preempts"),
+    Scenario("kv-auto-roomy", KV + ("--kv-cache-mb", "16", "--kv-cache-dtype", "auto"), KV_LOAD, seed=3,
+             exercises="negative: a pool that fits"),
+    Scenario("neg-bigbatch-short", ("--max-num-seqs", "256"),
+             ("--sessions", "48", "--short-prompt-tokens", "32", "--max-tokens", "64") + SHORT_ONLY,
+             exercises="negative: a big batch of short prompts only"),
+    Scenario("neg-blas1", ("--blas-threads", "1"),
+             ("--sessions", "12", "--short-prompt-tokens", "32", "--max-tokens", "32") + SHORT_ONLY,
+             exercises="negative: a host slowed to one BLAS thread"),
+    Scenario("end-in-stall", OFF, SESSIONS + ("--long-prompt-tokens", "1900", "--long-every", "{half}"),
+             collect_frac=0.5, collect_tail_s=2.0, exercises="the run ends inside a whole 1,900-token prefill"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(port: int, log: Path, timeout_s: float = 120.0) -> None:
+    import requests
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            time.sleep(0.2)
+    raise RuntimeError(f"refserver did not start; see {log}")
+
+
+def record_run(out: Path, *, server: list[str], load: list[str], interval: str, load_s: float,
+               collect_s: float) -> None:
+    """Reference server (`server` flags) + collector (`collect_s` s) + load generator (`load` flags, `load_s` s);
+    leaves store.db, steps.jsonl, loadgen.json and the processes' logs in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    proc = subprocess.Popen(SS + ["refserver", *server, "--port", str(port), "--step-trace", str(out / "steps.jsonl")],
+                            stdout=open(out / "server.log", "w"), stderr=subprocess.STDOUT)
+    try:
+        _wait_healthy(port, out / "server.log")
+        collector = subprocess.Popen(SS + ["collect", "--target", f"vllm=http://127.0.0.1:{port}/metrics",
+                                           "--interval", interval, "--db", str(out / "store.db"),
+                                           "--duration", str(collect_s), "--quiet"],
+                                     stdout=open(out / "collect.log", "w"), stderr=subprocess.STDOUT)
+        subprocess.run(SS + ["loadgen", "--url", f"http://127.0.0.1:{port}", *load, "--duration", str(load_s),
+                             "--no-progress", "--out", str(out / "loadgen.json")], check=True, timeout=load_s + 300,
+                       stdout=open(out / "loadgen.log", "w"), stderr=subprocess.STDOUT)
+        collector.wait(timeout=120)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _prefix_caching_flag() -> list[str]:
+    """`--no-enable-prefix-caching` when this refserver has the flag (repeated long prompts stay prefills)."""
+    helptext = subprocess.run(SS + ["refserver", "--help"], capture_output=True, text=True).stdout
+    return ["--no-enable-prefix-caching"] if "--no-enable-prefix-caching" in helptext else []
+
+
+def record(sc: Scenario, run: Path, duration: float, extra_server: list[str]) -> None:
+    record_run(run, server=["--model", sc.model, "--seed", str(sc.seed), *sc.server, *extra_server],
+               load=[*sc.loadgen_flags(duration), "--seed", str(sc.seed)], interval=sc.interval, load_s=duration,
+               collect_s=sc.collect_s(duration))
+
+
+def analyze(run: Path, slo: float) -> list[dict]:
+    """The findings of `stallscope analyze --db store.db --format json` (exit 1 is `--fail-on critical`)."""
+    res = subprocess.run(SS + ["analyze", "--db", str(run / "store.db"), "--format", "json", "--itl-slo", str(slo)],
+                         capture_output=True, text=True)
+    if res.returncode not in (0, 1):
+        raise RuntimeError(f"analyze {run} exited {res.returncode}: {res.stderr[-400:]}")
+    return json.loads(res.stdout)["findings"]
+
+
+def evaluate(sc: Scenario, run: Path, slo: float) -> dict:
+    from stallscope.analyzers import signals, truth
+    from stallscope.analyzers.step_cost import read_step_trace
+    from stallscope.collectors import loader
+    from stallscope.core.config import load_thresholds
+    from stallscope.core.config import parse_duration
+
+    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+    run_end = int(samples["ts"].max())
+    window = signals.choose_grid(samples, load_thresholds(itl_slo_s=slo))[1]
+    interval = parse_duration(sc.interval)
+    true = truth.episodes(read_step_trace(run / "steps.jsonl"), slo, run_end_ns=run_end)
+    findings = analyze(run, slo)
+    itl_p99 = json.loads((run / "loadgen.json").read_text())["all"]["itl_s"].get("p99")
+    row = {"scenario": sc.name, "run": str(run), "itl_p99_s": itl_p99, "window_s": window / 1e9,
+           "interval_s": interval, "truth": sorted(k for k, v in true.items() if v),
+           "flagged": sorted(k for k in truth.KINDS if truth.flagged(findings, k)),
+           "all_findings": sorted({f["kind"] for f in findings}),
+           "contradictions": truth.contradictions(truth.merge(true["decode_starvation"] + true["kv_pressure"]), findings)}
+    for kind in truth.KINDS:
+        found = truth.flagged(findings, kind)
+        ttd = truth.times_to_detect(true[kind], found, window)
+        row[kind] = {**truth.episode_scores(true[kind], found), "ttd_s": ttd,
+                     "ttd_vs_target": [t / (2 * interval + window / 1e9) for t in ttd if t is not None]}
+    return row
+
+
+def summarize(rows: list[dict], slo: float) -> dict:
+    """The issue's figures with their targets and ratios (value / target; for 0-targets, met or not)."""
+    from stallscope.analyzers import truth
+
+    runs = truth.run_scores([(set(r["truth"]), set(r["flagged"])) for r in rows])
+    false_met = [r["scenario"] + (" (true starvation)" if "decode_starvation" in r["truth"] else "") for r in rows
+                 if r["itl_p99_s"] is not None and r["itl_p99_s"] <= slo and "decode_starvation" in r["flagged"]]
+    ttd = [x for r in rows for x in r["decode_starvation"]["ttd_vs_target"]]  # live stalls: starvation episodes
+    missed = sum(r["decode_starvation"]["ttd_s"].count(None) for r in rows)
+    out = {f"{k}_{m}": {"value": runs[k][m], "target": 0.95, "ratio": runs[k][m] / 0.95, "counts": runs[k]}
+           for k in truth.KINDS for m in ("precision", "recall")}
+    out["starvation_warnings_on_runs_meeting_slo"] = {"value": len(false_met), "target": 0, "met": not false_met,
+                                                      "runs": false_met}
+    contra = sum(r["contradictions"] for r in rows)
+    out["contradictions_within_episodes"] = {"value": contra, "target": 0, "met": contra == 0}
+    med = float(np.median(ttd)) if ttd else float("nan")
+    out["median_time_to_detect_starvation"] = {"value": med, "unit": "x (2 scrapes + 1 window)", "target": 1.0, "ratio": med,
+                                    "detected": len(ttd), "never_detected": missed}
+    return out
+
+
+def _fmt_ep(e: dict) -> str:
+    return f"{e['hit']}/{e['episodes']} ({e['overlap_s']:.1f}/{e['true_s']:.1f} s)" if e["episodes"] else "-"
+
+
+def _fmt_ttd(r: dict) -> str:
+    ttd = [t for t in r["decode_starvation"]["ttd_s"] if t is not None]
+    if not ttd:
+        return "-"
+    m = float(np.median(ttd))
+    return f"{m:.1f} s = {m / r['interval_s']:.1f} scr / {m / r['window_s']:.2f} win"
+
+
+def print_report(rows: list[dict], summary: dict) -> None:
+    print("| scenario | truth | flagged | starvation episodes hit (overlap) | kv episodes hit (overlap) | "
+          "median time to detect starvation | contradictions | ITL P99 | other findings |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        other = sorted(set(r["all_findings"]) - set(r["flagged"]))
+        p99 = f"{r['itl_p99_s']:.2f} s" if r["itl_p99_s"] is not None else "-"
+        print(f"| {r['scenario']} | {', '.join(r['truth']) or '-'} | {', '.join(r['flagged']) or '-'} | "
+              f"{_fmt_ep(r['decode_starvation'])} | {_fmt_ep(r['kv_pressure'])} | {_fmt_ttd(r)} | "
+              f"{r['contradictions']} | {p99} | {', '.join(other) or '-'} |")
+    print("\n| figure | value | target | ratio / met |\n|---|---|---|---|")
+    for name, s in summary.items():
+        shown = s.get("ratio", s.get("met"))
+        val = s["value"]
+        print(f"| {name} | {val:.3f} | {s['target']} | {shown:.3f} |" if isinstance(val, float) and "ratio" in s
+              else f"| {name} | {val} | {s['target']} | {shown} |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load per scenario (CI); else {FULL_S:.0f} s")
+    ap.add_argument("--only", help="comma-separated scenario names (default: all)")
+    ap.add_argument("--out", default=None, help="run directories go here (default runs/scenarios[-quick])")
+    ap.add_argument("--json", dest="json_out", help="write the rows and the summary here")
+    ap.add_argument("--itl-slo", type=float, default=None, help="ITL SLO for truth and analyze (default itl_slo_s)")
+    ap.add_argument("--evaluate-only", action="store_true", help="score recorded runs; record none")
+    ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
+    args = ap.parse_args()
+    from stallscope.core.config import load_thresholds
+
+    if args.list:
+        for sc in SCENARIOS:
+            print(f"{sc.name}: {sc.exercises}\n  refserver --model {sc.model} --seed {sc.seed} {' '.join(sc.server)}\n"
+                  f"  loadgen {' '.join(sc.loadgen_flags(FULL_S))}; scrape {sc.interval}")
+        return 0
+    names = args.only.split(",") if args.only else [sc.name for sc in SCENARIOS]
+    unknown = sorted(set(names) - {sc.name for sc in SCENARIOS})
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; see --list")
+    slo = args.itl_slo if args.itl_slo is not None else float(load_thresholds()["itl_slo_s"])
+    out = Path(args.out or ("runs/scenarios-quick" if args.quick else "runs/scenarios"))
+    duration = QUICK_S if args.quick else FULL_S
+    extra = [] if args.evaluate_only else _prefix_caching_flag()
+    rows = []
+    for sc in (s for s in SCENARIOS if s.name in names):
+        run = out / sc.name
+        if not (run / "store.db").exists() and not args.evaluate_only:
+            record(sc, run, duration, extra)
+        rows.append(evaluate(sc, run, slo))
+        print(f"{sc.name}: truth {rows[-1]['truth']} flagged {rows[-1]['flagged']}", file=sys.stderr)
+    summary = summarize(rows, slo)
+    print_report(rows, summary)
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps({"itl_slo_s": slo, "quick": args.quick, "scenarios": rows,
+                                                   "summary": summary}, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The scenario matrix's instrument (issue 16): the truth rule on hand-written step traces, the scorer on
+hand-written findings, and one scenario end to end at reduced length (slow)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stallscope.analyzers import truth
+from stallscope.analyzers.step_cost import read_step_trace
+
+MS = 10**6
+T0 = 1_764_400_000_000_000_000
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def step(i, start_ms, end_ms, *, prefill=0, decode=4, running=5, prefill_reqs=None, preempted=0, used=10, pool=100):
+    return {"step": i, "start_ns": T0 + start_ms * MS, "end_ns": T0 + end_ms * MS, "num_prefill_tokens": prefill,
+            "num_decode_tokens": decode, "num_prefill_reqs": int(prefill > 0) if prefill_reqs is None else prefill_reqs,
+            "num_decode_reqs": decode, "num_running": running, "num_waiting": 0, "num_preempted": preempted,
+            "kv_blocks_used": used, "num_gpu_blocks": pool, "num_scheduled_tokens": {}}
+
+
+def trace(tmp_path, rows):
+    path = tmp_path / "steps.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return read_step_trace(path)
+
+
+def decodes(n, start_ms=0, every_ms=20, first=0):
+    return [step(first + k, start_ms + k * every_ms, start_ms + (k + 1) * every_ms) for k in range(n)]
+
+
+def gap_trace(prompt_tokens):
+    """Decode steps to 1,000 ms, a prefill-only step to 1,480 ms, decode steps again: a 0.5 s decode gap."""
+    rows = decodes(50)
+    rows.append(step(50, 1000, 1480, prefill=prompt_tokens, decode=0))
+    rows += decodes(5, start_ms=1480, first=51)
+    return rows
+
+
+def test_long_prefill_in_a_gap_is_a_starvation_episode(tmp_path):
+    steps = trace(tmp_path, gap_trace(600))
+    assert truth.starvation_episodes(steps, 0.2) == [(T0 + 1000 * MS, T0 + 1500 * MS)]
+    assert truth.episodes(steps, 0.2)["kv_pressure"] == []
+    assert truth.starvation_episodes(steps, 0.5) == []          # the gap is 0.5 s: not above a 0.5 s SLO
+
+
+def test_short_prompt_in_a_gap_is_not(tmp_path):
+    assert truth.starvation_episodes(trace(tmp_path, gap_trace(37)), 0.2) == []
+
+
+def test_trace_ending_inside_a_long_prefill_is(tmp_path):
+    rows = decodes(10) + [step(10, 200, 1000, prefill=2000, decode=0, running=5, prefill_reqs=1)]
+    steps = trace(tmp_path, rows)
+    assert truth.starvation_episodes(steps, 0.2) == [(T0 + 200 * MS, T0 + 1000 * MS)]
+    # the run (the last scrape) ends while that step still runs: the episode ends with the run
+    assert truth.starvation_episodes(steps, 0.2, run_end_ns=T0 + 700 * MS) == [(T0 + 200 * MS, T0 + 700 * MS)]
+    # ... but not 0.2 s or less after the last decode
+    assert truth.starvation_episodes(steps, 0.2, run_end_ns=T0 + 390 * MS) == []
+    # nobody waits to decode: the prefilling request is the only one running
+    alone = trace(tmp_path, decodes(10) + [step(10, 200, 1000, prefill=2000, decode=0, running=1, prefill_reqs=1)])
+    assert truth.starvation_episodes(alone, 0.2) == []
+
+
+def test_adjacent_gaps_merge_into_one_episode(tmp_path):
+    rows = decodes(5) + [step(5, 100, 400, prefill=700), step(6, 400, 700, prefill=700)] + decodes(3, 700, first=7)
+    assert truth.starvation_episodes(trace(tmp_path, rows), 0.2) == [(T0 + 100 * MS, T0 + 700 * MS)]
+
+
+def test_preemption_and_full_pool_are_kv_pressure(tmp_path):
+    rows = decodes(10)
+    rows[4] = step(4, 80, 100, preempted=1)
+    rows[7] = step(7, 140, 160, used=96)
+    rows[8] = step(8, 160, 180, used=95)
+    rows[9] = step(9, 180, 200, used=94)
+    assert truth.kv_episodes(trace(tmp_path, rows)) == [(T0 + 80 * MS, T0 + 100 * MS), (T0 + 140 * MS, T0 + 180 * MS)]
+    assert truth.kv_episodes(trace(tmp_path, decodes(10))) == []
+
+
+def finding(kind, start, end, target="vllm", severity="warning"):
+    return {"kind": kind, "severity": severity, "start_ns": start, "end_ns": end, "target": target}
+
+
+def test_run_level_precision_and_recall():
+    rows = [({"decode_starvation"}, {"decode_starvation"}), ({"decode_starvation"}, set()),
+            (set(), {"decode_starvation", "kv_pressure"}), ({"kv_pressure"}, {"kv_pressure"}),
+            ({"decode_starvation"}, {"decode_starvation"})]
+    s = truth.run_scores(rows)
+    assert s["decode_starvation"] == {"precision": 2 / 3, "recall": 2 / 3, "tp": 2, "fp": 1, "fn": 1}
+    assert s["kv_pressure"] == {"precision": 0.5, "recall": 1.0, "tp": 1, "fp": 1, "fn": 0}
+
+
+def test_flagged_ignores_info_and_other_kinds():
+    f = [finding("decode_starvation", 0, 1, severity="info"), finding("itl_high", 0, 1),
+         finding("decode_starvation", 2, 3, severity="critical")]
+    assert truth.flagged(f, "decode_starvation") == [f[2]]
+
+
+def test_episode_overlap_counts():
+    true = [(0, 100), (200, 300), (400, 500)]
+    found = [finding("decode_starvation", 50, 250), finding("decode_starvation", 240, 260),
+             finding("decode_starvation", 600, 700)]
+    s = truth.episode_scores(true, found)
+    assert (s["episodes"], s["hit"], s["findings"], s["on_truth"]) == (3, 2, 3, 2)
+    assert s["overlap_s"] == pytest.approx(110e-9)       # 50..100 and 200..260 (the two findings merge first)
+    assert s["true_s"] == pytest.approx(300e-9)
+
+
+def test_contradictions_need_one_target_and_overlap_inside_the_episode():
+    true = [(0, 100), (200, 300)]
+    f = [finding("decode_starvation", 0, 60), finding("itl_high", 50, 120),          # 1 in episode 1
+         finding("itl_high", 70, 90, target="other"),                               # another target
+         finding("decode_starvation", 200, 230), finding("itl_high", 240, 300),      # no overlap with each other
+         finding("kv_pressure", 200, 300)]                                          # not contradictory
+    assert truth.contradictions(true, f) == 1
+    assert truth.contradictions([(55, 100)], f) == 1
+    assert truth.contradictions([(61, 100)], f) == 0   # inside it, the starvation finding has ended
+
+
+def test_time_to_detect_counts_from_the_first_window_end():
+    window = 40
+    true = [(100, 150), (300, 320), (1000, 1010)]
+    f = [finding("decode_starvation", 90, 180),     # raised at 130: 30 after the first onset
+         finding("decode_starvation", 250, 400),    # raised at 290, before the second onset: 0
+         finding("kv_pressure", 1060, 1100)]        # raised at its start 1060 > 1010 + 40: too late
+    assert truth.times_to_detect(true, f, window) == [30e-9, 0.0, None]
+
+
+@pytest.mark.slow
+def test_one_scenario_end_to_end(tmp_path):
+    out = tmp_path / "scores.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scenarios.py"), "--quick", "--only",
+                    "tiny-nochunk-steady", "--out", str(tmp_path / "runs"), "--json", str(out)],
+                   check=True, cwd=ROOT, timeout=400)
+    doc = json.loads(out.read_text())
+    (row,) = doc["scenarios"]
+    assert row["scenario"] == "tiny-nochunk-steady"
+    assert row["truth"] == ["decode_starvation"]      # whole 1,200-token prefills freeze 6 streams > 0.2 s
+    assert row["decode_starvation"]["episodes"] >= 1
+    recall = doc["summary"]["decode_starvation_recall"]["value"]
+    assert recall == (1.0 if "decode_starvation" in row["flagged"] else 0.0)
+    assert doc["summary"]["contradictions_within_episodes"]["value"] == row["contradictions"]
