@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from conftest import FIXTURES
 from misbehaving_server import MetricsServer
-from promserver import PrometheusServer
+from promserver import FakePrometheus, PrometheusServer, matrix
 from stallscope.collectors import dcgm, loader, prometheus_api, scrape_loop, store
 from stallscope.cli import main
 from stallscope.core.errors import CollectorError
@@ -134,40 +132,6 @@ def test_dcgm_through_prometheus_agrees_with_the_scraped_text_on_counters(monkey
     rows = sorted(zip(via_prom.metric, via_prom.value))
     assert rows == sorted(zip(via_text.metric, via_text.value))
     assert rows == [("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 4.0), ("energy_j", 2147483.64)]
-
-
-class FakePrometheus:
-    """A loopback HTTP server answering every /api/v1/* GET with `answer(path)` -> (status, body bytes)."""
-
-    def __init__(self, answer):
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                code, body = answer(self.path)
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self) -> "FakePrometheus":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def matrix(*series) -> bytes:
-    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": list(series)}}).encode()
 
 
 @pytest.mark.parametrize("code,body,needle", [

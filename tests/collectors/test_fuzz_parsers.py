@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from nsys_cases import kernel_export
+from promserver import FakePrometheus, matrix
 from stallscope.cli import main
-from test_prometheus_api import FakePrometheus, matrix
 
 VLLM = (FIXTURES / "vllm_metrics" / "v0_33_0_custom_itl_buckets.txt").read_text()
 DCGM = (FIXTURES / "dcgm_samples" / "t4_under_load_ericsson_driver590.txt").read_text()
