@@ -19,7 +19,7 @@ from stallscope.analyzers.kernel_roles import classify
 from stallscope.analyzers.kernel_summary import summarize
 from stallscope.analyzers.trace_stalls import cuda_graph_findings, find_decode_starvation
 from stallscope.analyzers.trace_steps import graph_ops, reconstruct_steps
-from stallscope.collectors.nsight_sqlite import KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, launch_calls
+from stallscope.collectors.nsight_sqlite import KERNEL, RUNTIME, launch_calls
 from stallscope.core.errors import TraceError
 
 PERCENTILES = (50, 90, 99)
@@ -65,10 +65,8 @@ def _steps_section(steps: pd.DataFrame, info: dict) -> dict:
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
-    out = []
-    for row in frame.to_dict("records"):
-        out.append({k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()})
-    return out
+    """The frame's rows as dicts of Python scalars (numpy ones unwrapped)."""
+    return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def build_report(trace, *, gap_threshold_ns: int = DEFAULT_THRESHOLD_NS, stall_factor: float = 3.0,

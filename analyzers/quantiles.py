@@ -126,11 +126,8 @@ def series_rate(ts: np.ndarray, values: np.ndarray, eval_ts: np.ndarray, window_
     lo, hi, t = lo[ok], hi[ok], eval_ts[ok]
     first, last = v[lo], v[hi]
     result = last - first + (lost[hi] - lost[lo])
-    range_start = (t - window_ns) / NS
-    range_end = t / NS
     t_first, t_last = ts[lo] / NS, ts[hi] / NS
-    to_start = t_first - range_start
-    to_end = range_end - t_last
+    to_start, to_end = t_first - (t - window_ns) / NS, t / NS - t_last  # seconds to the window's edges
     sampled = t_last - t_first
     avg = sampled / (hi - lo)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -228,11 +225,22 @@ def _label_dict(key) -> dict:
     return out
 
 
+def _rows(labels: dict, eval_ts: np.ndarray, **values) -> dict:
+    """One group's output rows: `ts, group, labels` and the given value columns."""
+    return {"ts": eval_ts, "group": group_name(labels), "labels": [labels] * len(eval_ts), **values}
+
+
 def _frame_for(out_rows: list[dict], extra_cols: list[str]) -> pd.DataFrame:
     cols = ["ts", "group", "labels", *extra_cols]
     if not out_rows:
         return pd.DataFrame({c: pd.Series(dtype="int64" if c == "ts" else "object") for c in cols})
     return pd.concat([pd.DataFrame(r) for r in out_rows], ignore_index=True)[cols]
+
+
+def _add_present(acc: np.ndarray, r: np.ndarray) -> None:
+    """`acc += r` where `r` has a value, a missing `acc` counting as 0 (PromQL `sum` over the series that exist)."""
+    ok = ~np.isnan(r)
+    acc[ok] = np.where(np.isnan(acc[ok]), 0.0, acc[ok]) + r[ok]
 
 
 def group_name(labels: dict) -> str:
@@ -242,39 +250,27 @@ def group_name(labels: dict) -> str:
 def rate_range(samples: pd.DataFrame, metric: str, eval_ts: np.ndarray, window_ns: int, *, by=("target",),
                selector=None, is_rate: bool = True, left_open: bool = False) -> pd.DataFrame:
     """`sum by (by) (rate(metric{selector}[w]))` at each eval time; columns ts, group, labels, value."""
-    df = select(samples, metric, selector)
-    rows = []
-    if len(df):
-        sums: dict = {}
-        for gkey, _, ts, values in iter_series(df, by):
-            r = series_rate(ts, values, eval_ts, window_ns, is_rate=is_rate, left_open=left_open)
-            acc = sums.setdefault(gkey, np.full(len(eval_ts), np.nan))
-            both = ~np.isnan(r)
-            acc[both] = np.where(np.isnan(acc[both]), 0.0, acc[both]) + r[both]
-        for gkey, acc in sums.items():
-            labels = _label_dict(gkey)
-            rows.append({"ts": eval_ts, "group": group_name(labels), "labels": [labels] * len(eval_ts), "value": acc})
-    return _frame_for(rows, ["value"])
+    sums: dict = {}
+    for gkey, _, ts, values in iter_series(select(samples, metric, selector), by):
+        r = series_rate(ts, values, eval_ts, window_ns, is_rate=is_rate, left_open=left_open)
+        _add_present(sums.setdefault(gkey, np.full(len(eval_ts), np.nan)), r)
+    return _frame_for([_rows(_label_dict(g), eval_ts, value=acc) for g, acc in sums.items()], ["value"])
 
 
 def instant_range(samples: pd.DataFrame, metric: str, eval_ts: np.ndarray, *, by=("target",), selector=None,
                   agg: str = "sum", lookback_ns: int = LOOKBACK_NS) -> pd.DataFrame:
     """`<agg> by (by) (metric{selector})` of a gauge at each eval time (agg: sum, max, min)."""
-    df = select(samples, metric, selector)
+    per_group: dict = {}
+    for gkey, _, ts, values in iter_series(select(samples, metric, selector), by):
+        per_group.setdefault(gkey, []).append(series_instant(ts, values, eval_ts, lookback_ns))
     rows = []
-    if len(df):
-        per_group: dict = {}
-        for gkey, _, ts, values in iter_series(df, by):
-            per_group.setdefault(gkey, []).append(series_instant(ts, values, eval_ts, lookback_ns))
-        fn = {"sum": np.nansum, "max": np.nanmax, "min": np.nanmin}[agg]
-        for gkey, arrs in per_group.items():
-            stack = np.vstack(arrs)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                val = fn(stack, axis=0)
-            val[np.isnan(stack).all(axis=0)] = np.nan
-            labels = _label_dict(gkey)
-            rows.append({"ts": eval_ts, "group": group_name(labels), "labels": [labels] * len(eval_ts), "value": val})
+    for gkey, arrs in per_group.items():
+        stack = np.vstack(arrs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            val = {"sum": np.nansum, "max": np.nanmax, "min": np.nanmin}[agg](stack, axis=0)
+        val[np.isnan(stack).all(axis=0)] = np.nan
+        rows.append(_rows(_label_dict(gkey), eval_ts, value=val))
     return _frame_for(rows, ["value"])
 
 
@@ -306,8 +302,7 @@ def bucket_quantile(q: float, les: np.ndarray, counts: np.ndarray):
             value[i], blo[i], bhi[i] = (x[0] for x in bucket_quantile(q, les[keep], counts[i, keep][None, :]))
         full = ~missing
         if full.any():
-            v, lo_, hi_ = bucket_quantile(q, les, counts[full])
-            value[full], blo[full], bhi[full] = v, lo_, hi_
+            value[full], blo[full], bhi[full] = bucket_quantile(q, les, counts[full])
         return value, blo, bhi
     if len(les) == 0 or not np.isposinf(les[-1]):
         return value, blo, bhi
@@ -341,17 +336,11 @@ def bucket_quantile(q: float, les: np.ndarray, counts: np.ndarray):
 def bucket_rates(samples: pd.DataFrame, family: str, eval_ts: np.ndarray, window_ns: int, *, by=("target",),
                  selector=None, left_open: bool = False) -> dict:
     """`sum by (by, le) (rate(<family>_bucket[w]))`: {group name: (labels, les (B,), rates (T, B))}."""
-    df = select(samples, family + "_bucket", selector)
     out: dict = {}
-    if not len(df):
-        return out
     per_group: dict = {}
-    for gkey, le, ts, values in iter_series(df, by, split_le=True):
+    for gkey, le, ts, values in iter_series(select(samples, family + "_bucket", selector), by, split_le=True):
         r = series_rate(ts, values, eval_ts, window_ns, left_open=left_open)
-        buckets = per_group.setdefault(gkey, {})
-        acc = buckets.setdefault(float(le), np.full(len(eval_ts), np.nan))
-        ok = ~np.isnan(r)
-        acc[ok] = np.where(np.isnan(acc[ok]), 0.0, acc[ok]) + r[ok]
+        _add_present(per_group.setdefault(gkey, {}).setdefault(float(le), np.full(len(eval_ts), np.nan)), r)
     for gkey, buckets in per_group.items():
         les = np.array(sorted(buckets))
         labels = _label_dict(gkey)
@@ -367,10 +356,8 @@ def quantile_range(samples: pd.DataFrame, family: str, q: float, eval_ts: np.nda
 
     >>> # quantile_range(samples, "vllm:inter_token_latency_seconds", 0.99, grid(t0, t1, 15 * NS), 60 * NS)
     """
-    rows = []
-    for name, (labels, les, counts) in bucket_rates(samples, family, eval_ts, window_ns, by=by, selector=selector,
-                                                     left_open=left_open).items():
-        rows.append(quantile_rows(q, labels, les, counts, eval_ts))
+    groups = bucket_rates(samples, family, eval_ts, window_ns, by=by, selector=selector, left_open=left_open)
+    rows = [quantile_rows(q, labels, les, counts, eval_ts) for labels, les, counts in groups.values()]
     return _frame_for(rows, ["value", "bucket_lo", "bucket_hi", "count_rate"])
 
 
@@ -379,8 +366,7 @@ def quantile_rows(q: float, labels: dict, les: np.ndarray, counts: np.ndarray, e
     value, blo, bhi = bucket_quantile(q, les, counts)
     value[~present] = np.nan
     total = counts[:, -1] if np.isposinf(les[-1]) else np.full(len(eval_ts), np.nan)
-    return {"ts": eval_ts, "group": group_name(labels), "labels": [labels] * len(eval_ts),
-            "value": value, "bucket_lo": blo, "bucket_hi": bhi, "count_rate": total}
+    return _rows(labels, eval_ts, value=value, bucket_lo=blo, bucket_hi=bhi, count_rate=total)
 
 
 def format_seconds(x: float) -> str:

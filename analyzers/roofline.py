@@ -169,6 +169,17 @@ def table(gpu: GpuSpec, model: ModelConfig, *, tp: int = 1, batches=(1, 8, 32, 2
     }
 
 
+def _per_second(op, seconds: float, sync=lambda: None) -> float:
+    """How many times `op()` completes per second, run for `seconds` (`sync` waits for queued device work)."""
+    sync()
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        op()
+        reps += 1
+    sync()
+    return reps / (time.perf_counter() - t0)
+
+
 def measure_host(seconds: float = 1.0) -> dict:
     """Measured peak FLOP/s and memory bandwidth of this host: torch on a GPU when present, else numpy."""
     try:
@@ -181,19 +192,11 @@ def measure_host(seconds: float = 1.0) -> dict:
     a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
     b = a.copy()
     a @ b  # warm up
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds / 2:
-        a @ b
-        reps += 1
-    flops = 2 * n**3 * reps / (time.perf_counter() - t0)
+    flops = 2 * n**3 * _per_second(lambda: a @ b, seconds / 2)
     src = np.ones(16 * 2**20, dtype=np.float64)  # 128 MiB: larger than any cache
     dst = np.empty_like(src)
     np.copyto(dst, src)
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds / 2:
-        np.copyto(dst, src)
-        reps += 1
-    bw = 2 * src.nbytes * reps / (time.perf_counter() - t0)  # read + write
+    bw = 2 * src.nbytes * _per_second(lambda: np.copyto(dst, src), seconds / 2)  # read + write
     return {"device": "cpu (numpy float32 matmul, 128 MiB copy)", "peak_flops": flops, "hbm_bytes_per_s": bw,
             "ridge_flop_per_byte": flops / bw}
 
@@ -204,22 +207,10 @@ def _measure_torch(seconds: float) -> dict:  # pragma: no cover - needs a GPU
     dev = torch.device("cuda")
     n = 8192
     a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-    torch.cuda.synchronize()
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds / 2:
-        a @ a
-        reps += 1
-    torch.cuda.synchronize()
-    flops = 2 * n**3 * reps / (time.perf_counter() - t0)
+    flops = 2 * n**3 * _per_second(lambda: a @ a, seconds / 2, sync=torch.cuda.synchronize)
     src = torch.empty(2**28, device=dev, dtype=torch.uint8).fill_(1)
     dst = torch.empty_like(src)
-    torch.cuda.synchronize()
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds / 2:
-        dst.copy_(src)
-        reps += 1
-    torch.cuda.synchronize()
-    bw = 2 * src.numel() * reps / (time.perf_counter() - t0)
+    bw = 2 * src.numel() * _per_second(lambda: dst.copy_(src), seconds / 2, sync=torch.cuda.synchronize)
     return {"device": f"{torch.cuda.get_device_name()} (torch bf16 matmul, 256 MiB copy)", "peak_flops": flops,
             "hbm_bytes_per_s": bw, "ridge_flop_per_byte": flops / bw}
 

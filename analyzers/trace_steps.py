@@ -34,6 +34,7 @@ VLLM_STEP = re.compile(r"execute_(?:\d+_)?context_(\d+)\((?:sq)?(\d+)[^)]*\)_gen
 VLLM_FORWARD = re.compile(r"gpu_model_runner: forward$")
 MIN_SPLIT_GAP_NS = 200_000
 GAP_FACTOR = 20.0
+TOKEN_COLS = ["num_prefill_reqs", "num_prefill_tokens", "num_decode_reqs", "num_decode_tokens"]  # NaN: unknown
 EXTRA = ["pid", "has_prefill", "is_decode", "num_prefill_reqs", "num_decode_reqs", "num_attention_kernels",
          "max_attention_grid_x", "source"]
 
@@ -53,10 +54,7 @@ def _step_ranges(nvtx: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         return r, "nvtx:vllm-execute"
     fwd = names.str.contains(VLLM_FORWARD)
     if fwd.any():
-        r = nvtx[fwd].copy()
-        for c in ("num_prefill_reqs", "num_prefill_tokens", "num_decode_reqs", "num_decode_tokens"):
-            r[c] = np.nan
-        return r, "nvtx:vllm-scopes"
+        return nvtx[fwd].assign(**dict.fromkeys(TOKEN_COLS, np.nan)), "nvtx:vllm-scopes"
     return nvtx.iloc[:0], ""
 
 
@@ -149,9 +147,7 @@ def steps_from_nvtx(kernels: pd.DataFrame, nvtx: pd.DataFrame) -> pd.DataFrame |
         return None
     ranges = ranges.reset_index(drop=True)
     step_of = _assign_to_ranges(kernels, ranges)
-    steps = ranges[["start_ns", "end_ns", "pid", "num_prefill_reqs", "num_prefill_tokens",
-                    "num_decode_reqs", "num_decode_tokens"]].copy()
-    return _finish(steps, kernels, step_of, source)
+    return _finish(ranges[["start_ns", "end_ns", "pid", *TOKEN_COLS]].copy(), kernels, step_of, source)
 
 
 def graph_ops(graphs: pd.DataFrame) -> pd.DataFrame:
@@ -168,9 +164,8 @@ def steps_from_kernels(kernels: pd.DataFrame, graphs: pd.DataFrame | None = None
     if graphs is not None and len(graphs):
         ops = pd.concat([kernels, graph_ops(graphs)], ignore_index=True)
     if ops.empty:
-        return _finish(pd.DataFrame({c: pd.Series(dtype="float64") for c in
-                                     ["start_ns", "end_ns", "pid", "num_prefill_reqs", "num_prefill_tokens",
-                                      "num_decode_reqs", "num_decode_tokens"]}).astype({"start_ns": "int64", "end_ns": "int64", "pid": "int64"}),
+        empty = pd.DataFrame({c: pd.Series(dtype="float64") for c in ["start_ns", "end_ns", "pid", *TOKEN_COLS]})
+        return _finish(empty.astype({"start_ns": "int64", "end_ns": "int64", "pid": "int64"}),
                        ops, np.zeros(0, np.int64), "kernels")
     busiest = ops.groupby(["pid", "device_id"])["dur_ns"].sum().idxmax()
     on = ((ops["pid"] == busiest[0]) & (ops["device_id"] == busiest[1])).to_numpy()
@@ -194,9 +189,8 @@ def steps_from_kernels(kernels: pd.DataFrame, graphs: pd.DataFrame | None = None
     last = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(first, local, starts)
     np.maximum.at(last, local, ends)
-    steps = pd.DataFrame({"start_ns": first, "end_ns": last, "pid": np.full(n, busiest[0], dtype=np.int64)})
-    for c in ("num_prefill_reqs", "num_prefill_tokens", "num_decode_reqs", "num_decode_tokens"):
-        steps[c] = np.nan
+    steps = pd.DataFrame({"start_ns": first, "end_ns": last, "pid": np.full(n, busiest[0], dtype=np.int64),
+                          **dict.fromkeys(TOKEN_COLS, np.nan)})
     return _finish(steps, ops, step_of, "kernels")
 
 

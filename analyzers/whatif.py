@@ -55,7 +55,6 @@ class SimResult:
     requests: list[SimRequest]
     num_steps: int
     num_preemptions: int
-    horizon_s: float
     steps: list = field(default_factory=list)   # StepStats-shaped dicts (docs/step-trace.md) if recorded
 
 
@@ -193,25 +192,22 @@ def simulate(workload: Workload, cost: StepCostModel, *, max_num_batched_tokens:
             trace.append(asdict(stats))
         steps += 1
         clock.t = t_end + (cost.draw_gap(rng) if noise else cost.gap_s)
-    return SimResult(list(sims.values()), steps, preemptions, clock.t, trace)
+    return SimResult(list(sims.values()), steps, preemptions, trace)
 
 
 def _pct(values, q) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
-def summarize(result: SimResult, workload: Workload) -> dict:
+def summarize(result: SimResult | list[SimResult], workload: Workload) -> dict:
     """P50/P99 TTFT (all, long, short), pooled ITL and output tokens/s, over completed requests.
 
     As the loadgen (and `vllm bench serve`) measure: requests sent before the workload's duration
-    that finished; throughput = their output tokens / the time of the last token.
+    that finished; throughput = their output tokens / the time of the last token. A list of runs is
+    pooled: quantiles over all their requests, tokens / summed run time, counts per run (the
+    validation pools its measured rounds the same way).
     """
-    return _summarize([result], workload)
-
-
-def _summarize(results: list, workload: Workload) -> dict:
-    """`summarize` over several runs pooled: quantiles over all their requests, tokens / summed run time,
-    counts per run (the validation pools its measured rounds the same way)."""
+    results = result if isinstance(result, list) else [result]
     long_, short, itl, tokens, elapsed, n_done, n_unfinished = [], [], [], 0, 0.0, 0, 0
     for result in results:
         sent = [r for r in result.requests if r.arrival_s < workload.duration_s]
@@ -262,7 +258,7 @@ def predict(workload: Workload, cost: StepCostModel, budgets, *, include_unchunk
                          shape=shape, seed=seed + k, noise=noise, request_overhead_s=request_overhead_s)
                 for k in range(max(1, seeds))]
         rows.append({"max_num_batched_tokens": budget, "enable_chunked_prefill": chunked,
-                     **_summarize(runs, workload), "num_steps": float(np.mean([r.num_steps for r in runs])),
+                     **summarize(runs, workload), "num_steps": float(np.mean([r.num_steps for r in runs])),
                      "num_preemptions": float(np.mean([r.num_preemptions for r in runs]))})
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
 

@@ -173,9 +173,9 @@ class Workload:
 
 
 def _default_long_threshold(w: Workload) -> int:
-    if w.long_prompt_tokens > 0:
-        return max(1, min(w.long_prompt_tokens, 4 * int(w.prompt_tokens.quantile_hi(0.5))))
-    return max(2, 4 * int(w.prompt_tokens.quantile_hi(0.5)))
+    """4 x the median prompt bucket's top, at most the long prompt's length."""
+    four_medians = 4 * int(w.prompt_tokens.quantile_hi(0.5))
+    return max(1, min(w.long_prompt_tokens, four_medians)) if w.long_prompt_tokens > 0 else max(2, four_medians)
 
 
 def workload_from_samples(samples: pd.DataFrame, *, duration_s: float | None = None,

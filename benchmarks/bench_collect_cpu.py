@@ -31,16 +31,18 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
-def wait_http(url: str, timeout: float = 90) -> None:
+def wait_http(url: str, timeout: float = 90, *, proc=None, what: str | None = None) -> None:
+    """Until `url` answers 200; SystemExit(`what`, default: the URL's) after `timeout` s or once `proc` exits.
+    (The benchmarks that start a server import it from here.)"""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (proc is None or proc.poll() is None):
         try:
             if requests.get(url, timeout=1).status_code == 200:
                 return
         except requests.RequestException:
             pass
         time.sleep(0.2)
-    raise SystemExit(f"{url} did not answer within {timeout} s")
+    raise SystemExit(what or f"{url} did not answer within {timeout} s")
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ from plotly.utils import PlotlyJSONEncoder  # noqa: E402
 import json  # noqa: E402
 
 LIMIT_S = 2.0
-LOAD_KEYS = {("samples", "index"), ("gpu", "index"), ("findings",)}
+LOAD_KEYS = {("samples", "index"), ("gpu", "index"), ("findings",), ("whatif_inputs",)}
 
 
 def main() -> int:

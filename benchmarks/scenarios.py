@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from bench_collect_cpu import wait_http
+
+from stallscope.refserver.server_thread import free_port
 
 SS = [sys.executable, "-m", "stallscope.cli"]
 QUICK_S, FULL_S = 20.0, 60.0
@@ -92,35 +93,16 @@ SCENARIOS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(port: int, log: Path, timeout_s: float = 120.0) -> None:
-    import requests
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return
-        except requests.RequestException:
-            time.sleep(0.2)
-    raise RuntimeError(f"refserver did not start; see {log}")
-
-
 def record_run(out: Path, *, server: list[str], load: list[str], interval: str, load_s: float,
                collect_s: float) -> None:
     """Reference server (`server` flags) + collector (`collect_s` s) + load generator (`load` flags, `load_s` s);
     leaves store.db, steps.jsonl, loadgen.json and the processes' logs in `out`."""
     out.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(SS + ["refserver", *server, "--port", str(port), "--step-trace", str(out / "steps.jsonl")],
                             stdout=open(out / "server.log", "w"), stderr=subprocess.STDOUT)
     try:
-        _wait_healthy(port, out / "server.log")
+        wait_http(f"http://127.0.0.1:{port}/health", 120, proc=proc, what=f"refserver did not start; see {out / 'server.log'}")
         collector = subprocess.Popen(SS + ["collect", "--target", f"vllm=http://127.0.0.1:{port}/metrics",
                                            "--interval", interval, "--db", str(out / "store.db"),
                                            "--duration", str(collect_s), "--quiet"],

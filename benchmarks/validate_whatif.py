@@ -29,8 +29,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-import requests
 
+from bench_collect_cpu import wait_http
 from stallscope.analyzers.budget import run_cost
 from stallscope.analyzers.step_cost import read_step_trace, trace_itl
 from stallscope.analyzers.whatif import DEFAULT_HEADROOM, predict, recommend
@@ -74,16 +74,8 @@ def run_arm(out: Path, name: str, args, *, budget: int, chunked: bool) -> dict:
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(arm / "server.log", "w"), env=env,
                               preexec_fn=_raise_priority)
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if server.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"server for {name} did not start; see {arm / 'server.log'}")
-            time.sleep(0.2)
+        wait_http(f"http://127.0.0.1:{port}/health", 60, proc=server,
+                  what=f"server for {name} did not start; see {arm / 'server.log'}")
         spec = LoadSpec(url=f"http://127.0.0.1:{port}", sessions=args.sessions, duration_s=args.duration,
                         long_prompt_tokens=args.long_prompt_tokens, long_every_s=args.long_every,
                         max_tokens=args.max_tokens, short_prompt_tokens=args.short_prompt_tokens,

@@ -97,14 +97,14 @@ class DataSource:
 
         def probe():  # the WAL file changes first while a collector writes
             return tuple(_stat(p) for p in (path, Path(f"{path}-wal")))
-        return cls(lambda: _collectors_load(db=path), name=f"store {path.name}", probe=probe, live=live, **kw)
+        return cls(lambda: views.load_source(db=path), name=f"store {path.name}", probe=probe, live=live, **kw)
 
     @classmethod
     def from_run(cls, path, **kw) -> "DataSource":
         path = Path(path)
         if not path.is_dir():
             raise InputError(f"run directory not found: {path}")
-        return cls(lambda: _load_run(path), name=f"run {path.name}", **kw)
+        return cls(lambda: views.load_run(path), name=f"run {path.name}", **kw)
 
     def with_run(self, path) -> "DataSource":
         """This source with a run directory's step traces and what-if inputs (a store imported from it)."""
@@ -121,7 +121,7 @@ class DataSource:
         if not url.startswith(("http://", "https://")):
             raise InputError(f"--prometheus must be an http(s) URL, got {url!r}")
         period = kw.pop("refresh_s", 15)
-        return cls(lambda: _collectors_load(prometheus=url, selector=selector, since_s=since_s),
+        return cls(lambda: views.load_source(prometheus=url, selector=selector, since_s=since_s),
                    name=f"prometheus {url}", probe=lambda: int(time.time() // period), live=live, **kw)
 
     def with_trace(self, path) -> "DataSource":
@@ -170,7 +170,7 @@ class DataSource:
         inputs = memo[("whatif_inputs",)] = loaded.get("whatif_inputs")
         memo[("findings",)] = views.findings(                            # the diagnosis is part of loading
             frames, self.thresholds, whatif_inputs=None if isinstance(inputs, str) else inputs)
-        return _Snapshot(frames, memo, stamp, version, time.time_ns())
+        return _Snapshot(frames, memo, stamp, version)
 
     @property
     def version(self) -> int:
@@ -207,10 +207,8 @@ class DataSource:
     # --- views (memoised, downsampled) --------------------------------------------------------
     def gauge(self, metric: str) -> pd.DataFrame:
         """`ts, series, value` of a gauge, downsampled."""
-        def compute():
-            rows = self.metric_rows(metric)[["ts", "series", "value"]]
-            return downsample(rows.reset_index(drop=True), self.max_points)
-        return self.memo(("gauge", metric), compute)
+        return self.memo(("gauge", metric), lambda: downsample(
+            self.metric_rows(metric)[["ts", "series", "value"]].reset_index(drop=True), self.max_points))
 
     def rate(self, metric: str) -> pd.DataFrame:
         """`ts, series, value` per-second rate of a counter (resets count from zero), downsampled."""
@@ -278,7 +276,6 @@ class _Snapshot:
     memo: dict
     stamp: object
     version: int
-    loaded_at_ns: int
 
 
 def _stat(p: Path):
@@ -297,12 +294,3 @@ def _checked(frame, kind):
     if kind in ("samples", "gpu") and "target" not in frame:
         frame = frame.assign(target="")
     return frame
-
-
-def _collectors_load(**source) -> dict:
-    """Samples and gpu frames through the collectors' loader (the one place that reads stores and Prometheus)."""
-    return views.load_source(**source)
-
-
-def _load_run(path: Path) -> dict:
-    return views.load_run(path)

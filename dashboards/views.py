@@ -69,8 +69,9 @@ def load_run(path: Path) -> dict:
 def run_parts(path: Path) -> dict:
     """A run directory's step traces (`target` = the arm; absent when none) and `whatif_inputs`: what
     `stallscope whatif --from PATH` simulates, or a sentence saying why the run cannot give it."""
+    from stallscope.collectors.run_dir import RunDir
     out = {}
-    steps = run_steps(Path(path))
+    steps = RunDir.open(Path(path)).steps()
     if steps is not None:
         out["steps"] = steps
     from stallscope.analyzers.budget import inputs_from_run as run_inputs
@@ -80,12 +81,6 @@ def run_parts(path: Path) -> dict:
     except ToolkitError as exc:
         out["whatif_inputs"] = f"the run's what-if inputs are unusable ({exc})"
     return out
-
-
-def run_steps(path: Path) -> pd.DataFrame | None:
-    """The step traces of a run directory's arms (or of one arm), `target` = the arm's name; None if none."""
-    from stallscope.collectors.run_dir import RunDir
-    return RunDir.open(path).steps()
 
 
 def load_steps(path: Path) -> pd.DataFrame:

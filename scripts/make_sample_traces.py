@@ -108,20 +108,6 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (
  graphNodeId INTEGER,
  virtualAddress INTEGER
 );
-CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (
- start INTEGER NOT NULL,
- end INTEGER NOT NULL,
- deviceId INTEGER NOT NULL,
- contextId INTEGER NOT NULL,
- greenContextId INTEGER,
- streamId INTEGER NOT NULL,
- correlationId INTEGER,
- globalPid INTEGER,
- value INTEGER NOT NULL,
- bytes INTEGER NOT NULL,
- graphNodeId INTEGER,
- memKind INTEGER
-);
 CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (
  start INTEGER NOT NULL,
  end INTEGER NOT NULL,
@@ -267,7 +253,7 @@ class Builder:
         self.runtime.append((cpu_ns, cpu_ns + 3_000, 0, GLOBAL_TID, self.corr, self.sid[api], 0, None))
         return self.corr
 
-    def kernel(self, key, gpu_ns, cpu_ns, dur_ns, grid=(132, 1, 1), block=128, graphed=False):
+    def kernel(self, key, gpu_ns, cpu_ns, dur_ns, grid=(132, 1, 1), block=128):
         corr = self._launch(cpu_ns, "cudaLaunchKernel_v7000")
         name, short = KERNELS[key]
         self.kernels.append((gpu_ns, gpu_ns + dur_ns, 0, 1, None, 7, corr, GLOBAL_PID, self.sid[name],

@@ -37,9 +37,7 @@ def _figure_text(v) -> str:
 
 
 def _evidence(ev) -> str:
-    if not isinstance(ev, dict):
-        return ""
-    return ", ".join(f"{k} = {_figure_text(v)}" for k, v in ev.items())
+    return ", ".join(f"{k} = {_figure_text(v)}" for k, v in ev.items()) if isinstance(ev, dict) else ""
 
 
 def finding_card(row) -> html.Div:

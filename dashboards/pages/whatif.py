@@ -9,8 +9,6 @@ step trace there is nothing to fit, and the page says so.
 
 from __future__ import annotations
 
-import importlib.util
-
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
@@ -32,10 +30,6 @@ layout = html.Div([
     dcc.Graph(id="whatif-curves"),
     html.Div(id="whatif-selected"),
 ], className="page")
-
-
-def available() -> bool:
-    return importlib.util.find_spec("stallscope.analyzers.budget") is not None
 
 
 def _steps_and_samples(src):
@@ -86,9 +80,6 @@ def _budget_at(res: dict, index) -> int:
 
 @callback(Output("whatif-body", "children"), Input("app-live", "n_intervals"))
 def update(_tick):
-    if not available():
-        return html.P("What-if simulation is not available in this build (stallscope.analyzers.budget "
-                      "is not installed).", id="whatif-unavailable")
     src = data.current()
     res = result(src)
     steps = src.frames()["steps"]
@@ -109,7 +100,7 @@ def update(_tick):
           Input("app-live", "n_intervals"), State("whatif-budget", "value"))
 def slider(_tick, value):
     """The slider's stops are the simulated budgets; it starts on the recommended one."""
-    res = result(data.current()) if available() else ""
+    res = result(data.current())
     budgets = DEFAULT_BUDGETS if isinstance(res, str) else res["budgets"]
     if value is None and not isinstance(res, str):
         value = budgets.index(res["recommendation"]["max_num_batched_tokens"])
@@ -122,7 +113,7 @@ def curves(budget_index, _tick):
     from stallscope.render.figures_whatif import whatif_curves
 
     src = data.current()
-    res = result(src) if available() else "What-if simulation is not available in this build."
+    res = result(src)
     if isinstance(res, str):
         return empty_figure("Predicted per --max-num-batched-tokens", res), ""
     budget = _budget_at(res, budget_index)

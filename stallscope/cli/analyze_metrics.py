@@ -12,7 +12,6 @@ import time
 from stallscope.core.errors import InputError
 
 
-
 class _Source(argparse.Action):
     """Stores the value(s) and marks that a metric source was given (the analyze `SOURCES` seam)."""
 

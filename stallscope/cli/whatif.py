@@ -111,7 +111,7 @@ def run(args) -> int:
                            seed=args.seed, noise=not args.no_noise,
                            **({} if args.headroom is None else {"headroom": args.headroom}))
     result = {
-        "predictions": [{k: _jsonable(v) for k, v in row.items()} for row in res["predictions"].to_dict("records")],
+        "predictions": [_jsonable(row) for row in res["predictions"].to_dict("records")],
         "recommendation": res["recommendation"],
         "step_cost": inputs.cost.summary(),
         "workload": inputs.workload.summary(),
@@ -119,7 +119,7 @@ def run(args) -> int:
         "request_overhead_s": _overhead_summary(inputs.request_overhead_s),
     }
     if args.format == "json":
-        json.dump({k: _jsonable_tree(v) for k, v in result.items()}, sys.stdout, indent=2)
+        json.dump(_jsonable(result), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         _print_text(result)
@@ -136,13 +136,10 @@ def _overhead_summary(overhead):
     return {"measured_requests": int(np.size(overhead)), "p50_s": float(q[0]), "p90_s": float(q[1]), "p99_s": float(q[2])}
 
 
-def _jsonable_tree(v):
-    if isinstance(v, dict):
-        return {k: _jsonable_tree(x) for k, x in v.items()}
-    return _jsonable(v)
-
-
 def _jsonable(v):
+    """numpy scalars as Python numbers and non-finite floats as null, through nested dicts."""
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
     if hasattr(v, "item"):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):

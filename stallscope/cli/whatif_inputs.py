@@ -80,28 +80,25 @@ def _roofline(gpu: str | None, model: str | None, tp: int) -> StepCostModel:
 
 
 def _workload_flags(args) -> dict:
-    return {"rate_hz": args.rate, "sessions": args.sessions, "long_prompt_tokens": args.long_prompt_tokens,
-            "long_output_tokens": args.long_output_tokens, "long_every_s": args.long_every,
-            "duration_s": args.duration,
-            "prompt_tokens": LengthDist.fixed(args.prompt_tokens) if args.prompt_tokens else None,
-            "output_tokens": LengthDist.fixed(args.output_tokens) if args.output_tokens else None}
+    """The workload flags that were given, as Workload fields."""
+    flags = {"rate_hz": args.rate, "sessions": args.sessions, "long_prompt_tokens": args.long_prompt_tokens,
+             "long_output_tokens": args.long_output_tokens, "long_every_s": args.long_every,
+             "duration_s": args.duration,
+             "prompt_tokens": LengthDist.fixed(args.prompt_tokens) if args.prompt_tokens else None,
+             "output_tokens": LengthDist.fixed(args.output_tokens) if args.output_tokens else None}
+    return {k: v for k, v in flags.items() if v is not None}
 
 
 def resolve_workload(args) -> Workload:
     """Without a run directory: the metrics' workload (`--db`, `--prometheus`) with the flags applied, else the flags'."""
     if args.db or args.prometheus:
-        base = _metrics_workload(args)
-        changed = {k: v for k, v in _workload_flags(args).items() if v is not None}
+        base, changed = _metrics_workload(args), _workload_flags(args)
         # the long/short split follows the new lengths; recompute it
         return workload_with(base, **changed, long_threshold_tokens=0, source=base.source + " + flags") if changed else base
     if not args.prompt_tokens or not args.output_tokens:
         raise InputError("no workload source: give --from, --db or --prometheus, or explicit "
                          "--prompt-tokens and --output-tokens with --sessions or --rate")
-    return Workload(LengthDist.fixed(args.prompt_tokens), LengthDist.fixed(args.output_tokens),
-                    rate_hz=args.rate or 0.0, sessions=args.sessions or 0,
-                    long_prompt_tokens=args.long_prompt_tokens or 0,
-                    long_output_tokens=args.long_output_tokens or 1, long_every_s=args.long_every or 0.0,
-                    duration_s=args.duration or 60.0, source="flags")
+    return Workload(**_workload_flags(args), source="flags")  # Workload's defaults for the flags not given
 
 
 def _metrics_workload(args) -> Workload:

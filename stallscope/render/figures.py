@@ -54,12 +54,10 @@ def latency_figure(signals: pd.DataFrame, findings: pd.DataFrame | None = None, 
     for target, sig in signals.groupby("target", sort=True):
         name = esc(target or "all")
         x = _t(sig["ts"])
-        for col, dash in (("itl_p99", "solid"), ("itl_p50", "dot")):
-            fig.add_trace(go.Scatter(x=x, y=sig[col], mode="lines", line=dict(dash=dash),
-                                     name=f"{name} ITL {col[-3:].upper()}"), row=1, col=1)
-        for col, dash in (("ttft_p99", "solid"), ("ttft_p50", "dot")):
-            fig.add_trace(go.Scatter(x=x, y=sig[col], mode="lines", line=dict(dash=dash),
-                                     name=f"{name} TTFT {col[-3:].upper()}"), row=2, col=1)
+        for row, kind in ((1, "itl"), (2, "ttft")):
+            for q, dash in (("p99", "solid"), ("p50", "dot")):
+                fig.add_trace(go.Scatter(x=x, y=sig[f"{kind}_{q}"], mode="lines", line=dict(dash=dash),
+                                         name=f"{name} {kind.upper()} {q.upper()}"), row=row, col=1)
         fig.add_trace(go.Bar(x=x, y=sig["prompt_rate"], name=f"{name} prompt tokens/s", opacity=0.6), row=3, col=1)
         spikes = sig[sig["long_prefill_rate"].fillna(0) > 0]
         if len(spikes):

@@ -131,10 +131,7 @@ def test_trace_page_from_an_nsys_export(app, name, steps, prefill, stalls):
 def test_whatif_callback(source):
     whatif = page_module("whatif")
     body = whatif.update(0)
-    if whatif.available():
-        assert body.id == "whatif-ready" and "400 recorded steps" in body.children
-    else:
-        assert body.id == "whatif-unavailable" and "not available" in body.children
+    assert body.id == "whatif-ready" and "400 recorded steps" in body.children
 
 
 def test_downsample_keeps_spikes_and_bounds_points():
