@@ -133,5 +133,7 @@ def parse(text: str, ts: int | None = None, *, cache: ParseCache | None = None) 
     if not keep.all():  # missing stays missing: a blank gives no row
         rows, value = [r for r, k in zip(rows, keep) if k], value[keep]
     metric, factor, _, labels = zip(*rows) if rows else ((),) * 4
-    return gpu_frame(time.time_ns() if ts is None else int(ts), metric=metric,
-                     value=value * np.array(factor, dtype=np.float64), **{c: [lab[c] for lab in labels] for c in COLUMNS})
+    with np.errstate(over="ignore"):  # 1e308 MiB is +Inf bytes: kept as scraped, dropped by the loader
+        value = value * np.array(factor, dtype=np.float64)
+    return gpu_frame(time.time_ns() if ts is None else int(ts), metric=metric, value=value,
+                     **{c: [lab[c] for lab in labels] for c in COLUMNS})

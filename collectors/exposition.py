@@ -14,15 +14,16 @@ None to drop the sample; it sees all families at once so it can resolve aliases 
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
-
+import logging
 import time
+from typing import Callable, Sequence
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from stallscope.core.errors import CollectorError
 
+log = logging.getLogger(__name__)
 Mapper = Callable[[list], list]
 
 
@@ -33,6 +34,7 @@ class ParseCache:
         self.comments: tuple[str, ...] | None = None
         self.rows: dict[str, tuple | None] = {}
         self.max_series = max_series
+        self.warned: set[str] = set()  # sample names already reported as repeated
 
 
 def _split(text: str) -> tuple[tuple[str, ...], list[str]]:
@@ -60,11 +62,33 @@ def parse_rows(text: str, mapper: Mapper, cache: ParseCache | None = None,
     families = _library_parse(text, what)
     samples = [s for fam in families for s in fam.samples]
     mapped = mapper(families)
+    repeated = _drop_repeated(samples, mapped, what, cache)
     rows = [r for r in mapped if r is not None]
     values = [float(s.value) for s, r in zip(samples, mapped) if r is not None]
     if cache is not None:
-        _remember(cache, comments, lines, samples, mapped)
+        _remember(cache, comments, lines if not repeated else (), samples, mapped)
     return rows, values
+
+
+def _drop_repeated(samples: list, mapped: list, what: str, cache: ParseCache | None) -> bool:
+    """Keep the first of samples with the same name and labels (a family repeated in one scrape; Prometheus
+    rejects the scrape's duplicates): the later ones become None in `mapped`, with one warning per name
+    (per target, when a cache remembers what was said)."""
+    seen, dup = set(), {}
+    for i, smp in enumerate(samples):
+        key = (smp.name, tuple(sorted(smp.labels.items())), smp.timestamp)
+        if key in seen:
+            mapped[i] = None
+            dup[smp.name] = dup.get(smp.name, 0) + 1
+        else:
+            seen.add(key)
+    said = cache.warned if cache is not None else set()
+    for name, n in dup.items():
+        if name not in said:
+            said.add(name)
+            log.warning("%s: %s repeated %d time%s in one scrape: kept the first (Prometheus rejects duplicates)",
+                        what, name[:200], n, "s" * (n != 1))
+    return bool(dup)
 
 
 def _library_parse(text: str, what: str) -> list:
@@ -87,13 +111,14 @@ def _first_bad_line(text: str) -> tuple[int, str] | None:
 
 
 def _from_cache(lines: Sequence[str], cache: ParseCache):
-    rows, values = [], []
+    rows, values, heads = [], [], set()
     get = cache.rows.get
     for line in lines:
         head, _, tail = line.rpartition(" ")
         row = get(head, 0)
-        if row == 0 or "_" in tail:
+        if row == 0 or "_" in tail or head in heads:  # new, unusual, or repeated: the library path decides
             return None
+        heads.add(head)
         if row is None:
             continue
         try:

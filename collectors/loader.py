@@ -29,6 +29,7 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from stallscope.collectors import dcgm, vllm
@@ -46,7 +47,43 @@ def load(source: str | Path, start=None, end=None, *, targets: list[str] | None 
     """Frames per target from a store, a run directory, a scrapes.jsonl or a Prometheus URL (see module doc).
 
     `headers` go with every Prometheus API request (e.g. {"X-Scope-OrgID": "tenant"} for Mimir).
+    NaN and ±Inf values are dropped here (`drop_nonfinite`), one warning per series.
     """
+    return {target: {kind: drop_nonfinite(df, kind, target) for kind, df in fr.items()}
+            for target, fr in _load(source, start, end, targets, selector, step, headers).items()}
+
+
+def drop_nonfinite(df: pd.DataFrame, kind: str, target: str) -> pd.DataFrame:
+    """`df` without its NaN/±Inf values: the one place they become missing for the analyzers' arithmetic.
+
+    Sources keep them as scraped (Prometheus stores them; the store too); a value that is not finite
+    means "unknown" here, never a number to average, sum or size a cache with. One warning per series.
+    """
+    values = df["value"].to_numpy(np.float64)
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return df
+    rows = df[bad]
+    if kind == "samples":
+        keys = [f"{m}{_labels(lab, le)}" for m, lab, le in zip(rows["metric"], rows["labels"], rows["le"])]
+    else:
+        keys = [f'{m}{{gpu="{g}",uuid="{u}"}}' for m, g, u in zip(rows["metric"], rows["gpu"], rows["uuid"])]
+    seen: dict[str, list] = {}
+    for k, v in zip(keys, values[bad]):
+        seen.setdefault(k, []).append("NaN" if v != v else ("+Inf" if v > 0 else "-Inf"))
+    for k, kinds in seen.items():
+        n, kinds = len(kinds), sorted(set(kinds))
+        log.warning("target %s: %s has %d non-finite value%s (%s); treated as missing", target, k[:300], n,
+                    "s" * (n != 1), ", ".join(sorted(kinds)))
+    return df[~bad].reset_index(drop=True)
+
+
+def _labels(labels: dict, le: float) -> str:
+    items = [*labels.items(), *([("le", f"{le:g}")] if le == le else [])]
+    return "{" + ",".join(f'{k}="{v}"' for k, v in items) + "}" if items else ""
+
+
+def _load(source, start, end, targets, selector, step, headers) -> Frames:
     lo, hi = to_ns(start, "start"), to_ns(end, "end")
     text = str(source)
     if text.startswith(("http://", "https://")):

@@ -12,6 +12,7 @@ ns on the trace clock; `session_start_ns` (from TARGET_INFO_SESSION_START_TIME) 
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from itertools import chain
@@ -31,16 +32,18 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 NVTX = "NVTX_EVENTS"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # renamed in nsys 2023.4
+log = logging.getLogger(__name__)
 PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid
 CHUNK_ROWS = 250_000
+MAX_NS = 2 ** 60  # a time past this is not on a trace clock (and end - start could overflow int64)
 
 SQL_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 SQL_COUNT = "SELECT count(*) FROM {table}"  # table names come from sqlite_master, never from input
 SQL_COLUMNS = "SELECT name FROM pragma_table_info(?)"
 SQL_META = "SELECT name, value FROM {table}"
 SQL_CAPTURE_GRAPH_MODE = "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%CUDA_GRAPH_TRACE_OPTIONS:MODE'"
-SQL_STRINGS = "SELECT id, value FROM StringIds"
-KERNEL_IDS = "deviceId, contextId, streamId, demangledName, gridX"
+SQL_STRINGS = "SELECT id, coalesce(value, '') FROM StringIds"
+KERNEL_IDS = "deviceId, contextId, streamId, coalesce(demangledName, -1), gridX"
 SQL_KERNELS = """
 SELECT k.start, k.end, {ids}, coalesce(k.globalPid, 0), coalesce(k.graphNodeId, -1), -1
 FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
@@ -155,15 +158,27 @@ def _int_matrix(conn, sql, params, ncols, *, table="", total=0, progress: Progre
         chunk = cur.fetchmany(CHUNK_ROWS)
         if not chunk:
             break
-        parts.append(np.fromiter(chain.from_iterable(chunk), dtype=np.int64, count=len(chunk) * ncols))
+        try:
+            parts.append(np.fromiter(chain.from_iterable(chunk), dtype=np.int64, count=len(chunk) * ncols))
+        except (TypeError, ValueError, OverflowError):
+            raise TraceError(f"{table} holds a NULL or a value that is not a 64-bit integer among its times "
+                             f"and ids: {_first_bad(chunk)!r}; not an nsys export") from None
         done += len(chunk)
         if progress:
             progress(table, done, total)
     return np.concatenate(parts).reshape(-1, ncols) if parts else np.zeros((0, ncols), dtype=np.int64)
 
 
-def _int_columns(rows, names: list[str]) -> pd.DataFrame:
-    arr = rows if isinstance(rows, np.ndarray) else np.array(rows, dtype=np.int64).reshape(-1, len(names))
+def _first_bad(rows) -> object:
+    return next((v for row in rows for v in row if not isinstance(v, int) or not -2 ** 63 <= v < 2 ** 63), None)
+
+
+def _int_columns(rows, names: list[str], table: str = "") -> pd.DataFrame:
+    try:
+        arr = rows if isinstance(rows, np.ndarray) else np.array(rows, dtype=np.int64).reshape(-1, len(names))
+    except (TypeError, ValueError, OverflowError):
+        raise TraceError(f"{table} holds a NULL or a value that is not a 64-bit integer among its times and "
+                         f"ids: {_first_bad(rows)!r}; not an nsys export") from None
     return pd.DataFrame({n: arr[:, i] for i, n in enumerate(names)})
 
 
@@ -204,6 +219,9 @@ def read_kernels(conn, strings: dict, *, with_launches: bool, progress: Progress
     sql, params = (SQL_KERNELS_WITH_LAUNCH, (_signed(PID_MASK),)) if with_launches else (SQL_KERNELS, ())
     arr = _int_matrix(conn, sql.format(ids=KERNEL_IDS), params, 5 + len(ID_COLUMNS), table=KERNEL, total=total, progress=progress)
     cols = _columns(arr)
+    keep = _plausible(cols["start_ns"], cols["end_ns"], KERNEL)
+    if not keep.all():
+        cols = {k: v[keep] for k, v in cols.items()}
     order = None if np.all(cols["start_ns"][1:] >= cols["start_ns"][:-1]) else np.argsort(cols["start_ns"], kind="stable")
     if order is not None:
         cols = {k: v[order] for k, v in cols.items()}
@@ -233,13 +251,31 @@ def _memops(conn, tables) -> pd.DataFrame:
     frames = []
     for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
         if table in tables:
-            df = _int_columns(_rows(conn, SQL_MEMOPS.format(table=table)), cols)
+            df = _drop_implausible(_int_columns(_rows(conn, SQL_MEMOPS.format(table=table)), cols, table), table)
             df["kind"] = kind
             frames.append(df)
     df = pd.concat(frames, ignore_index=True) if frames else _int_columns([], cols).assign(kind=pd.Series(dtype=object))
     df["pid"] = _pid(df["global_pid"])
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def _plausible(start: np.ndarray, end: np.ndarray, table: str) -> np.ndarray:
+    """Rows to keep: a row that ends before it starts (nsys's reports would take the negative end - start
+    as GPU time) or lies outside 0..2^60 ns (36 years of trace clock) is dropped, with one warning each."""
+    reversed_ = end < start
+    outside = ~reversed_ & ((start < 0) | (end >= MAX_NS))
+    for mask, what in ((reversed_, "that end before they start (a negative duration is no GPU time)"),
+                       (outside, "with a time outside 0..2^60 ns (not a trace clock)")):
+        n = int(mask.sum())
+        if n:
+            log.warning("%s: dropped %d row%s %s", table, n, "s" * (n != 1), what)
+    return ~(reversed_ | outside)
+
+
+def _drop_implausible(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    keep = _plausible(df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), table)
+    return df if keep.all() else df[keep].reset_index(drop=True)
 
 
 def _nvtx(conn) -> pd.DataFrame:

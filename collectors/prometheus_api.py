@@ -14,6 +14,7 @@ windows are split so no query asks for more than 10,000 points per series (Prome
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -76,10 +77,53 @@ class Client:
         except ValueError:
             raise CollectorError(f"Prometheus API {self.url}/api/v1/{path} answered HTTP {r.status_code} "
                                  "with a body that is not JSON") from None
+        if not isinstance(body, dict):
+            raise self._shape(path, f"JSON {json.dumps(body)[:60]} instead of an object")
         if r.status_code != 200 or body.get("status") != "success":
             raise CollectorError(f"Prometheus API {self.url} rejected {path}: "
-                                 f"{body.get('errorType', r.status_code)}: {body.get('error', '')}")
+                                 f"{body.get('errorType', r.status_code)}: {str(body.get('error', ''))[:200]}")
+        if not isinstance(body.get("data"), dict):
+            raise self._shape(path, "no `data` object")
         return body["data"]
+
+    def _shape(self, path: str, what: str) -> CollectorError:
+        return CollectorError(f"Prometheus API {self.url}/api/v1/{path} answered {what}")
+
+    def _matrix(self, data: dict) -> list[dict]:
+        """`data.result` of a query_range answer, checked: each series a `metric` of string labels
+        with `__name__`, and `values` of [unix seconds, "number"] pairs (read as floats here)."""
+        result = data.get("result")
+        if data.get("resultType") != "matrix" or not isinstance(result, list):
+            raise self._shape("query_range", f"resultType {data.get('resultType')!r} with no `result` list "
+                                             "(expected a matrix)")
+        out = []
+        for i, series in enumerate(result):
+            metric = series.get("metric") if isinstance(series, dict) else None
+            if not isinstance(metric, dict) or not all(isinstance(v, str) for v in metric.values()):
+                raise self._shape("query_range", f"series {i} without a `metric` object of string labels")
+            if not isinstance(metric.get("__name__"), str):
+                raise self._shape("query_range", f"series {i} without `__name__`: {str(metric)[:120]}")
+            try:
+                float(metric.get("le", 0))
+            except ValueError:
+                raise self._shape("query_range", f"series {metric['__name__']} with a bucket bound "
+                                                 f"le={metric['le'][:40]!r}, not a number") from None
+            values = series.get("values")
+            if not isinstance(values, list):
+                raise self._shape("query_range", f"series {metric['__name__']} without a `values` list")
+            out.append({"metric": metric, "values": [self._point(metric["__name__"], p) for p in values]})
+        return out
+
+    def _point(self, name: str, point) -> tuple[float, float]:
+        try:
+            t, v = point
+            t, v = float(t), float(v)
+        except (TypeError, ValueError):
+            raise self._shape("query_range", f"a sample of {name} that is not [time, number]: "
+                                             f"{str(point)[:80]}") from None
+        if not 0 <= t < 9e9:  # NaN/Inf or out of int64 ns
+            raise self._shape("query_range", f"a sample of {name} at time {t!r}, not a unix time in seconds")
+        return t, v
 
     def query_range(self, expr: str, start_s: float, end_s: float, step_s: float) -> list[dict]:
         """Series of a range query, with windows split to stay under MAX_POINTS per series."""
@@ -87,8 +131,8 @@ class Client:
         t = start_s
         while t <= end_s:
             stop = min(end_s, t + step_s * (MAX_POINTS - 1))
-            for series in self._get("query_range", {"query": expr, "start": f"{t:.3f}", "end": f"{stop:.3f}",
-                                                    "step": f"{step_s:g}"})["result"]:
+            for series in self._matrix(self._get("query_range", {"query": expr, "start": f"{t:.3f}",
+                                                                 "end": f"{stop:.3f}", "step": f"{step_s:g}"})):
                 key = tuple(sorted(series["metric"].items()))
                 merged.setdefault(key, {"metric": series["metric"], "values": []})["values"] += series["values"]
             t = stop + step_s
@@ -99,7 +143,7 @@ class Client:
             entries = self._get("metadata", {"metric": metric}).get(metric, [])
         except CollectorError:
             return ""  # metadata is optional (older Thanos/Mimir); the unit flag is then unknown
-        return " ".join(e.get("help", "") for e in entries)
+        return " ".join(str(e.get("help", "")) for e in entries if isinstance(e, dict)) if isinstance(entries, list) else ""
 
 
 def load(url: str, start_ns: int | None, end_ns: int | None, *, selector: dict[str, str], step=None,

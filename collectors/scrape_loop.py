@@ -1,13 +1,15 @@
 """The scrape loop: one thread per target fetches and parses, one writer stores, nothing kills the loop.
 
 The idea: each target runs on its own schedule (slot k at start + k·interval; a slot missed by a slow
-scrape is skipped, never queued) in a daemon thread that turns one scrape into a `Result` — frames on
-success, an error string otherwise — and puts it on a queue. The caller's thread is the only writer:
-it takes results off the queue, stores each as one committed transaction (with `up` 1/0 as
-Prometheus records it) and keeps the per-target status. Connection errors, timeouts and HTTP 5xx
-are retried with exponential backoff inside the slot; HTTP 4xx, garbage and truncated bodies are
-stored at once as failed scrapes. Counter resets are stored as scraped (a drop), for `rate()` to
-handle downstream. A stop event (SIGINT/SIGTERM in the CLI) ends the loop after the queue is flushed.
+scrape is skipped, never queued, with one warning; with a duration, a scrape that the last one's time
+says would end after it is not started, so the run ends within one timeout of the duration) in a
+daemon thread that turns one scrape into a `Result` — frames on success, an error string otherwise —
+and puts it on a queue. The caller's thread is the only writer: it takes results off the queue,
+stores each as one committed transaction (with `up` 1/0 as Prometheus records it) and keeps the
+per-target status. Connection errors, timeouts and HTTP 5xx are retried with exponential backoff
+inside the slot; HTTP 4xx, garbage and truncated bodies are stored at once as failed scrapes.
+Counter resets are stored as scraped (a drop), for `rate()` to handle downstream. A stop event
+(SIGINT/SIGTERM in the CLI) ends the loop after the queue is flushed.
 """
 
 from __future__ import annotations
@@ -110,14 +112,20 @@ def _worker(target: Target, interval_s: float, results: queue.Queue, stop: threa
             deadline: float | None, parse: bool = True) -> None:
     session, cache = requests.Session(), ParseCache()
     start = time.monotonic()
-    k = 0
+    k, last_s, warned = 0, 0.0, False
     while not stop.is_set():
         slot = start + k * interval_s
-        if deadline is not None and slot >= deadline:
-            break
+        if deadline is not None and slot + last_s > deadline:
+            break  # the last scrape took last_s: this one would not be done before the duration ends
         if stop.wait(max(0.0, slot - time.monotonic())):
             break
-        results.put(fetch(target, session, cache, stop, parse))
+        res = fetch(target, session, cache, stop, parse)
+        results.put(res)
+        last_s = res.duration_s
+        if last_s > interval_s and not warned:
+            warned = True
+            log.warning("target %s: a scrape took %.1f s, longer than the %g s interval: the slots it "
+                        "overran are skipped (said once)", target.name, last_s, interval_s)
         k = max(k + 1, int((time.monotonic() - start) // interval_s) + 1)  # skip missed slots
     session.close()
 
@@ -139,6 +147,8 @@ def run(targets: list[Target], store: Store, interval_s: float, duration_s: floa
     while not stop.is_set():
         if deadline is not None and time.monotonic() >= deadline:
             break
+        if results.empty() and not any(th.is_alive() for th in threads):
+            break  # every worker is done (no scrape fits before the deadline)
         try:
             _store(store, results.get(timeout=0.1), summary, urls)
         except queue.Empty:
@@ -147,10 +157,13 @@ def run(targets: list[Target], store: Store, interval_s: float, duration_s: floa
             on_status(summary)
             last_status = time.monotonic()
     stop.set()
-    # scrapes already in flight were answered (or will time out): let them land, then flush the queue
-    join_deadline = time.monotonic() + min(max(t.timeout_s for t in targets) + 0.5, 5.0)
+    # scrapes already in flight get one timeout to land (a fetch cannot take longer; a parse may): then
+    # flush the queue; what is still in flight is not stored
+    join_deadline = time.monotonic() + min(max(t.timeout_s for t in targets), 5.0)
     for th in threads:
         th.join(max(0.0, join_deadline - time.monotonic()))
+        if th.is_alive():
+            log.warning("%s: a scrape still in flight at the end is not stored", th.name)
     while True:
         try:
             _store(store, results.get_nowait(), summary, urls)

@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS chunks (
 """
 INSERT_TARGET = "INSERT INTO targets(name, url) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET url=excluded.url"
 SELECT_TARGETS = "SELECT id, name FROM targets"
-INSERT_SERIES = "INSERT INTO series(target_id, frame, key) VALUES (?, ?, ?)"
+INSERT_SERIES = "INSERT OR IGNORE INTO series(target_id, frame, key) VALUES (?, ?, ?)"
+SELECT_SERIES_ID = "SELECT id FROM series WHERE target_id = ? AND frame = ? AND key = ?"
 SELECT_SERIES = "SELECT id, target_id, frame, key FROM series"
 INSERT_SCRAPE = "INSERT INTO scrapes(target_id, ts, duration_s, ok, error, n_samples) VALUES (?, ?, ?, ?, ?, ?)"
 INSERT_CHUNK = "INSERT INTO chunks(scrape_id, series_ids, vals) VALUES (?, ?, ?)"
@@ -107,23 +108,25 @@ class Store:
 
     def target_id(self, name: str, url: str = "") -> int:
         if name not in self.targets:
-            cur = self.con.execute(INSERT_TARGET, (name, url))
-            self.targets[name] = cur.lastrowid or self.con.execute(
-                "SELECT id FROM targets WHERE name = ?", (name,)).fetchone()[0]
-            self.con.commit()
+            self.con.execute(INSERT_TARGET, (name, url))  # another collector may have added it: by name
+            self.targets[name] = self.con.execute("SELECT id FROM targets WHERE name = ?", (name,)).fetchone()[0]
         return self.targets[name]
 
-    def _series_ids(self, tid: int, frame: str, keys: list[tuple]) -> list[int]:
+    def _series_ids(self, tid: int, frame: str, keys: list[tuple], new: dict) -> list[int]:
+        """Ids of `keys`; a key not cached is resolved against the file inside the caller's write
+        transaction (insert-or-ignore, then select), since another collector may have added it since
+        this one opened the file. Ids resolved here go to `new`, cached only once the scrape commits."""
         out, cache = [], self.series
         for k in keys:
-            sid = cache.get((tid, frame, k))
+            sid = cache.get((tid, frame, k)) or new.get((tid, frame, k))
             if sid is None:  # labels may come in any order: the canonical key has them sorted
                 canon = (k[0], k[1], tuple(sorted(k[2])), k[3]) if frame == "samples" else k
-                sid = cache.get((tid, frame, canon))
+                sid = cache.get((tid, frame, canon)) or new.get((tid, frame, canon))
                 if sid is None:
-                    sid = self.con.execute(INSERT_SERIES, (tid, frame, _key_to_json(frame, canon))).lastrowid
-                    cache[(tid, frame, canon)] = sid
-                cache[(tid, frame, k)] = sid
+                    row = (tid, frame, _key_to_json(frame, canon))
+                    self.con.execute(INSERT_SERIES, row)
+                    sid = new[(tid, frame, canon)] = self.con.execute(SELECT_SERIES_ID, row).fetchone()[0]
+                new[(tid, frame, k)] = sid
             out.append(sid)
         return out
 
@@ -131,33 +134,47 @@ class Store:
                gpu: pd.DataFrame | None = None, error: str | None = None, url: str = "") -> int:
         """Store one scrape of `target` at `ts` (ns): its frames (None when it failed) and `up`.
 
-        Returns the number of samples stored (including `up` and `scrape_duration_seconds`).
+        One write transaction (BEGIN IMMEDIATE) holds the target, the new series and the scrape, so
+        several collectors may write one file. Returns the number of samples stored (including `up`
+        and `scrape_duration_seconds`); a SQLite failure is a CollectorError naming the file.
         """
+        new: dict[tuple, int] = {}
+        try:
+            self.con.execute("BEGIN IMMEDIATE")
+            try:
+                n = self._append(target, ts, duration_s, samples, gpu, error, url, new)
+                self.con.commit()
+            except BaseException:
+                self.con.rollback()
+                self.targets.pop(target, None)  # its id may have come from the rolled-back insert
+                raise
+        except sqlite3.Error as exc:
+            raise CollectorError(f"cannot write scrape of {target} to {self.path}: {exc}") from None
+        self.series.update(new)
+        return n
+
+    def _append(self, target, ts, duration_s, samples, gpu, error, url, new) -> int:
         tid = self.target_id(target, url)
         ids: list[int] = []
         vals: list[np.ndarray] = []
         ok = error is None
         meta_keys = [("up", "up", (), None), ("scrape_duration_seconds", "scrape_duration_seconds", (), None)]
-        ids += self._series_ids(tid, "samples", meta_keys)
+        ids += self._series_ids(tid, "samples", meta_keys, new)
         vals.append(np.array([1.0 if ok else 0.0, float(duration_s)]))
         if samples is not None and len(samples):
             keys = [(m, s, tuple(lab.items()), None if le != le else le) for m, s, lab, le in zip(
                 samples["metric"].tolist(), samples["source_metric"].tolist(), samples["labels"].tolist(),
                 samples["le"].tolist())]
-            ids += self._series_ids(tid, "samples", keys)
+            ids += self._series_ids(tid, "samples", keys, new)
             vals.append(samples["value"].to_numpy(np.float64))
         if gpu is not None and len(gpu):
             cols = [gpu[c].tolist() if c in gpu.columns else [""] * len(gpu) for c in GPU_KEY]
-            ids += self._series_ids(tid, "gpu", list(zip(*cols)))
+            ids += self._series_ids(tid, "gpu", list(zip(*cols)), new)
             vals.append(gpu["value"].to_numpy(np.float64))
         values = np.concatenate(vals)
-        try:
-            with self.con:
-                cur = self.con.execute(INSERT_SCRAPE, (tid, int(ts), float(duration_s), int(ok), error, len(ids)))
-                self.con.execute(INSERT_CHUNK, (cur.lastrowid, np.asarray(ids, dtype="<i4").tobytes(),
-                                                values.astype("<f8").tobytes()))
-        except sqlite3.Error as exc:
-            raise CollectorError(f"cannot write scrape of {target} to {self.path}: {exc}") from None
+        cur = self.con.execute(INSERT_SCRAPE, (tid, int(ts), float(duration_s), int(ok), error, len(ids)))
+        self.con.execute(INSERT_CHUNK, (cur.lastrowid, np.asarray(ids, dtype="<i4").tobytes(),
+                                        values.astype("<f8").tobytes()))
         return len(ids)
 
 

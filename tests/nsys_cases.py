@@ -21,3 +21,23 @@ def nsys_sample(name: str):
     path = SAMPLES / name
     assert path.is_file(), f"{path} missing from the checkout"
     return path
+
+
+def kernel_export(path, kernels, strings):
+    """A minimal nsys-format export: META_DATA_EXPORT, StringIds and CUPTI_ACTIVITY_KIND_KERNEL with no
+    NOT NULL constraints, so a test can put any value in any column. `kernels`: (start, end, deviceId,
+    contextId, streamId, demangledName, shortName, gridX, globalPid) rows; `strings`: {id: value}."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, demangledName,
+            shortName, gridX, globalPid, graphNodeId, correlationId);""")
+    con.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PRODUCT_VERSION', '2024.6.2')")
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(strings.items()))
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)", kernels)
+    con.commit()
+    con.close()
+    return path

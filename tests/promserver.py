@@ -6,14 +6,20 @@ Usage:
         prom.wait_for_scrape("vllm")
         prom.query("up")                      # -> list of result dicts (instant vector)
         prom.query_range(expr, start, end, step)
+
+`FakePrometheus(answer)` is a loopback stand-in answering every /api/v1/* GET with `answer(path)`
+(status, body bytes), for answers a real Prometheus never gives; `matrix(*series)` is a success body.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import requests
@@ -123,3 +129,37 @@ def backfill_openmetrics(text: str, storage: Path, workdir: Path) -> None:
 
 
 __all__ = ["PrometheusServer", "free_port", "promtool", "backfill_openmetrics", "shutil"]
+
+
+class FakePrometheus:
+    """A loopback HTTP server answering every /api/v1/* GET with `answer(path)` -> (status, body bytes)."""
+
+    def __init__(self, answer):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                code, body = answer(self.path)
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> "FakePrometheus":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def matrix(*series) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": list(series)}}).encode()

@@ -108,6 +108,11 @@ def _collect(args, targets, interval: float, duration: float | None) -> int:
         if poller is not None:
             poller.close()
     errors = sum(s.errors for s in summary.status.values())
+    if not summary.scrapes:  # every write failed (or none was tried): not a success
+        from stallscope.core.errors import CollectorError
+
+        last = next((s.last_error for s in summary.status.values() if s.last_error), "no scrape was made")
+        raise CollectorError(f"stored no scrapes in {args.db} ({errors} failed; last: {last})")
     print(f"stallscope collect: stored {summary.scrapes} scrapes ({errors} failed) in {args.db}",
           file=sys.stderr, flush=True)
     return 0

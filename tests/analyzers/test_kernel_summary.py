@@ -57,3 +57,23 @@ def test_sample_stddev_median_of_even_count_and_order():
     assert s["time_pct"].tolist() == [64.3, 21.4, 14.3]
     two = summarize(pd.DataFrame({"start_ns": [0, 0], "end_ns": [10175, 23169], "name": ["x", "x"]}))
     assert two.iloc[0].med_ns == 16672.0 and two.iloc[0].avg_ns == 16672.0
+
+
+def test_kernels_that_end_before_they_start_or_lie_off_the_clock_are_dropped_with_one_warning(tmp_path, caplog):
+    """nsys's cuda_gpu_kern_sum takes end - start as it is; a row with end < start is a broken record,
+    not negative GPU time: the reader drops it and says how many, and the summary stays non-negative."""
+    from nsys_cases import kernel_export
+
+    pid = 7 << 24
+    path = kernel_export(tmp_path / "rev.sqlite", [
+        (100, 300, 0, 1, 7, 1, 1, 1, pid), (400, 500, 0, 1, 7, 1, 1, 1, pid),
+        (900, 600, 0, 1, 7, 2, 2, 1, pid), (1000, 10, 0, 1, 7, 1, 1, 1, pid), (-(2 ** 63), 2 ** 63 - 1, 0, 1, 7, 2, 2, 1, pid)],
+        {1: "gemm", 2: "attn"})
+    with caplog.at_level("WARNING"):
+        kernels = read_export(str(path)).kernels
+    assert [r.getMessage() for r in caplog.records] == [
+        "CUPTI_ACTIVITY_KIND_KERNEL: dropped 2 rows that end before they start (a negative duration is no GPU time)",
+        "CUPTI_ACTIVITY_KIND_KERNEL: dropped 1 row with a time outside 0..2^60 ns (not a trace clock)"]
+    assert kernels["start_ns"].tolist() == [100, 400]
+    got = summarize(kernels)
+    assert got[["name", "time_pct", "total_ns", "instances"]].values.tolist() == [["gemm", 100.0, 300, 2]]

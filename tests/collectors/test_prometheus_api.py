@@ -9,8 +9,9 @@ import pytest
 
 from conftest import FIXTURES
 from misbehaving_server import MetricsServer
-from promserver import PrometheusServer
+from promserver import FakePrometheus, PrometheusServer, matrix
 from stallscope.collectors import dcgm, loader, prometheus_api, scrape_loop, store
+from stallscope.cli import main
 from stallscope.core.errors import CollectorError
 
 DCGM = FIXTURES / "dcgm_samples"  # real captures, each with its source on its first line
@@ -105,7 +106,7 @@ def test_long_windows_are_split_under_the_point_limit():
     class Fake(prometheus_api.Client):
         def _get(self, path, params):
             calls.append((float(params["start"]), float(params["end"])))
-            return {"result": [{"metric": {"__name__": "up", "job": "j"},
+            return {"resultType": "matrix", "result": [{"metric": {"__name__": "up", "job": "j"},
                                 "values": [[float(params["start"]), "1"]]}]}
 
     out = Fake("http://x").query_range("up", 0, 25_000, 1)
@@ -131,3 +132,28 @@ def test_dcgm_through_prometheus_agrees_with_the_scraped_text_on_counters(monkey
     rows = sorted(zip(via_prom.metric, via_prom.value))
     assert rows == sorted(zip(via_text.metric, via_text.value))
     assert rows == [("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 4.0), ("energy_j", 2147483.64)]
+
+
+@pytest.mark.parametrize("code,body,needle", [
+    (200, b"[1,2,3]", "answered JSON [1, 2, 3] instead of an object"),
+    (200, b"null", "answered JSON null instead of an object"),
+    (200, b'{"status":"success","data":{}}', "answered resultType None with no `result` list"),
+    (200, b'{"status":"success"}', "answered no `data` object"),
+    (200, matrix({"values": [[1, "1"]]}), "answered series 0 without a `metric` object of string labels"),
+    (200, matrix({"metric": {"job": "j"}, "values": []}), "answered series 0 without `__name__`"),
+    (200, matrix({"metric": {"__name__": "vllm:x"}, "values": [[1, "abc"]]}),
+     "answered a sample of vllm:x that is not [time, number]: [1, 'abc']"),
+    (200, matrix({"metric": {"__name__": "vllm:x"}, "values": [[1e308, "1"]]}),
+     "answered a sample of vllm:x at time 1e+308, not a unix time in seconds"),
+    (200, matrix({"metric": {"__name__": "vllm:x"}, "values": "1"}), "answered series vllm:x without a `values` list"),
+    (200, matrix({"metric": {"__name__": "vllm:x_bucket", "le": "many"}, "values": [[1, "1"]]}),
+     "answered series vllm:x_bucket with a bucket bound le='many', not a number"),
+    (200, b'{"status":"error","errorType":"bad_data","error":"parse error"}', "rejected query_range: bad_data: parse error"),
+    (400, b'{"status":"error","errorType":"bad_data","error":"x"}', "rejected query_range: bad_data: x"),
+])
+def test_a_wrong_shaped_answer_is_one_line_naming_the_url_and_exit_2(capsys, code, body, needle):
+    with FakePrometheus(lambda path: (code, body)) as prom:
+        assert main(["analyze", "--prometheus", prom.url]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stallscope: error: ") and needle in lines[0], lines
+    assert prom.url in lines[0]

@@ -192,3 +192,23 @@ def test_cached_parse_equals_library_parse_for_any_label_text_and_value(labels, 
         cold, warm = vllm.parse(text, ts=1), vllm.parse(text, ts=1, cache=cache)
         assert cold.labels.tolist() == warm.labels.tolist()
         assert [repr(v) for v in cold.value] == [repr(v) for v in warm.value]
+
+
+def test_a_family_repeated_in_one_scrape_keeps_the_first_with_one_warning_per_target(caplog):
+    once = ('# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} 3\n'
+            '# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine="0"} 1\n')
+    twice = once + '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} 9\n'
+    bare = 'vllm:num_requests_running{engine="0"} 3\nvllm:num_requests_waiting 1\nvllm:num_requests_running{engine="0"} 9\n'
+    cache = ParseCache()
+    with caplog.at_level("WARNING"):
+        for text in (once, twice, twice, once, bare, bare):  # the cache must not bring the duplicate back
+            df = vllm.parse(text, ts=0, cache=cache)
+            assert df.metric.tolist() == ["vllm:num_requests_running", "vllm:num_requests_waiting"]
+            assert df.value.tolist() == [3.0, 1.0]
+    assert [r.getMessage() for r in caplog.records] == [
+        "vLLM /metrics scrape: vllm:num_requests_running repeated 1 time in one scrape: kept the first "
+        "(Prometheus rejects duplicates)"]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert vllm.parse(bare, ts=0).value.tolist() == [3.0, 1.0]  # without a cache: said on every parse
+    assert len(caplog.records) == 1
