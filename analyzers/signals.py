@@ -164,7 +164,8 @@ def _put_long_prefill(cols: dict, put, iteration: dict) -> None:
     output), the cut rounded up to a bucket bound."""
     for g, (labels, les, counts) in iteration.items():
         per_output = _peak(cols.get("tokens_per_output", {}).get(g, np.nan), 1.0)
-        cut = max(512.0, 2.0 * _peak(cols.get("running", {}).get(g, np.nan), 0.0) * per_output)
+        running = float(_peak(cols.get("running", {}).get(g, np.nan), 0.0))   # a Python float: 1e308 overflows to inf quietly
+        cut = max(512.0, 2.0 * running * float(per_output))
         at = les[les >= cut]
         idx = int(np.searchsorted(les, at[0])) if len(at) else len(les) - 1
         mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1)

@@ -96,7 +96,7 @@ def _group_busy(sid: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int) -
     new_group = np.r_[True, sid[1:] != sid[:-1]]
     # running max of ends that restarts at each group: add a per-group offset larger than any span
     base, span = starts.min(), int(ends.max() - starts.min()) + 1
-    if span * (int(sid.max()) + 2) >= 2**62:  # pragma: no cover - absurd clock spans
+    if sid.max() > 0 and span * (int(sid.max()) + 2) >= 2**62:  # absurd clock spans: one group at a time
         return np.array([_group_busy(np.zeros(int(m.sum()), np.int64), starts[m], ends[m], 1)[0]
                          for m in (sid == g for g in range(n))], dtype=np.int64)
     off = sid.astype(np.int64) * span

@@ -94,3 +94,17 @@ def test_detailed_vllm_step_names_parse():
     m = VLLM_STEP.search("execute_544_context_1(sq512sk512sqsq262144sqsk262144)_generation_32(sq32sk40960sqsq32sqsk40960)")
     assert m.groups() == ("1", "512", "32", "32")
     assert VLLM_STEP.search("execute_context_0(0)_generation_32(32)").groups() == ("0", "0", "32", "32")
+
+
+def test_group_busy_on_spans_too_long_for_the_offset_trick():
+    """Spans past the per-group offset's int64 room (found by the fuzzer): each group's union, no endless recursion."""
+    import numpy as np
+
+    from stallscope.analyzers.trace_steps import _group_busy
+    far = 2**61
+    sid = np.array([0, 0, 1, 1], dtype=np.int64)
+    starts = np.array([0, 5, far, far + 100], dtype=np.int64)
+    ends = np.array([10, 20, far + 50, far + 150], dtype=np.int64)
+    assert _group_busy(sid, starts, ends, 2).tolist() == [20, 100]
+    one = np.zeros(2, dtype=np.int64)                 # one group whose own span is 2^61 ns
+    assert _group_busy(one, np.array([0, far], np.int64), np.array([10, far + 10], np.int64), 1).tolist() == [20]
