@@ -27,7 +27,7 @@ def workloads(draw):
         max_num_seqs=draw(st.integers(1, 8)),
         num_blocks=draw(st.integers(need + 1, need + 25)),   # + the null block; the engine rejects the rest
         reqs=reqs,
-        shared=shared,                                  # leading tokens each prompt shares with the others
+        prefix_len=shared,                              # leading tokens each prompt shares with the others
         caching=draw(st.booleans()),
         aborts=draw(st.dictionaries(st.integers(0, len(reqs) - 1), st.integers(0, 60), max_size=3)),
     )
@@ -59,7 +59,7 @@ def test_scheduler_invariants_and_progress(w):
     s = Scheduler(kv, max_num_batched_tokens=w["budget"], max_num_seqs=w["max_num_seqs"],
                   enable_chunked_prefill=w["chunked"], max_model_len=MAX_MODEL_LEN)
     reqs = [Request(f"r{i}", ([3] * min(n, p) + [4 + i] * p)[:p], SamplingParams(max_tokens=m), 0, eos_token_id=257)
-            for i, ((_, p, m), n) in enumerate(zip(w["reqs"], w["shared"]))]
+            for i, ((_, p, m), n) in enumerate(zip(w["reqs"], w["prefix_len"]))]
     last_arrival = max(a for a, _, _ in w["reqs"])
     bound = last_arrival + 2 * sum(p + m for _, p, m in w["reqs"]) + 50
     for step in range(bound):
