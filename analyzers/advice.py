@@ -47,7 +47,8 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
         text += (f"; a {long_prompt_tokens:.0f}-token prompt then needs {chunks} steps, which adds roughly "
                  f"{(chunks - 1) * decode_step_s * 1e3:.0f} ms to its TTFT")
     text += f". Cost figures from {source}."
-    return text, {"max_num_batched_tokens": n, "expected_step_s": step_s, "budget_source": source}
+    return text, {"max_num_batched_tokens": n, "expected_step_s": step_s, "budget_source": source,
+                  "prefill_s_per_token": prefill_s_per_token}
 
 
 def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, peak_usage: float,

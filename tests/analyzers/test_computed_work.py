@@ -111,6 +111,8 @@ def test_a_finding_from_prompt_tokens_total_says_it_could_not_separate_cached_to
                                                thresholds=load_thresholds(prefill_tokens_rate_high=100))
            if f.kind == "decode_starvation"]
     assert new and all(f.evidence["prompt_tokens_source"] == "local_compute" for f in new)
+    # the cost per token the recommendation used is in the evidence: 1.2 s of prefill per 200 computed tokens
+    assert all(f.evidence["prefill_s_per_token"] == pytest.approx(1.2 / 200, rel=0.05) for f in new)
     assert not any("could not separate" in f.explanation for f in new)
 
 

@@ -1,0 +1,142 @@
+"""Prefix caching (issue 15): the same shared-prefix load with caching on and off, scored against its step trace.
+
+Six sessions whose prompts share a 1,500-token system prefix plus a 32-token suffix stream 32-96 tokens
+each, on `tiny` with chunked prefill off (a prompt's computed tokens are one step). With caching off,
+every new session request computes the whole prefix in one step while the other streams wait (a decode
+gap above the SLO); with caching on, only the uncached tail is computed. Per arm it prints the step
+trace's truth (analyzers/truth.py), `stallscope analyze --db store.db --format json`'s findings, and the
+cost per prompt token the decode_starvation recommendation uses (its `prefill_s_per_token` evidence, or
+for an arm without the finding the same `estimate_cost` on the same signals) beside the step trace's
+fitted per-prefill-token coefficient (analyzers/step_cost.py). Exit 0 only when caching on has no true
+starvation and no decode_starvation finding, caching off has both, and both costs agree within 25 %.
+
+    python benchmarks/prefix_cache.py --out runs/prefix-cache --json runs/prefix-cache.json
+    python benchmarks/prefix_cache.py --load-s 15 --out /tmp/pc      # reduced length (the slow test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from scenarios import OFF, analyze, record_run
+
+ARMS = {"caching-on": ["--enable-prefix-caching"], "caching-off": ["--no-enable-prefix-caching"]}
+SERVER = ["--model", "tiny", "--seed", "1", *OFF]
+LOAD = ["--sessions", "6", "--shared-prefix-tokens", "1500", "--short-prompt-tokens", "32", "--max-tokens", "64",
+        "--long-every", "1000000", "--long-max-tokens", "1", "--seed", "1"]
+TOLERANCE = 0.25
+
+
+def recommendation_cost(run: Path, slo: float, found: list[dict]) -> dict:
+    """{prefill_s_per_token, source, prompt_tokens_source}: from the finding's evidence, else `estimate_cost`
+    on the signals `analyze` computes (no step trace: `analyze --db` sees none)."""
+    from stallscope.analyzers import decode_starvation, signals
+    from stallscope.collectors import loader
+    from stallscope.core.config import load_thresholds
+
+    if found and "prefill_s_per_token" in found[0]["evidence"]:
+        ev = found[0]["evidence"]
+        return {"prefill_s_per_token": ev["prefill_s_per_token"], "source": ev.get("budget_source"),
+                "prompt_tokens_source": ev["prompt_tokens_source"], "from": "finding evidence"}
+    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+    sig = signals.compute(samples, thresholds=load_thresholds(itl_slo_s=slo))
+    cost = decode_starvation.estimate_cost(sig)
+    return {"prefill_s_per_token": cost["prefill_s_per_token"], "source": cost["source"],
+            "prompt_tokens_source": "local_compute" if decode_starvation._computed(sig) else "prompt_tokens_total",
+            "from": "estimate_cost (no finding)"}
+
+
+def evaluate(run: Path, slo: float) -> dict:
+    from stallscope.analyzers import truth
+    from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace, step_features
+    from stallscope.collectors import loader
+
+    steps = read_step_trace(run / "steps.jsonl")
+    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+    true = truth.starvation_episodes(steps, slo, run_end_ns=int(samples["ts"].max()))
+    findings = analyze(run, slo)
+    found = truth.flagged(findings, "decode_starvation")
+    rec = recommendation_cost(run, slo, found)
+    fit = fit_step_cost(steps, source=str(run / "steps.jsonl"))
+    coef = fit.coef_s.get("prefill_tokens", 0.0)
+    feats = step_features(steps)
+    feats = {k: feats[k][feats["prefill_tokens"] > 0].to_numpy() for k in fit.coef_s}
+    no_prefill = {k: v * (k not in ("prefill_tokens", "prefill_attn_pairs")) for k, v in feats.items()}
+    # the fit's whole prefill cost (the token and attention-pair terms) per computed prompt token
+    marginal = float(np.sum(fit.predict(**feats) - fit.predict(**no_prefill)) / feats["prefill_tokens"].sum())
+    ratio = rec["prefill_s_per_token"] / coef if coef > 0 else float("inf")
+    cached = sum(sum(d.values()) for d in steps.get("num_cached_tokens", []) if isinstance(d, dict))
+    return {"run": str(run), "true_starvation_episodes": len(true),
+            "true_starvation_s": sum(e - s for s, e in true) / 1e9,
+            "steps": len(steps), "steps_ge_512_prompt_tokens": int((steps["num_prefill_tokens"] >= 512).sum()),
+            "prompt_tokens_computed": float(steps["num_prefill_tokens"].sum()), "prompt_tokens_cached": float(cached),
+            "findings": sorted({f["kind"] for f in findings}), "decode_starvation": bool(found),
+            "prompt_tokens_source": rec["prompt_tokens_source"], "recommendation_s_per_token": rec["prefill_s_per_token"],
+            "recommendation_cost_from": rec["from"], "recommendation_cost_source": rec["source"],
+            "fit_s_per_prefill_token": coef, "fit": fit.summary(), "ratio": ratio,
+            "fit_prefill_s_per_token_with_attention": marginal,
+            "ratio_with_attention": rec["prefill_s_per_token"] / marginal,
+            "within_25pct": abs(ratio - 1.0) <= TOLERANCE}
+
+
+def run(out: Path, *, load_s: float, collect_tail_s: float, interval: str, slo: float, record: bool = True) -> dict:
+    """Both arms recorded under `out` (unless their store exists or `record` is False) and scored."""
+    rows = {}
+    for arm, flag in ARMS.items():
+        d = out / arm
+        if record and not (d / "store.db").exists():
+            record_run(d, server=[*SERVER, *flag], load=LOAD, interval=interval, load_s=load_s,
+                       collect_s=load_s + collect_tail_s)
+        rows[arm] = evaluate(d, slo)
+    on, off = rows["caching-on"], rows["caching-off"]
+    met = {"caching_on_no_true_starvation_and_not_flagged": on["true_starvation_episodes"] == 0 and not on["decode_starvation"],
+           "caching_off_true_starvation_and_flagged": off["true_starvation_episodes"] > 0 and off["decode_starvation"],
+           "cost_within_25pct_both": on["within_25pct"] and off["within_25pct"]}
+    return {"itl_slo_s": slo, "load_s": load_s, "interval": interval, "server": SERVER, "load": LOAD,
+            "arms": rows, "met": met, "all_met": all(met.values())}
+
+
+def print_report(res: dict) -> None:
+    print(f"SLO {res['itl_slo_s']} s, {res['load_s']:.0f} s of load per arm\n")
+    print("| arm | true starvation episodes (s) | steps >= 512 prompt tokens | prompt tokens computed / cached | "
+          "findings | decode_starvation | prompt_tokens_source | recommendation s/token | fit s/prefill token | ratio | "
+          "fit incl. attention pairs | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for arm, r in res["arms"].items():
+        print(f"| {arm} | {r['true_starvation_episodes']} ({r['true_starvation_s']:.1f}) | {r['steps_ge_512_prompt_tokens']} | "
+              f"{r['prompt_tokens_computed']:.0f} / {r['prompt_tokens_cached']:.0f} | {', '.join(r['findings']) or '-'} | "
+              f"{'yes' if r['decode_starvation'] else 'no'} | {r['prompt_tokens_source']} | "
+              f"{r['recommendation_s_per_token'] * 1e3:.4f} ms | {r['fit_s_per_prefill_token'] * 1e3:.4f} ms | "
+              f"{r['ratio']:.2f} ({'within' if r['within_25pct'] else 'outside'} 25 %) | "
+              f"{r['fit_prefill_s_per_token_with_attention'] * 1e3:.4f} ms | {r['ratio_with_attention']:.2f} |")
+    print()
+    for name, ok in res["met"].items():
+        print(f"{name}: {'met' if ok else 'NOT met'}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="runs/prefix-cache", help="the arms' run directories go here")
+    ap.add_argument("--load-s", type=float, default=40.0, help="seconds of load per arm (default 40)")
+    ap.add_argument("--collect-tail-s", type=float, default=4.0, help="the collector runs this long past the load")
+    ap.add_argument("--interval", default="0.5s", help="scrape interval (default 0.5s)")
+    ap.add_argument("--itl-slo", type=float, default=0.2, help="ITL SLO for truth and analyze (default 0.2 s)")
+    ap.add_argument("--evaluate-only", action="store_true", help="score recorded runs; record none")
+    ap.add_argument("--json", dest="json_out", help="write the result here")
+    args = ap.parse_args()
+    res = run(Path(args.out), load_s=args.load_s, collect_tail_s=args.collect_tail_s, interval=args.interval,
+              slo=args.itl_slo, record=not args.evaluate_only)
+    print_report(res)
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(res, indent=1, default=float))
+    return 0 if res["all_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
