@@ -18,6 +18,9 @@ from misbehaving_server import MetricsServer
 from stallscope.cli import main
 from stallscope.collectors import loader, store
 from test_collect_cli import CLI, TEXT, count_scrapes, start
+import pytest
+
+pytestmark = pytest.mark.slow   # the fault suite runs real collector processes (~9 s)
 
 PER_SCRAPE = 299  # samples of TEXT, with up and scrape_duration_seconds
 

@@ -121,6 +121,7 @@ def test_demo_run_gets_one_budget_from_whatif_analyze_and_the_dashboard(demo_run
     assert named <= {rec["max_num_batched_tokens"]}
 
 
+@pytest.mark.slow
 def test_prometheus_source_feeds_the_pages(tmp_path):
     """A real Prometheus scrapes a loopback exposition; the dashboard reads it back through query_range."""
     import threading

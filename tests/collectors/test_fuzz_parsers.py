@@ -22,6 +22,9 @@ from conftest import FIXTURES
 from nsys_cases import kernel_export
 from promserver import FakePrometheus, matrix
 from stallscope.cli import main
+import pytest
+
+pytestmark = pytest.mark.slow   # Hypothesis runs `analyze` hundreds of times (~25 s)
 
 VLLM = (FIXTURES / "vllm_metrics" / "v0_33_0_custom_itl_buckets.txt").read_text()
 DCGM = (FIXTURES / "dcgm_samples" / "t4_under_load_ericsson_driver590.txt").read_text()

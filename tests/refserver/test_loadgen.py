@@ -66,6 +66,7 @@ def test_summarize_splits_kinds_and_skips_failed():
     assert out["all"]["itl_s"]["count"] == 5
 
 
+@pytest.mark.slow
 def test_short_run_against_the_real_server():
     with ServerThread(EngineConfig(model="tiny", max_model_len=1024)) as srv:
         spec = LoadSpec(url=srv.url, sessions=3, duration_s=2.5, long_prompt_tokens=300, long_every_s=1.0,
@@ -83,6 +84,7 @@ def test_short_run_against_the_real_server():
     assert result["output_tok_s"] > 0 and used == 0
 
 
+@pytest.mark.slow
 def test_long_prompts_paced_by_session_progress():
     with ServerThread(EngineConfig(model="tiny", max_model_len=1024)) as srv:
         spec = LoadSpec(url=srv.url, sessions=2, duration_s=3.0, long_prompt_tokens=200, long_every_tokens=5,
@@ -111,6 +113,7 @@ def test_shared_prefix_starts_every_session_prompt_and_leaves_the_rest_unchanged
         LoadSpec(url="http://127.0.0.1:1", shared_prefix_tokens=-1).validate()
 
 
+@pytest.mark.slow
 def test_a_shared_prefix_hits_the_servers_prefix_cache():
     import httpx
 
