@@ -11,8 +11,8 @@ spans, it gets one cause, and the finding says which evidence decided it.
    - `interference`: 1-5 % of stream time in gaps above the SLO while P99 stayed under it (info-grade).
    Impaired windows at most one window apart form one episode; a sleeping engine's windows are not impaired.
 2. Evidence over the episode and one window after it (a prompt's tokens are counted when its prefill
-   completes): long prefill completions, ITL samples above the SLO, preemptions, windows frozen with a long
-   prompt's worth of computed prompt tokens, windows frozen with nothing moving at all.
+   completes): long prefill completions, ITL samples above the SLO, preemptions, windows frozen while
+   prompt tokens were computed at `prefill_tokens_rate_high` or more, windows frozen with nothing moving.
 3. The cause, first match (`CAUSES`; `decided_by` names the evidence):
    - `stuck`: nothing at all came out (no token, no computed prompt token) for longer than
      `for.VLLMSchedulerStalled`, or for two windows when chunked prefill is known on (no step of a bounded
@@ -23,8 +23,8 @@ spans, it gets one cause, and the finding says which evidence decided it.
      under the long-prefill cut (known), or, when unknown, no step outlasted the live window and each stream
      stalled more than 1.5 times per long prefill (ITL samples above the SLO in windows where a long
      prefill completed, less the target's rate away from long prefills; stallscope.analyzers.chunking);
-   - `prefill`: a long prefill completed, or a long prompt's worth of prompt tokens was computed while the
-     streams were frozen, or the streams are frozen with nothing moving (one engine step in progress; with
+   - `prefill`: a long prefill completed, or prompt tokens were computed at `prefill_tokens_rate_high` or
+     more while the streams were frozen, or the streams are frozen with nothing moving (one engine step in progress; with
      chunking off it is a whole prompt's prefill) for less than the stuck bound: decode starvation;
    - `slow_decode`: none of these: the decode step itself is slow.
 4. Severity: `critical` when the worst window is at least twice over (P99 bucket >= 2 x SLO, >= 10 % of
@@ -107,12 +107,15 @@ def _above_excess(sig: pd.DataFrame, per_window: int) -> np.ndarray:
     windows with no long prefill within a window (a slow decode step's own stalls are not the prefill's); 0
     elsewhere."""
     above, long = _col(sig, "itl_above_slo_rate", 0.0), _col(sig, "long_prefill_rate", 0.0) > 0
-    near = np.convolve(long.astype(float), np.ones(2 * per_window + 1), mode="same") > 0
+    csum = np.concatenate([[0], np.cumsum(long)])
+    idx = np.arange(len(long))
+    near = csum[np.minimum(idx + per_window + 1, len(long))] - csum[np.maximum(idx - per_window, 0)] > 0
     baseline = float(np.median(above[~near])) if (~near).any() else 0.0
     return np.where(long, np.clip(above - baseline, 0.0, None), 0.0)
 
 
-def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: float, live_s: float) -> dict:
+def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: float, live_s: float,
+           prefill_rate_high: float) -> dict:
     """The evidence figures of windows i..j (prefill completions also up to `after` windows later)."""
     k = min(len(sig), j + 1 + after)
     running = _col(sig, "running", 0.0)[i:j + 1]
@@ -121,7 +124,7 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
     above_prefill = float(np.sum(st["above_excess"][i:k]) * step_s)
     preempt = float(np.nansum(_col(sig, "preempt_rate", 0.0)[i:j + 1]) * step_s)
     streams = float(np.median(running[running > 0])) if (running > 0).any() else 0.0
-    long_work = st["frozen"][i:j + 1] & (_col(sig, "live_prompt_rate", 0.0)[i:j + 1] * live_s >= LONG_PREFILL_TOKENS)
+    long_work = st["frozen"][i:j + 1] & (_col(sig, "live_prompt_rate", 0.0)[i:j + 1] >= prefill_rate_high)
     nothing = st["nothing_moves"][i:j + 1]
     run_nothing = max((b - a + 1 for a, b in runs_of(nothing)), default=0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -155,7 +158,7 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
                "chunk step of a prompt was slow, so its steps were chunks")
         return "prefill_chunks", why
     if prefill_work:
-        if ev["long_prefills"] > 0 and whole_steps and holds is None:
+        if ev["long_prefills"] > 0 and whole_steps:
             return "prefill", (f"{ev['long_prefills']:.1f} long prefills completed after the streams froze with "
                                f"nothing moving for {ev['nothing_moves_s']:.1f} s: one step held the whole prompt")
         if ev["long_prefills"] > 0:
@@ -183,7 +186,7 @@ def _severity(cause: str, st: dict, i: int, j: int) -> str:
 
 def _episode(sig, st, i, j, *, slo, thresholds, chunking, window_ns, step_ns, live_ns, after) -> Episode:
     step_s, live_s = step_ns / 1e9, live_ns / 1e9
-    ev = _tally(sig, st, i, j, after, step_s, live_s)
+    ev = _tally(sig, st, i, j, after, step_s, live_s, float(thresholds["prefill_tokens_rate_high"]))
     ev["window_s"] = window_ns / 1e9
     stuck_after = parse_duration(thresholds.get("for", {}).get("VLLMSchedulerStalled", "2m"))
     ongoing = j == len(sig) - 1

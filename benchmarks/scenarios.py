@@ -53,6 +53,8 @@ class Scenario:
     collect_frac: float = 1.0
     collect_tail_s: float = 8.0
     exercises: str = ""
+    held_out: bool = False          # added after the detectors were tuned on the others; never tuned on
+    prefix_caching: bool = False    # keep the server's prefix caching (vLLM's default) on
 
     def loadgen_flags(self, duration: float) -> list[str]:
         return [f.format(half=duration / 2) for f in self.load]
@@ -92,6 +94,45 @@ SCENARIOS = [
              collect_frac=0.5, collect_tail_s=2.0, exercises="the run ends inside a whole 1,900-token prefill"),
 ]
 
+# Held out (issue 16): written after the episode detector was tuned on the scenarios above, and scored once.
+HO_SESSIONS = ("--sessions", "10", "--short-prompt-tokens", "48", "--max-tokens", "48", "--long-max-tokens", "1")
+
+
+def _ho(tokens: int, every: float | str, sessions: tuple = HO_SESSIONS) -> tuple[str, ...]:
+    return sessions + ("--long-prompt-tokens", str(tokens), "--long-every", str(every))
+
+
+HELD_OUT = [
+    Scenario("ho-tiny-nochunk-1600", OFF, _ho(1600, 5), seed=11, held_out=True,
+             exercises="10 sessions, whole 1,600-token prefills every 5 s"),
+    Scenario("ho-tiny-chunk96", chunked(96), _ho(1600, 5), seed=11, held_out=True, exercises="same load, budget 96"),
+    Scenario("ho-tiny-chunk256-overload", chunked(256), _ho(1600, 1.5), seed=12, held_out=True,
+             exercises="1,600-token prompts every 1.5 s, budget 256"),
+    Scenario("ho-tiny-chunk1024", chunked(1024), _ho(1800, 6), seed=13, held_out=True,
+             exercises="budget 1,024: chunk steps of 1,024 prompt tokens"),
+    Scenario("ho-tiny-nochunk-scrape1s", OFF, _ho(1400, 6), seed=14, interval="1s", held_out=True,
+             exercises="whole 1,400-token prefills, scraped every 1 s"),
+    Scenario("ho-small-chunk256", chunked(256), _ho(700, 8, ("--sessions", "4", "--short-prompt-tokens", "24",
+                                                             "--max-tokens", "24", "--long-max-tokens", "1")),
+             model="small", seed=15, held_out=True, exercises="`small`, budget 256, 4 sessions"),
+    Scenario("ho-small-nochunk-600", OFF, _ho(600, 10, ("--sessions", "4", "--short-prompt-tokens", "24",
+                                                        "--max-tokens", "24", "--long-max-tokens", "1")),
+             model="small", seed=16, held_out=True, exercises="`small`, whole 600-token prefills"),
+    Scenario("ho-kv-auto-2mb", KV + ("--kv-cache-mb", "2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "20", "--short-prompt-tokens", "24", "--max-tokens", "160", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1200", "--long-every", "4"), seed=17, held_out=True,
+             exercises="a 2 MiB pool, 20 sessions: preemption"),
+    Scenario("ho-shared-prefix-cached", OFF, ("--sessions", "6", "--shared-prefix-tokens", "1400",
+                                              "--short-prompt-tokens", "32", "--max-tokens", "48", "--long-every",
+                                              "1000000", "--long-max-tokens", "1"), seed=18, held_out=True,
+             prefix_caching=True, exercises="negative: a 1,400-token shared prefix served from the prefix cache"),
+    Scenario("ho-end-in-stall-small", OFF, _ho(1000, "{half}", ("--sessions", "4", "--short-prompt-tokens", "24",
+                                                                 "--max-tokens", "24", "--long-max-tokens", "1")),
+             model="small", seed=19, collect_frac=0.5, collect_tail_s=3.0, held_out=True,
+             exercises="`small`: the run ends inside a whole 1,000-token prefill"),
+]
+SCENARIOS = SCENARIOS + HELD_OUT
+
 
 def record_run(out: Path, *, server: list[str], load: list[str], interval: str, load_s: float,
                collect_s: float) -> None:
@@ -123,6 +164,7 @@ def _prefix_caching_flag() -> list[str]:
 
 
 def record(sc: Scenario, run: Path, duration: float, extra_server: list[str]) -> None:
+    extra_server = [] if sc.prefix_caching else extra_server
     record_run(run, server=["--model", sc.model, "--seed", str(sc.seed), *sc.server, *extra_server],
                load=[*sc.loadgen_flags(duration), "--seed", str(sc.seed)], interval=sc.interval, load_s=duration,
                collect_s=sc.collect_s(duration))
@@ -219,6 +261,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load per scenario (CI); else {FULL_S:.0f} s")
     ap.add_argument("--only", help="comma-separated scenario names (default: all)")
+    ap.add_argument("--set", choices=["all", "tuned", "held-out"], default="all",
+                    help="the tuned scenarios, the held-out ones (never tuned on), or both (default)")
     ap.add_argument("--out", default=None, help="run directories go here (default runs/scenarios[-quick])")
     ap.add_argument("--json", dest="json_out", help="write the rows and the summary here")
     ap.add_argument("--itl-slo", type=float, default=None, help="ITL SLO for truth and analyze (default itl_slo_s)")
@@ -232,7 +276,8 @@ def main() -> int:
             print(f"{sc.name}: {sc.exercises}\n  refserver --model {sc.model} --seed {sc.seed} {' '.join(sc.server)}\n"
                   f"  loadgen {' '.join(sc.loadgen_flags(FULL_S))}; scrape {sc.interval}")
         return 0
-    names = args.only.split(",") if args.only else [sc.name for sc in SCENARIOS]
+    chosen = [sc for sc in SCENARIOS if args.set == "all" or sc.held_out == (args.set == "held-out")]
+    names = args.only.split(",") if args.only else [sc.name for sc in chosen]
     unknown = sorted(set(names) - {sc.name for sc in SCENARIOS})
     if unknown:
         raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; see --list")
