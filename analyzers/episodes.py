@@ -151,7 +151,9 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
     prefill_work = ev["long_prefills"] > 0 or ev["windows_frozen_computing_prompts"] > 0
     holds = chunking.holds_long_prefills()
     per = ev["stalls_per_long_prefill_per_stream"]
-    whole_steps = ev["windows_nothing_moves"] > 0  # a step outlasted the live window, then a prefill completed
+    # a step outlasted the live window, then a prefill completed: whole-prompt steps, unless the configuration
+    # (given or read off the histograms) says the steps were chunks
+    whole_steps = ev["windows_nothing_moves"] > 0 and holds is not False
     if prefill_work and (holds is False or (holds is None and not whole_steps and per > STALLS_PER_PREFILL_CHUNKED)):
         why = (f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens"
                if holds is False else f"{per:.1f} ITL samples above the SLO per long prefill per stream: every "

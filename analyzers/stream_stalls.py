@@ -26,10 +26,11 @@ KIND = {"prefill": "decode_starvation", "stuck": "scheduler_stall", "prefill_chu
 
 
 def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.DataFrame | None = None,
-           roofline_cost: dict | None = None, budget_advice=None, chunking: C.Chunking | None = None) -> list[Finding]:
+           roofline_cost: dict | None = None, budget_advice=None, chunking: C.Chunking | None = None,
+           samples: pd.DataFrame | None = None) -> list[Finding]:
     """One finding per episode per target. `chunking` is the configuration the server ran (None: infer it per
-    target); `budget_advice` (advice.budget_advisor's callable) gives the what-if budget, called only for a
-    finding that recommends one.
+    target from its `samples`' histograms, else from its stalls); `budget_advice` (advice.budget_advisor's
+    callable) gives the what-if budget, called only for a finding that recommends one.
 
     >>> # detect(signals.compute(samples), steps=steps)[0].kind
     """
@@ -42,6 +43,9 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
     for target, sig in signals.groupby("target", sort=True):
         sig = sig.sort_values("ts").reset_index(drop=True)
         known = chunking if chunking is not None and chunking.enabled is not None else None
+        if known is None and samples is not None and "target" in samples:
+            known = C.infer_from_histograms(samples[samples["target"].fillna("") == target])
+            known = known if known.enabled is not None else None
         eps = E.find(sig, thresholds=th, chunking=known or C.UNKNOWN, window_ns=window, step_ns=step, live_ns=live)
         config = known or _inferred(eps)
         if config is not (known or C.UNKNOWN):  # judge again with what the target's own stalls say
