@@ -12,9 +12,12 @@ assumes, so every starvation finding states which one it used and how it was kno
    them, shorter than the whole prefill. The long prompts are the requests with more than 500 computed prompt
    tokens (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); T is the median of their
    prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL bucket in use.
-   G >= T: off. G < T: on, with the budget estimated as P x G / T (the share of the median long prompt, P
-   tokens, that the longest step held); a step is taken to hold a long prefill when that estimate is at least
-   `1.5 x 512` (the bucket bounds make it coarse; pass `--max-num-batched-tokens` to be exact). Without long
+   G >= T: off. G < T: on, with the budget estimated as P x G' / T (the share of the median long prompt, P
+   tokens, that its slowest step held), where G' is the gap every long prefill caused at least once for half
+   the running streams (the upper bound of the ITL bucket at rank 1 - 0.5 x long prompts x median running /
+   ITL samples), so one outlier gap does not pass for a chunk; a step is taken to hold a long prefill when
+   the estimate is at least `1.5 x 512` (the bucket bounds make it coarse; pass `--max-num-batched-tokens`
+   to be exact). Without long
    prompts in the histograms, the stalls decide: about one ITL sample above the SLO per long prefill per
    stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell: vLLM
    counts a prompt's computed tokens in the step where its prefill completes, chunked or not
@@ -127,7 +130,7 @@ def infer_from_histograms(samples) -> Chunking:
     if samples is None or not len(samples):
         return UNKNOWN
     t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
-    names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)]
+    names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)] + ["vllm:num_requests_running"]
     parts = split_metrics(samples, names)
     itl = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in ITL_FAMILIES if f + "_bucket" in parts), None)
     tokens = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in TOKEN_FAMILIES if f + "_bucket" in parts),
@@ -150,6 +153,11 @@ def infer_from_histograms(samples) -> Chunking:
             f"{LONG_PROMPT_BOUND} tokens ({t_long:.3g} s)")
     if gap >= t_long:
         return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills")
-    est = prompt * gap / t_long
-    return Chunking(True, None, "inferred from metrics", what + f": prefills spread over steps; a step held about "
-                    f"{est:.0f} of a {prompt:.0f}-token prompt", budget_estimate=est)
+    running = parts.get("vllm:num_requests_running")
+    streams = float(np.median(running.groupby("ts")["value"].sum())) if running is not None and len(running) else 1.0
+    support = max(0.0, 1.0 - 0.5 * n_long * max(streams, 1.0) / itl[1][-1])
+    _, lo, hi = Q.bucket_quantile(support, itl[0], itl[1][None, :])
+    slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])
+    est = prompt * min(slowest, gap) / t_long
+    return Chunking(True, None, "inferred from metrics", what + f": prefills spread over steps; the slowest step of "
+                    f"each held about {est:.0f} of a {prompt:.0f}-token prompt", budget_estimate=est)

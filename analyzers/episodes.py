@@ -14,7 +14,8 @@ spans, it gets one cause, and the finding says which evidence decided it.
    completes): long prefill completions, ITL samples above the SLO, preemptions, windows frozen while
    prompt tokens were computed at `prefill_tokens_rate_high` or more, windows frozen with nothing moving.
 3. The cause, first match (`CAUSES`; `decided_by` names the evidence):
-   - `stuck`: nothing at all came out (no token, no computed prompt token) for longer than
+   - `stuck`: nothing came out (fewer than `generation_tokens_rate_low` tokens/s and no computed prompt token
+     over the live window, the test of the VLLMSchedulerStalled rule) for longer than
      `for.VLLMSchedulerStalled`, or for two windows when chunked prefill is known on (no step of a bounded
      budget takes that long): a stuck engine core or a livelock;
    - `preemption`: preemptions number at least half the ITL samples above the SLO (each preempted request
@@ -71,7 +72,7 @@ def _col(sig: pd.DataFrame, name: str, fill: float = np.nan) -> np.ndarray:
     return np.where(np.isnan(a), fill, a) if fill == fill else a
 
 
-def window_states(sig: pd.DataFrame, slo: float) -> dict[str, np.ndarray]:
+def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5) -> dict[str, np.ndarray]:
     """Per-window boolean states (module docstring, 1) and the severity ratio of each window."""
     p99_lo, share = _col(sig, "itl_p99_lo", 0.0), _col(sig, "itl_stall_share", 0.0)
     running, live = _col(sig, "running", 0.0), _col(sig, "live_mean_itl")
@@ -82,7 +83,8 @@ def window_states(sig: pd.DataFrame, slo: float) -> dict[str, np.ndarray]:
     interference = awake & ~missed & ~frozen & (share >= INTERFERENCE_SHARE)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.maximum.reduce([p99_lo / slo, share / (2 * MISSED_SHARE), np.where(frozen, live_gap / slo, 0.0)])
-    nothing = frozen & (_col(sig, "live_gen_rate", 0.0) <= 0) & (_col(sig, "live_prompt_rate", 0.0) <= 0)
+    # the alert rules' test: fewer than `generation_tokens_rate_low` tokens/s and no prompt token (rules/render.py)
+    nothing = frozen & (_col(sig, "live_gen_rate", 0.0) < gen_low) & (_col(sig, "live_prompt_rate", 0.0) <= 0)
     return {"missed": missed, "frozen": frozen, "interference": interference, "ratio": ratio,
             "nothing_moves": nothing}
 
@@ -91,7 +93,7 @@ def find(sig: pd.DataFrame, *, thresholds: dict, chunking: Chunking, window_ns: 
          live_ns: int) -> list[Episode]:
     """The episodes of one target's signals frame (sorted by ts)."""
     slo = float(thresholds["itl_slo_s"])
-    st = window_states(sig, slo)
+    st = window_states(sig, slo, float(thresholds.get("generation_tokens_rate_low", 0.5)))
     impaired = st["missed"] | st["frozen"] | st["interference"]
     per_window = max(1, window_ns // max(step_ns, 1))
     st["above_excess"] = _above_excess(sig, per_window)

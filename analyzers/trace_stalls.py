@@ -11,7 +11,9 @@ Method (find_decode_starvation):
 3. Each stall becomes a `decode_starvation` finding: start/end, duration, prefill tokens (from NVTX,
    or an estimate gridX x kBlockM from the attention grid), the top kernels inside by time, how many
    decode steps were delayed (duration // median) and by how much (duration - median: the extra wait
-   of every running stream's next token). Severity is critical when that delay exceeds the ITL SLO.
+   of every running stream's next token). Severity means what it means on the metrics path: the stall is
+   the gap every running stream saw, so under the ITL SLO it is `info` (prefill interference that stays
+   within the SLO, with its numbers), above it `warning`, at twice the SLO or more `critical`.
 
     >>> find_decode_starvation(steps, kernels)        # doctest: +SKIP
 """
@@ -112,12 +114,16 @@ def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: flo
                f"about {evidence['prefill_tokens_estimate']} prompt tokens (attention gridX {grid} x {K_BLOCK_M})"
                if evidence["prefill_tokens_estimate"] else "prefill work")
         who = f"the {evidence['decode_streams']} running decode streams" if evidence["decode_streams"] else "running decode streams"
+        evidence["itl_slo_ns"] = int(itl_slo_ns)
+        severity = "info" if dur <= itl_slo_ns else "critical" if dur >= 2 * itl_slo_ns else "warning"
+        verdict = (f" That gap is within the {_fmt_ms(itl_slo_ns)} ITL SLO: prefill interference, not a missed SLO."
+                   if severity == "info" else f" That gap is above the {_fmt_ms(itl_slo_ns)} ITL SLO.")
         rows.append(Finding(
-            "decode_starvation", "critical" if delay >= itl_slo_ns else "warning", s, e, "", evidence,
+            "decode_starvation", severity, s, e, "", evidence,
             explanation=(f"For {_fmt_ms(dur)} ({evidence['stall_over_median']}x the median decode step of "
                          f"{_fmt_ms(pace)}) the GPU computed {tok}; {who} got no token meanwhile, so "
                          f"{delayed} decode steps were delayed and each stream's next token came "
-                         f"{_fmt_ms(delay)} late."),
+                         f"{_fmt_ms(delay)} late.{verdict}"),
             recommendation=("Bound the prefill work per step: keep chunked prefill on (vLLM V1 default) and "
                             "lower `--max-num-batched-tokens` (e.g. 512-2048) so a long prompt is split into "
                             "chunks that each add about one decode step; cap long prompts per step with "

@@ -248,6 +248,9 @@ def summarize(rows: list[dict], slo: float) -> dict:
            for k in truth.KINDS for m in ("precision", "recall")}
     out["starvation_warnings_on_runs_meeting_slo"] = {"value": len(false_met), "target": 0, "met": not false_met,
                                                       "runs": false_met}
+    fixed = [r for r in false_met if not r.endswith("(true starvation)")]   # the fixed state: no true episode
+    out["starvation_warnings_on_runs_meeting_slo_without_true_starvation"] = {
+        "value": len(fixed), "target": 0, "met": not fixed, "runs": fixed}
     contra = sum(r["contradictions"] for r in rows)
     out["contradictions_within_episodes"] = {"value": contra, "target": 0, "met": contra == 0}
     med = float(np.median(ttd)) if ttd else float("nan")
