@@ -62,7 +62,25 @@ def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | 
     if not frames:
         raise InputError("the sources hold no samples for the given time range: "
                          + ", ".join(str(s) for _, s in given))
+    _check_recognised(frames)
     return frames, sources
+
+
+def _check_recognised(frames: dict) -> None:
+    """Warn for each target that exposes no vLLM family (any spelling) and no DCGM field; raise when none does."""
+    from stallscope.collectors.vllm import is_vllm
+
+    blind = []
+    for name, fr in frames.items():
+        metrics = fr["samples"]["metric"].unique() if len(fr["samples"]) else []
+        if not len(fr["gpu"]) and not any(is_vllm(str(m)) for m in metrics):
+            seen = sorted({str(m) for m in metrics} - {"up", "scrape_duration_seconds"})[:3]
+            log.warning("target %s exposes no vLLM (vllm:, vllm_, ray_vllm:, ray_vllm_) or DCGM family%s", name,
+                        f" (it has {', '.join(seen)}, ...)" if seen else "")
+            blind.append(name)
+    if len(blind) == len(frames):
+        raise InputError(f"no vLLM or DCGM metric recognised in {', '.join(blind)[:300]}: "
+                         "nothing to analyze (is this a vLLM /metrics or dcgm-exporter scrape?)")
 
 
 def run_whatif_inputs(run_dir):
