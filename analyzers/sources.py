@@ -121,4 +121,22 @@ def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, threshol
     roof, cost = roofline_for(frames, gpu, model, tp)
     out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s)
     out.sources, out.roofline = sources, roof
+    out.request_views = request_views_of(frames)
     return out
+
+
+def request_views_of(frames: dict, grouping: str = "model") -> dict:
+    """The request-level views of every target's samples pooled on one timeline, per model by default:
+    {"series": {view key: frame}, "heatmaps": {view key: frame}, "summary": frame}."""
+    import pandas as pd
+
+    from stallscope.analyzers import request_views as RV
+
+    parts = [fr["samples"] for fr in frames.values() if len(fr["samples"])]
+    if not parts:
+        return {}
+    samples = pd.concat(parts, ignore_index=True)
+    eval_ts, window = RV.default_grid(samples)
+    return {"series": {v.key: RV.evaluate(samples, v, eval_ts, window, grouping=grouping) for v in RV.VIEWS},
+            "heatmaps": {v.key: RV.heatmap(samples, v, eval_ts, window) for v in RV.VIEWS if v.heatmap},
+            "summary": RV.summary(samples, grouping=grouping), "window_s": window / 1e9}

@@ -220,6 +220,14 @@ class DataSource:
         return self.memo(("quantiles", family, tuple(qs), window_s), lambda: views.quantiles(
             self.metric_rows(family + "_bucket"), qs, max_points=self.max_points, window_s=window_s))
 
+    def request_views(self, grouping: str = "model") -> dict:
+        """The request-level views (`analyzers/request_views`) of every target pooled, per `grouping`
+        (model, instance, engine): {"series": {view key: frame}, "heatmaps": {...}, "summary": frame}."""
+        from stallscope.analyzers.sources import request_views_of
+
+        return self.memo(("request_views", grouping), lambda: request_views_of(
+            {"all": {"samples": self.frames()["samples"]}}, grouping))
+
     def gpu_metric(self, metric: str) -> pd.DataFrame:
         """`ts, series, value` of one canonical GPU metric, a series per GPU, downsampled."""
         def compute():
