@@ -99,13 +99,19 @@ def group_labels(grouping: str = "model") -> tuple[str, ...]:
     return GROUPINGS[grouping]
 
 
-def _sel(metric: str, selector: str) -> str:
-    return f"{metric}{{{selector}}}" if selector else metric
+def spelled(metric: str, prefix: str = "vllm:") -> str:
+    """`vllm:<name>` written with another spelling of the prefix (`vllm_`, `ray_vllm:`, `ray_vllm_`) for PromQL."""
+    if prefix not in ("vllm:", "vllm_", "ray_vllm:", "ray_vllm_"):
+        raise ValueError(f"unknown metric prefix {prefix!r} (vllm:, vllm_, ray_vllm:, ray_vllm_)")
+    return prefix + metric.removeprefix("vllm:") if metric.startswith("vllm:") else metric
 
 
-def promql(view: View, *, grouping: str = "model", selector: str = SELECTOR, window: str = WINDOW) -> list[tuple[str, str]]:
-    """[(series name, PromQL)] of a view: what Grafana runs and `evaluate()` computes."""
+def promql(view: View, *, grouping: str = "model", selector: str = SELECTOR, window: str = WINDOW,
+           prefix: str = "vllm:") -> list[tuple[str, str]]:
+    """[(series name, PromQL)] of a view: what Grafana runs and `evaluate()` computes. `prefix` spells the
+    metric names as the Prometheus holding them does (an OpenTelemetry pipeline: `vllm_`)."""
     by = ", ".join(group_labels(grouping))
+    _sel = lambda m, s: f"{spelled(m, prefix)}{{{s}}}" if s else spelled(m, prefix)  # noqa: E731
     rate = lambda m: f"sum by ({by}) (rate({_sel(m, selector)}[{window}]))"  # noqa: E731
     if view.kind == "histogram":
         out = [(f"P{q * 100:g}", f"histogram_quantile({q:g}, sum by (le, {by}) "
@@ -121,9 +127,9 @@ def promql(view: View, *, grouping: str = "model", selector: str = SELECTOR, win
     return [(view.agg, f"{view.agg} by ({by}) ({_sel(view.metric, selector)})")]
 
 
-def heatmap_promql(view: View, *, selector: str = SELECTOR, window: str = WINDOW) -> str:
+def heatmap_promql(view: View, *, selector: str = SELECTOR, window: str = WINDOW, prefix: str = "vllm:") -> str:
     """Observations per bucket per window, as vLLM's heatmaps query them (Grafana de-cumulates `le`)."""
-    return f"sum by (le) (increase({_sel(view.metric + '_bucket', selector)}[{window}]))"
+    return f"sum by (le) (increase({spelled(view.metric + '_bucket', prefix)}{{{selector}}}[{window}]))"
 
 
 def _by(samples: pd.DataFrame, grouping: str) -> tuple[str, ...]:

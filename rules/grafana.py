@@ -52,14 +52,14 @@ def _refs():
     return iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-def view_panel(view: RV.View, th: dict):
+def view_panel(view: RV.View, th: dict, prefix: str = "vllm:"):
     """The panel of one request view: its `promql()` series, legend per model, the SLO line when it has one."""
     refs = _refs()
     legend_of = lambda name: f"{name} {{{{model_name}}}}" if view.kind != "by_label" else "{{finished_reason}} {{model_name}}"  # noqa: E731
     panel = (timeseries.Panel().title(view.title).description(_describe(view)).datasource(DS).unit(view.unit)
              .span(12).height(8).line_width(1).fill_opacity(0).legend(_legend())
              .tooltip(gc.VizTooltipOptions().mode(mc.TooltipDisplayMode.MULTI)))
-    for name, expr in RV.promql(view):
+    for name, expr in RV.promql(view, prefix=prefix):
         panel = panel.with_target(_query(expr, legend_of(name), next(refs)))
     if view.slo:
         panel = (panel.thresholds(_thresholds([(None, "transparent"), (float(th[view.slo]), "red")]))
@@ -67,11 +67,11 @@ def view_panel(view: RV.View, th: dict):
     return panel
 
 
-def heatmap_panel(view: RV.View):
+def heatmap_panel(view: RV.View, prefix: str = "vllm:"):
     """Observations per bucket per window, as vLLM's prompt/generation length heatmaps."""
     return (heatmap.Panel().title(f"{view.title}: requests per bucket").description(_describe(view))
             .datasource(DS).span(12).height(8).calculate(False).show_legend().show_tooltip()
-            .with_target(_query(RV.heatmap_promql(view), "{{le}}", "A", fmt=mp.PromQueryFormat.HEATMAP)))
+            .with_target(_query(RV.heatmap_promql(view, prefix=prefix), "{{le}}", "A", fmt=mp.PromQueryFormat.HEATMAP)))
 
 
 def _describe(view: RV.View) -> str:
@@ -79,12 +79,12 @@ def _describe(view: RV.View) -> str:
     return f"{view.what}.{matches} Computed the same way by `stallscope analyze` / the Dash Requests page."
 
 
-def verdict_panels(th: dict) -> list:
+def verdict_panels(th: dict, prefix: str = "vllm:") -> list:
     """Stat panels: the alert verdicts (from ALERTS; 0 = OK) and ITL/TTFT P99 of the recording rules vs the SLO."""
     out = []
     for alert in VERDICT_ALERTS:
         expr = (f'sum by (model_name) (ALERTS{{alertname="{alert}",alertstate="firing",{MODEL_SEL}}}) '
-                f'or sum by (model_name) (0 * vllm:num_requests_running{{{MODEL_SEL}}})')
+                f'or sum by (model_name) (0 * {RV.spelled("vllm:num_requests_running", prefix)}{{{MODEL_SEL}}})')
         out.append(stat.Panel().title(alert).description(f"firing {alert} alerts per model (rules/{R.ALERTS[alert][0]})")
                    .datasource(DS).span(4).height(4).with_target(_query(expr, "{{model_name}}", "A"))
                    .thresholds(_thresholds([(None, "green"), (1.0, "red")]))
@@ -101,11 +101,12 @@ def verdict_panels(th: dict) -> list:
     return out
 
 
-def fleet_panels() -> list:
+def fleet_panels(prefix: str = "vllm:") -> list:
     """Running and waiting requests in total and engines reporting, per model."""
-    exprs = [("Running (total)", f"sum by (model_name) (vllm:num_requests_running{{{SEL}}})"),
-             ("Waiting (total)", f"sum by (model_name) (vllm:num_requests_waiting{{{SEL}}})"),
-             ("Engines reporting", f"count by (model_name) (vllm:num_requests_running{{{SEL}}})")]
+    running, waiting = (RV.spelled(m, prefix) for m in ("vllm:num_requests_running", "vllm:num_requests_waiting"))
+    exprs = [("Running (total)", f"sum by (model_name) ({running}{{{SEL}}})"),
+             ("Waiting (total)", f"sum by (model_name) ({waiting}{{{SEL}}})"),
+             ("Engines reporting", f"count by (model_name) ({running}{{{SEL}}})")]
     return [stat.Panel().title(t).datasource(DS).span(4).height(4).with_target(_query(e, "{{model_name}}", "A"))
             .reduce_options(_last()) for t, e in exprs]
 
@@ -133,8 +134,9 @@ def gpu_panels(th: dict) -> list:
     return out
 
 
-def _variables() -> list:
-    label_query = lambda sel, label: f"label_values(vllm:num_requests_running{sel}, {label})"  # noqa: E731
+def _variables(prefix: str = "vllm:") -> list:
+    running = RV.spelled("vllm:num_requests_running", prefix)
+    label_query = lambda sel, label: f"label_values({running}{sel}, {label})"  # noqa: E731
     out = [gd.DatasourceVariable("datasource").label("Data source").type("prometheus")]
     for name, sel in (("model_name", ""), ("instance", '{model_name=~"$model_name"}'),
                       ("engine", '{model_name=~"$model_name",instance=~"$instance"}')):
@@ -144,17 +146,21 @@ def _variables() -> list:
     return out
 
 
-def build(th: dict, *, title: str = "stallscope: vLLM serving", uid: str = "stallscope-vllm") -> md.Dashboard:
-    """The dashboard model: verdicts, fleet, every request view (+ heatmaps), GPU; alert annotations."""
+def build(th: dict, *, title: str = "stallscope: vLLM serving", uid: str = "stallscope-vllm",
+          prefix: str = "vllm:") -> md.Dashboard:
+    """The dashboard model: verdicts, fleet, every request view (+ heatmaps), GPU; alert annotations.
+    `prefix` spells vLLM's metric names as the datasource holds them (`vllm_` behind OpenTelemetry); the
+    verdicts read the recording rules and ALERTS, whose names do not change."""
     R.check(th)
     d = (gd.Dashboard(title).uid(uid).tags(["vllm", "stallscope"]).time("now-1h", "now").refresh("30s")
          .description("Generated by `stallscope grafana` from rules/thresholds.yaml (docs/grafana.md).")
-         .tooltip(md.DashboardCursorSync.CROSSHAIR).variables(_variables())
+         .tooltip(md.DashboardCursorSync.CROSSHAIR).variables(_variables(prefix))
          .annotation(gd.AnnotationQuery().name("stallscope alerts").datasource(DS).enable(True)
                      .icon_color("red").expr(ANNOTATION_EXPR)))
-    requests = [p for v in RV.VIEWS for p in [view_panel(v, th), *([heatmap_panel(v)] if v.heatmap else [])]]
+    requests = [p for v in RV.VIEWS
+                for p in [view_panel(v, th, prefix), *([heatmap_panel(v, prefix)] if v.heatmap else [])]]
     ids = iter(range(1, 1000))
-    for row, panels in (("Verdicts", verdict_panels(th) + fleet_panels()),
+    for row, panels in (("Verdicts", verdict_panels(th, prefix) + fleet_panels(prefix)),
                         ("Requests (pooled per model_name)", requests), ("GPU (DCGM)", gpu_panels(th))):
         d = d.with_row(gd.Row(row).id(next(ids)))
         for p in panels:

@@ -20,6 +20,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--thresholds", metavar="YAML", help="threshold overrides (keys of rules/thresholds.yaml)")
     parser.add_argument("--title", default="stallscope: vLLM serving", help="dashboard title")
     parser.add_argument("--uid", default="stallscope-vllm", help="dashboard uid (1-40 letters, digits, - or _)")
+    parser.add_argument("--metric-prefix", choices=("vllm:", "vllm_", "ray_vllm:", "ray_vllm_"), default="vllm:",
+                        help="how the datasource spells vLLM's metric names (vllm_ behind an OpenTelemetry pipeline, "
+                             "ray_vllm: from Ray Serve; default vllm:)")
     parser.add_argument("--name", default="stallscope-grafana-dashboard", help="ConfigMap metadata.name")
     parser.add_argument("--namespace", help="ConfigMap metadata.namespace")
 
@@ -43,7 +46,8 @@ def run(args) -> int:
 
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", args.uid):
         raise InputError(f"--uid must be 1-40 letters, digits, - or _, got {args.uid!r}")
-    text = grafana.to_json(grafana.build(load_thresholds(args.thresholds), title=args.title, uid=args.uid))
+    text = grafana.to_json(grafana.build(load_thresholds(args.thresholds), title=args.title, uid=args.uid,
+                                         prefix=args.metric_prefix))
     if args.format == "configmap":
         text = _yaml(grafana.configmap(text, name=args.name, namespace=args.namespace))
     if not args.out:

@@ -92,3 +92,15 @@ def test_every_query_is_promql_promtool_accepts(doc, tmp_path):
     f.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     out = subprocess.run([promtool, "check", "rules", str(f)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("prefix", ["vllm_", "ray_vllm:"])
+def test_another_metric_spelling_renames_every_vllm_metric(prefix, tmp_path, capsys):
+    assert main(["grafana", "--metric-prefix", prefix]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    exprs = [e for _, e in G.expressions(doc)]
+    import re
+
+    names = {n for e in exprs for n in re.findall(r"\b[a-z_:]*vllm[:_][a-z0-9_]+", e)}
+    assert names and all(n.startswith(prefix) or n.startswith("model_name_instance") for n in names), names
+    assert f"label_values({prefix}num_requests_running" in doc["templating"]["list"][1]["query"]
