@@ -104,3 +104,11 @@ def test_another_metric_spelling_renames_every_vllm_metric(prefix, tmp_path, cap
     names = {n for e in exprs for n in re.findall(r"\b[a-z_:]*vllm[:_][a-z0-9_]+", e)}
     assert names and all(n.startswith(prefix) or n.startswith("model_name_instance") for n in names), names
     assert f"label_values({prefix}num_requests_running" in doc["templating"]["list"][1]["query"]
+
+
+def test_docs_table_names_every_panel(doc):
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "grafana.md").read_text()
+    missing = [t for t in _panels(doc) if t.split(" vs ")[0].split(": requests per")[0] not in text]
+    assert not missing, f"panels missing from docs/grafana.md: {missing}"
