@@ -132,3 +132,15 @@ def test_prometheus_source_reads_every_spelling(tmp_path):
     counts = {i: (set(g["metric"]), len(g), round(g["value"].sum(), 6)) for i, g in by_instance}
     assert set(counts) == {"vllm:", *SPELLINGS}
     assert all(counts[p] == counts["vllm:"] for p in SPELLINGS) and len(counts["vllm:"][0]) >= 5
+
+
+from hypothesis import assume, given, strategies as st  # noqa: E402
+
+_NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,30}", fullmatch=True)
+
+
+@given(rest=_NAMES, prefix=st.sampled_from(SPELLINGS))
+def test_every_spelling_of_any_name_maps_to_the_vllm_colon_name(rest, prefix):
+    assert vllm.canonical(prefix + rest) == vllm.canonical("vllm:" + rest)
+    assume(not rest.startswith(("vllm_", "ray_vllm_")))
+    assert vllm.spelling(rest) == rest  # a name outside vLLM's namespace is never renamed

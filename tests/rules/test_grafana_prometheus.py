@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ import requests
 
 from conftest import FIXTURES, ROOT
 from misbehaving_server import wait_until
-from promserver import PrometheusServer, free_port
+from promserver import FakePrometheus, PrometheusServer, free_port
 from stallscope.analyzers import request_views as RV
 from stallscope.analyzers.sources import diagnose_sources
 from stallscope.collectors import scrape_loop, store
@@ -29,22 +28,6 @@ from stallscope.rules import grafana as G
 LOAD_S = 20
 DCGM = FIXTURES / "dcgm_samples" / "l40s_full_upcloud_driver595.txt"
 RATE_INTERVAL = "10s"  # Grafana's $__rate_interval at a 1 s scrape and a short time range: >= 4 scrapes
-
-
-def _serve(body: bytes):
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server API
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def _up(url: str) -> bool:
@@ -64,11 +47,12 @@ def run(tmp_path_factory):
     server = subprocess.Popen([sys.executable, "-m", "stallscope.cli", "refserver", "--model", "tiny", "--port",
                                str(port), "--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048"],
                               stdout=log, stderr=subprocess.STDOUT)
-    dcgm = _serve(DCGM.read_bytes())
+    body = DCGM.read_bytes()
+    dcgm = FakePrometheus(lambda _path: (200, body), content_type="text/plain; version=0.0.4").__enter__()
     rules = sorted((ROOT / "rules").glob("*.rules.yaml"))
     try:
         wait_until(lambda: _up(url), timeout=90, poll=0.2, what="refserver /metrics")
-        with PrometheusServer(tmp, scrape={"vllm": f"127.0.0.1:{port}", "dcgm": f"127.0.0.1:{dcgm.server_port}"},
+        with PrometheusServer(tmp, scrape={"vllm": f"127.0.0.1:{port}", "dcgm": dcgm.url.removeprefix("http://")},
                               interval="1s", rule_files=rules) as prom:
             stop = threading.Event()
             db = tmp / "s.db"
@@ -93,7 +77,7 @@ def run(tmp_path_factory):
                 loop.join(10)
             yield prom, db, t_start, t_end
     finally:
-        dcgm.shutdown()
+        dcgm.__exit__(None, None, None)
         server.terminate()
         server.wait(20)
         log.close()
