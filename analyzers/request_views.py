@@ -132,7 +132,7 @@ def heatmap_promql(view: View, *, selector: str = SELECTOR, window: str = WINDOW
     return f"sum by (le) (increase({spelled(view.metric + '_bucket', prefix)}{{{selector}}}[{window}]))"
 
 
-def _by(samples: pd.DataFrame, grouping: str) -> tuple[str, ...]:
+def by_labels(samples: pd.DataFrame, grouping: str = "model") -> tuple[str, ...]:
     """The grouping's labels for this frame: `instance` is the scrape target where no label carries it."""
     labels = group_labels(grouping)
     if "instance" in labels and not any("instance" in d for d in samples["labels"].head(1000)):
@@ -158,7 +158,7 @@ def _ratio(num: pd.DataFrame, den: pd.DataFrame, series: str) -> pd.DataFrame:
 def evaluate(samples: pd.DataFrame, view: View, eval_ts: np.ndarray, window_ns: int, *,
              grouping: str = "model", selector=None) -> pd.DataFrame:
     """`ts, group, series, value, bucket_lo, bucket_hi` of one view: every series `promql(view)` names."""
-    by = _by(samples, grouping)
+    by = by_labels(samples, grouping)
     kw = dict(by=by, selector=selector)
     parts = []
     if view.kind == "histogram":

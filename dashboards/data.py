@@ -215,10 +215,13 @@ class DataSource:
         return self.memo(("rate", metric), lambda: downsample(
             views.counter_rate(self.metric_rows(metric)), self.max_points))
 
-    def quantiles(self, family: str, qs=(0.5, 0.99), window_s: float | None = None) -> pd.DataFrame:
-        """`ts, series, q, value, lower, upper` for a histogram family, e.g. `vllm:inter_token_latency_seconds`."""
-        return self.memo(("quantiles", family, tuple(qs), window_s), lambda: views.quantiles(
-            self.metric_rows(family + "_bucket"), qs, max_points=self.max_points, window_s=window_s))
+    def quantiles(self, family: str, qs=(0.5, 0.99), window_s: float | None = None,
+                  grouping: str = "model") -> pd.DataFrame:
+        """`ts, series, q, value, lower, upper` for a histogram family, e.g. `vllm:inter_token_latency_seconds`,
+        pooled per `grouping` (model, instance or engine)."""
+        return self.memo(("quantiles", family, tuple(qs), window_s, grouping), lambda: views.quantiles(
+            self.metric_rows(family + "_bucket"), qs, max_points=self.max_points, window_s=window_s,
+            grouping=grouping))
 
     def request_views(self, grouping: str = "model") -> dict:
         """The request-level views (`analyzers/request_views`) of every target pooled, per `grouping`

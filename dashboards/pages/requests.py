@@ -8,7 +8,7 @@ import dash
 from dash import Input, Output, callback, dcc, html
 
 from stallscope.analyzers import request_views as RV
-from stallscope.dashboards import data
+from stallscope.dashboards import data, views
 from stallscope.render import figures_requests as figs
 
 dash.register_page(__name__, path="/requests", name="Requests", order=3)
@@ -16,10 +16,7 @@ dash.register_page(__name__, path="/requests", name="Requests", order=3)
 GRAPHS = [v.key for v in RV.VIEWS] + [f"{v.key}-heatmap" for v in RV.VIEWS if v.heatmap]
 
 layout = html.Div([
-    html.Div([html.Label("group by "), dcc.RadioItems(
-        id="requests-grouping", value="model", inline=True,
-        options=[{"label": "model", "value": "model"}, {"label": "model, instance", "value": "instance"},
-                 {"label": "model, instance, engine", "value": "engine"}])], className="note"),
+    views.grouping_control("requests-grouping"),
     html.P("Each panel is the PromQL of `stallscope grafana` evaluated here (docs/grafana.md); bands show the "
            "histogram bucket each quantile falls in.", className="note"),
     html.Div([dcc.Graph(id=f"requests-{key}") for key in GRAPHS], className="grid"),
@@ -30,8 +27,8 @@ layout = html.Div([
           Input("app-live", "n_intervals"))
 def update(grouping, _tick):
     src = data.current()
-    views = src.request_views(grouping or "model")
-    series, heatmaps = views.get("series", {}), views.get("heatmaps", {})
+    computed = src.request_views(grouping or "model")
+    series, heatmaps = computed.get("series", {}), computed.get("heatmaps", {})
     out = [figs.view_figure(series.get(v.key), v, slo_s=float(src.thresholds[v.slo]) if v.slo else None)
            for v in RV.VIEWS]
     return *out, *(figs.heatmap_figure(heatmaps.get(v.key), v) for v in RV.VIEWS if v.heatmap)

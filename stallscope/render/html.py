@@ -99,7 +99,7 @@ def render_html(report, *, findings=None, title: str = "stallscope analysis") ->
     parts.append(_table(["name", "source", "samples", "gpu rows", "steps", "from", "to"],
                         [[k, v.get("source", ""), v.get("samples", 0), v.get("gpu", 0), v.get("steps", 0),
                           v.get("start", ""), v.get("end", "")] for k, v in srcs.items()]))
-    parts.append("<h2>Whole-run quantiles</h2>")
+    parts.append("<h2>Whole-run quantiles per diagnosed target</h2>")
     q = report.quantiles
     parts.append(_table(["target", "ITL P50", "ITL P99", "TTFT P50", "TTFT P99", "stream time in ITL gaps > SLO"],
                         [[t, *(v.get(k, {}).get("text", "n/a") for k in ("itl_p50", "itl_p99", "ttft_p50",

@@ -73,6 +73,13 @@ def test_requests_callback(source):
     assert "P99 engine=0,model_name=small,target=vllm" in {t.name for t in by_engine.data}
 
 
+def test_latency_pools_per_model_and_drills_down(source):
+    pooled, _ = page_module("latency").update(0, "model")
+    assert {t.name for t in pooled.data if (t.name or "").startswith("P99")} == {"P99 model_name=small"}
+    drilled, _ = page_module("latency").update(0, "engine")
+    assert {t.name for t in drilled.data if (t.name or "").startswith("P99")} == {"P99 vllm model_name=small engine=0"}
+
+
 def test_latency_callback(source):
     itl, ttft = page_module("latency").update(0)
     p99 = _traces(itl, "P99")[0]
