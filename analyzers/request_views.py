@@ -161,9 +161,12 @@ def evaluate(samples: pd.DataFrame, view: View, eval_ts: np.ndarray, window_ns: 
     by = by_labels(samples, grouping)
     kw = dict(by=by, selector=selector)
     parts = []
-    if view.kind == "histogram":
+    if view.kind == "histogram":  # bucket rates once, then every quantile of them
+        groups = Q.bucket_rates(samples, view.metric, eval_ts, window_ns, **kw)
         for (name, _), q in zip(promql(view), QUANTILES):
-            parts.append(_long(Q.quantile_range(samples, view.metric, q, eval_ts, window_ns, **kw), name))
+            rows = [Q.quantile_rows(q, labels, les, counts, eval_ts) for labels, les, counts in groups.values()]
+            if rows:
+                parts.append(_long(pd.concat([pd.DataFrame(r) for r in rows], ignore_index=True), name))
         parts.append(_ratio(Q.rate_range(samples, view.metric + "_sum", eval_ts, window_ns, **kw),
                             Q.rate_range(samples, view.metric + "_count", eval_ts, window_ns, **kw), "mean"))
     elif view.kind == "rate":
@@ -184,6 +187,23 @@ def evaluate(samples: pd.DataFrame, view: View, eval_ts: np.ndarray, window_ns: 
     return out.dropna(subset=["value"]).reset_index(drop=True) if len(out) else _empty()
 
 
+def metrics_of(view: View) -> tuple[str, ...]:
+    """The sample metric names a view reads."""
+    if view.kind == "histogram":
+        return tuple(view.metric + s for s in ("_bucket", "_sum", "_count"))
+    return (view.metric, *(m for _, m in view.extra), *((view.denominator,) if view.denominator else ()))
+
+
+def _per_view(samples: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """{view key: the rows of the metrics it reads}, from one pass over the frame."""
+    index = samples.groupby("metric", sort=False, observed=True).indices
+    out = {}
+    for v in VIEWS:
+        rows = [index[m] for m in metrics_of(v) if m in index]
+        out[v.key] = samples.iloc[np.sort(np.concatenate(rows))] if rows else samples.iloc[:0]
+    return out
+
+
 def _empty() -> pd.DataFrame:
     return pd.DataFrame({"ts": pd.Series(dtype="int64"), **{c: pd.Series(dtype=object) for c in ("group", "series")},
                          **{c: pd.Series(dtype=float) for c in ("value", "bucket_lo", "bucket_hi")}})
@@ -201,11 +221,12 @@ def heatmap(samples: pd.DataFrame, view: View, eval_ts: np.ndarray, window_ns: i
 
 
 def default_grid(samples: pd.DataFrame, window_s: float | None = None, max_points: int = 600) -> tuple[np.ndarray, int]:
-    """(eval times, window ns): Grafana's `$__rate_interval` floor (4 scrape intervals) unless `window_s` is given."""
+    """(eval times, window ns) as Grafana picks them: at most `max_points` steps (`$__interval`) and the window
+    `$__rate_interval` = max(step + scrape interval, 4 scrape intervals), unless `window_s` is given."""
     ts = np.unique(samples["ts"].to_numpy(dtype=np.int64))
     interval = int(np.median(np.diff(ts))) if len(ts) > 1 else 15 * Q.NS
-    window = int(window_s * Q.NS) if window_s else 4 * interval
     step = max(interval, -(-(int(ts[-1]) - int(ts[0])) // max_points)) if len(ts) else interval
+    window = int(window_s * Q.NS) if window_s else max(step + interval, 4 * interval)
     start = min(int(ts[0]) + window, int(ts[-1])) if len(ts) else 0
     return Q.grid(start, int(ts[-1]) if len(ts) else 0, step), window
 
@@ -217,7 +238,9 @@ def compute(samples: pd.DataFrame, *, grouping: str = "model", window_s: float |
         return {v.key: _empty() for v in VIEWS}
     grid_ts, window = default_grid(samples, window_s)
     eval_ts = grid_ts if eval_ts is None else np.asarray(eval_ts, dtype=np.int64)
-    return {v.key: evaluate(samples, v, eval_ts, window, grouping=grouping, selector=selector) for v in VIEWS}
+    per_view = _per_view(samples)
+    return {v.key: evaluate(per_view[v.key], v, eval_ts, window, grouping=grouping, selector=selector)
+            for v in VIEWS}
 
 
 def summary(samples: pd.DataFrame, *, grouping: str = "model", selector=None) -> pd.DataFrame:
@@ -228,11 +251,11 @@ def summary(samples: pd.DataFrame, *, grouping: str = "model", selector=None) ->
         return pd.DataFrame(columns=["view", "group", "series", "value", "bucket_lo", "bucket_hi", "text"])
     t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
     at, window = np.array([t1], dtype=np.int64), max(t1 - t0, 1)
-    rows = []
+    rows, per_view = [], _per_view(samples)
     for v in VIEWS:
-        r = evaluate(samples, v, at, window, grouping=grouping, selector=selector)
+        r = evaluate(per_view[v.key], v, at, window, grouping=grouping, selector=selector)
         if v.kind == "gauge":  # a gauge's whole-run number is its peak, not its last value
-            r = _gauge_peak(samples, v, grouping, selector)
+            r = _gauge_peak(per_view[v.key], v, grouping, selector)
         rows.append(r.assign(view=v.key))
     out = pd.concat(rows, ignore_index=True)
     out["text"] = [_text(BY_KEY[k], s, x, lo, hi) for k, s, x, lo, hi in
@@ -242,6 +265,8 @@ def summary(samples: pd.DataFrame, *, grouping: str = "model", selector=None) ->
 
 def _gauge_peak(samples, view: View, grouping: str, selector) -> pd.DataFrame:
     ts = np.unique(samples["ts"].to_numpy(dtype=np.int64))
+    if not len(ts):
+        return _empty()
     r = evaluate(samples, view, ts, 0, grouping=grouping, selector=selector)
     if not len(r):
         return r

@@ -137,6 +137,6 @@ def request_views_of(frames: dict, grouping: str = "model") -> dict:
         return {}
     samples = pd.concat(parts, ignore_index=True)
     eval_ts, window = RV.default_grid(samples)
-    return {"series": {v.key: RV.evaluate(samples, v, eval_ts, window, grouping=grouping) for v in RV.VIEWS},
+    return {"series": RV.compute(samples, grouping=grouping),
             "heatmaps": {v.key: RV.heatmap(samples, v, eval_ts, window) for v in RV.VIEWS if v.heatmap},
             "summary": RV.summary(samples, grouping=grouping), "window_s": window / 1e9}
