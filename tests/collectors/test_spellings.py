@@ -78,6 +78,7 @@ def test_analyze_gives_identical_findings_and_quantiles_for_every_spelling(runs,
         got_code, got = _analyze(capsys, [str(runs / prefix.replace(":", "C"))])
         assert got_code == code and got["findings"] == want["findings"], prefix
         assert got["quantiles"] == want["quantiles"], prefix
+        assert got["request_views"] == want["request_views"] and len(want["request_views"]) >= 15, prefix
 
 
 def test_collect_import_stores_the_canonical_names(runs, tmp_path, capsys):
