@@ -125,9 +125,9 @@ def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, threshol
     return out
 
 
-def request_views_of(frames: dict, grouping: str = "model") -> dict:
-    """The request-level views of every target's samples pooled on one timeline, per model by default:
-    {"series": {view key: frame}, "heatmaps": {view key: frame}, "summary": frame}."""
+def request_views_of(frames: dict, grouping: str = "model", selector=None) -> dict:
+    """The request-level views of every target's samples pooled on one timeline, per model by default, of the
+    series `selector` matches (e.g. `model_name=~"a|b"`): {"series": {view key: frame}, "heatmaps": ..., "summary": frame}."""
     import pandas as pd
 
     from stallscope.analyzers import request_views as RV
@@ -137,6 +137,7 @@ def request_views_of(frames: dict, grouping: str = "model") -> dict:
         return {}
     samples = pd.concat(parts, ignore_index=True)
     eval_ts, window = RV.default_grid(samples)
-    return {"series": RV.compute(samples, grouping=grouping),
-            "heatmaps": {v.key: RV.heatmap(samples, v, eval_ts, window) for v in RV.VIEWS if v.heatmap},
-            "summary": RV.summary(samples, grouping=grouping), "window_s": window / 1e9}
+    return {"series": RV.compute(samples, grouping=grouping, selector=selector),
+            "heatmaps": {v.key: RV.heatmap(samples, v, eval_ts, window, selector=selector)
+                         for v in RV.VIEWS if v.heatmap},
+            "summary": RV.summary(samples, grouping=grouping, selector=selector), "window_s": window / 1e9}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -223,13 +224,23 @@ class DataSource:
             self.metric_rows(family + "_bucket"), qs, max_points=self.max_points, window_s=window_s,
             grouping=grouping))
 
-    def request_views(self, grouping: str = "model") -> dict:
+    def request_views(self, grouping: str = "model", models: tuple[str, ...] = ()) -> dict:
         """The request-level views (`analyzers/request_views`) of every target pooled, per `grouping`
-        (model, instance, engine): {"series": {view key: frame}, "heatmaps": {...}, "summary": frame}."""
+        (model, instance, engine), of `models` only when given (the model picker):
+        {"series": {view key: frame}, "heatmaps": {...}, "summary": frame}."""
         from stallscope.analyzers.sources import request_views_of
 
-        return self.memo(("request_views", grouping), lambda: request_views_of(
-            {"all": {"samples": self.frames()["samples"]}}, grouping))
+        selector = [("model_name", "=~", "|".join(re.escape(m) for m in models))] if models else None
+        return self.memo(("request_views", grouping, tuple(models)), lambda: request_views_of(
+            {"all": {"samples": self.frames()["samples"]}}, grouping, selector))
+
+    def model_names(self) -> list[str]:
+        """The `model_name` values of the samples (the model picker's options)."""
+        def compute():
+            labels = self.frames()["samples"]["labels"].to_numpy(dtype=object)
+            unique = {id(d): d for d in labels}.values()     # parsers share one dict per series
+            return sorted({d["model_name"] for d in unique if isinstance(d, dict) and d.get("model_name")})
+        return self.memo(("model_names",), compute)
 
     def gpu_metric(self, metric: str) -> pd.DataFrame:
         """`ts, series, value` of one canonical GPU metric, a series per GPU, downsampled."""

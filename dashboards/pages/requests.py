@@ -17,18 +17,20 @@ GRAPHS = [v.key for v in RV.VIEWS] + [f"{v.key}-heatmap" for v in RV.VIEWS if v.
 
 layout = html.Div([
     views.grouping_control("requests-grouping"),
+    dcc.Dropdown(id="requests-model", multi=True, placeholder="all models (model_name)", className="note"),
     html.P("Each panel is the PromQL of `stallscope grafana` evaluated here (docs/grafana.md); bands show the "
            "histogram bucket each quantile falls in.", className="note"),
     html.Div([dcc.Graph(id=f"requests-{key}") for key in GRAPHS], className="grid"),
 ], className="page")
 
 
-@callback(*(Output(f"requests-{key}", "figure") for key in GRAPHS), Input("requests-grouping", "value"),
-          Input("app-live", "n_intervals"))
-def update(grouping, _tick):
+@callback(*(Output(f"requests-{key}", "figure") for key in GRAPHS), Output("requests-model", "options"),
+          Input("requests-grouping", "value"), Input("app-live", "n_intervals"), Input("requests-model", "value"))
+def update(grouping, _tick, models=None):
     src = data.current()
-    computed = src.request_views(grouping or "model")
+    computed = src.request_views(grouping or "model", tuple(models or ()))
     series, heatmaps = computed.get("series", {}), computed.get("heatmaps", {})
     out = [figs.view_figure(series.get(v.key), v, slo_s=float(src.thresholds[v.slo]) if v.slo else None)
            for v in RV.VIEWS]
-    return *out, *(figs.heatmap_figure(heatmaps.get(v.key), v) for v in RV.VIEWS if v.heatmap)
+    return (*out, *(figs.heatmap_figure(heatmaps.get(v.key), v) for v in RV.VIEWS if v.heatmap),
+            [{"label": m, "value": m} for m in src.model_names()])

@@ -60,8 +60,11 @@ def test_overview_callback(source):
 def test_requests_callback(source):
     from stallscope.analyzers import request_views as RV
 
-    figs = page_module("requests").update("model", 0)
+    *figs, options = page_module("requests").update("model", 0)
     assert len(figs) == len(RV.VIEWS) + sum(v.heatmap for v in RV.VIEWS)
+    assert options == [{"label": "small", "value": "small"}]        # the model picker
+    picked = page_module("requests").update("model", 0, ["other"])[[v.key for v in RV.VIEWS].index("itl")]
+    assert not [t for t in picked.data if (t.name or "").startswith("P99")]  # another model: nothing of small
     itl = figs[[v.key for v in RV.VIEWS].index("itl")]
     lines = {t.name: t for t in itl.data if t.name}
     assert set(lines) == {f"{s} model_name=small" for s in ("P50", "P90", "P95", "P99", "mean")}
