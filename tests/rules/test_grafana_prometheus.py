@@ -4,6 +4,7 @@ Dash page and the HTML report show equal Prometheus's within bucket resolution."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import subprocess
@@ -48,7 +49,8 @@ def run(tmp_path_factory):
                                str(port), "--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048"],
                               stdout=log, stderr=subprocess.STDOUT)
     body = DCGM.read_bytes()
-    dcgm = FakePrometheus(lambda _path: (200, body), content_type="text/plain; version=0.0.4").__enter__()
+    stack = contextlib.ExitStack()
+    dcgm = stack.enter_context(FakePrometheus(lambda _path: (200, body), content_type="text/plain; version=0.0.4"))
     rules = sorted((ROOT / "rules").glob("*.rules.yaml"))
     try:
         wait_until(lambda: _up(url), timeout=90, poll=0.2, what="refserver /metrics")
@@ -77,7 +79,7 @@ def run(tmp_path_factory):
                 loop.join(10)
             yield prom, db, t_start, t_end
     finally:
-        dcgm.__exit__(None, None, None)
+        stack.close()
         server.terminate()
         server.wait(20)
         log.close()
