@@ -31,6 +31,7 @@ class Report:
     thresholds: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
     roofline: dict | None = None
+    request_views: dict = field(default_factory=dict)  # {"series", "heatmaps", "summary"}: analyzers/request_views
 
     def findings_frame(self) -> pd.DataFrame:
         """The `findings` frame (for figure shading), in the report's order."""

@@ -132,9 +132,10 @@ __all__ = ["PrometheusServer", "free_port", "promtool", "backfill_openmetrics", 
 
 
 class FakePrometheus:
-    """A loopback HTTP server answering every /api/v1/* GET with `answer(path)` -> (status, body bytes)."""
+    """A loopback HTTP server answering every /api/v1/* GET with `answer(path)` -> (status, body bytes); with
+    `content_type="text/plain; version=0.0.4"` it is a static scrape target (e.g. a recorded /metrics body)."""
 
-    def __init__(self, answer):
+    def __init__(self, answer, content_type: str = "application/json"):
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
@@ -142,7 +143,7 @@ class FakePrometheus:
             def do_GET(self):
                 code, body = answer(self.path)
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

@@ -94,12 +94,14 @@ def _from_nsys(args) -> SourceResult:
 
 def _from_metrics(args) -> SourceResult:
     from stallscope.cli.analyze_metrics import report
+    from stallscope.render.json import request_views_json
     from stallscope.render.text import report_text
 
     rep = report(args)
     text = report_text(rep) if args.format == "text" else ""
-    return SourceResult(sections={"quantiles": rep.quantiles, "sources": rep.sources}, findings=rep.findings,
-                        text=text, report=rep)
+    return SourceResult(sections={"quantiles": rep.quantiles, "sources": rep.sources,
+                                  "request_views": request_views_json(rep.request_views)},
+                        findings=rep.findings, text=text, report=rep)
 
 
 # (argument dest, reader). Each reader takes the parsed args and returns a SourceResult.
