@@ -58,8 +58,9 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
                   chunking: Chunking | None = None) -> dict:
     """{decode_step_s, prefill_s_per_token, source}: from steps (least squares), metrics, or the roofline.
 
-    From the metrics, a chunked prompt's prefill time spans all its chunk steps, each carrying the running
-    decodes too: with a known budget B the decode share (one decode step per B prompt tokens) is taken out."""
+    From the metrics: a request's prefill time (first scheduled to first token) holds its steps' fixed and
+    decode work too, so one decode step (ITL P50) per prefilled request is taken out, and with a known chunk
+    budget B one more per B computed tokens (a chunked prompt spans all its chunk steps)."""
     if steps is not None and len(steps) >= 8:
         st = steps.dropna(subset=["num_prefill_tokens", "num_decode_tokens"])
         dur = (st["end_ns"] - st["start_ns"]).to_numpy(dtype=float) / 1e9
@@ -77,12 +78,17 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
     if prompt > 0 and prefill_time > 0 and np.isfinite(decode):
         tokens = ("computed prompt token" if _computed(signals) else
                   "prompt token; " + NOT_SEPARATED + ": with prefix caching the cost per token reads low")
-        per_token = float(prefill_time / prompt)
+        raw = float(prefill_time / prompt)
+        # a request's prefill time also holds each of its steps' fixed and decode work: one decode step per
+        # request, and with a known chunk budget B one more per B computed tokens
+        steps = np.nansum(signals["prefill_count_rate"].to_numpy(dtype=float)) if "prefill_count_rate" in signals else 0.0
         if chunking is not None and chunking.enabled and chunking.budget:
-            per_token = max(per_token - decode / chunking.budget, 0.25 * per_token)
+            steps += prompt / chunking.budget
             tokens += f", less one decode step per {chunking.budget}-token chunk"
+        per_token = max((prefill_time - decode * steps) / prompt, 0.25 * raw)
         return {"decode_step_s": decode, "prefill_s_per_token": per_token,
-                "source": f"the metrics (request_prefill_time_seconds per {tokens}; ITL P50 as the decode step)"}
+                "source": f"the metrics (request_prefill_time_seconds per {tokens}, less one ITL P50 decode step "
+                          "per prefilled request; ITL P50 as the decode step)"}
     if roofline_cost:
         return dict(roofline_cost)
     return {"decode_step_s": decode if np.isfinite(decode) else 0.0, "prefill_s_per_token": float("nan"),

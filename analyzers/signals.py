@@ -49,7 +49,7 @@ COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "it
            "ttft_p99", "ttft_p99_lo", "ttft_p99_hi", "ttft_p50", "itl_rate", "itl_stall_share", "itl_above_slo_rate",
            "prompt_rate", "gen_rate", "preempt_rate", "prefill_time_rate", "long_prefill_rate", "running",
            "waiting", "kv_usage", "prompt_computed", "waiting_total", "asleep", "tokens_per_output", "live_gen_rate",
-           "live_prompt_rate", "live_mean_itl"]
+           "live_prompt_rate", "live_mean_itl", "prefill_count_rate"]
 
 
 def scrape_interval_ns(samples: pd.DataFrame) -> int:
@@ -101,7 +101,8 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     cols: dict[str, dict[str, np.ndarray]] = {}
     parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT, ITERATION)] + [f + "_sum" for f in ITL] + [
         "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
-        "vllm:request_prefill_time_seconds_sum", "vllm:num_requests_running", "vllm:num_requests_waiting",
+        "vllm:request_prefill_time_seconds_sum", "vllm:request_prefill_time_seconds_count",
+        "vllm:num_requests_running", "vllm:num_requests_waiting",
         "vllm:kv_cache_usage_perc", BY_SOURCE, BY_REASON, SLEEP, DRAFTS, ACCEPTED])
     none = samples.iloc[:0]
 
@@ -131,7 +132,8 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
 
     for metric, tag in (("vllm:prompt_tokens_total", "prompt_rate"), ("vllm:generation_tokens_total", "gen_rate"),
                         ("vllm:num_preemptions_total", "preempt_rate"),
-                        ("vllm:request_prefill_time_seconds_sum", "prefill_time_rate")):
+                        ("vllm:request_prefill_time_seconds_sum", "prefill_time_rate"),
+                        ("vllm:request_prefill_time_seconds_count", "prefill_count_rate")):
         for g, v in rate(metric).items():
             put(tag, g, v)
     for metric, tag, agg in (("vllm:num_requests_running", "running", "sum"),
