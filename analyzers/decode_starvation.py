@@ -157,9 +157,13 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
                 f"requests are RUNNING but the live mean gap per stream reached "
                 f"{_fmt_gap(ev['live_mean_itl_s_max'])} against a {slo * 1e3:.0f} ms SLO (ITL is recorded only "
                 "when a frozen stream gets its next token, so the generation counter shows the stall first).")
-    else:
+    elif ev["itl_p99_bucket_s"][0] >= slo:
         lead = (f"Running streams{where} froze while long prompts were prefilled: ITL P99 reached {ev['itl_p99']} "
                 f"against a {slo * 1e3:.0f} ms SLO (up to {share:.1%} of stream time in gaps above it).")
+    else:
+        lead = (f"Running streams{where} froze while long prompts were prefilled: up to {share:.1%} of stream time "
+                f"sat in gaps above the {slo * 1e3:.0f} ms SLO, though ITL P99 stayed at {ev['itl_p99']} (a freeze "
+                "is one ITL sample per stream, however long it lasts).")
     if chunking.enabled is False:
         how = (f" With {chunking.describe()}, one step computes a whole prompt, and every decode in a step waits for "
                "the whole step, so the step holds every running stream for the prompt's prefill time.")
@@ -167,7 +171,7 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
         how = (f" With {chunking.describe()}, a step still computes up to {chunking.budget} prompt tokens, and every "
                "decode in it waits for the whole step.")
     else:
-        how = (f" {chunking.describe().capitalize()}. Every decode in a step waits for the whole step, so a step "
+        how = (f" {_cap(chunking.describe())}. Every decode in a step waits for the whole step, so a step "
                "that computes a long prompt holds every running stream.")
     text = f"{lead}{how} Decided by: {ep.decided_by}."
     if ev["prompt_tokens_source"] != "local_compute":
@@ -195,3 +199,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
     found = stream_stalls.detect(signals, thresholds=thresholds, steps=steps, roofline_cost=roofline_cost,
                                  budget_advice=budget_advice, chunking=chunking)
     return [f for f in found if f.kind != "scheduler_stall"]
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
