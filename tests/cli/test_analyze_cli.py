@@ -113,7 +113,7 @@ def test_prometheus_source_gives_the_same_diagnosis(tmp_path, capsys):
     assert {f["kind"] for f in out["findings"]} == {"decode_starvation"}
     # long prompts at 5, 15, 25, 35 s: every stall is inside a flagged window
     starts = [f["start"] for f in out["findings"]]
-    assert len(starts) in (1, 2, 3, 4) and sum(f["evidence"].get("long_prefills", 0) > 0 for f in out["findings"])
+    assert len(starts) in (1, 2, 3, 4) and sum(f["evidence"]["episode"]["long_prefills"] > 0 for f in out["findings"])
     assert out["sources"] and all(v["kind"] == "prometheus" for v in out["sources"].values())
 
 
