@@ -11,8 +11,9 @@ Method (the episode and its cause come from stallscope.analyzers.episodes; this 
    `source="local_compute"` where vLLM exports them, and a finding made from `prompt_tokens_total` (before
    0.16) says it could not separate them. With a step trace, the exact offending steps are attached.
 3. The recommendation sizes `--max-num-batched-tokens` so one step (decode + chunk) fits the SLO, from the
-   what-if simulation of the traced workload, else the step trace's fitted cost, else the metrics (prefill
-   time per computed prompt token, less the decode share of a chunked prompt's steps; ITL P50), else a
+   what-if simulation of the traced workload, else the step trace's fitted cost, else the metrics (the cost
+   per computed prompt token fitted over scrape increments, stallscope.analyzers.prefill_cost, less the
+   decode share of a chunked prompt's steps; else prefill time per computed token; ITL P50), else a
    roofline cost passed in by the caller; never the budget already in use (advice.slo_levers otherwise).
    Each target's cost comes from that target alone, so a run gets the same advice analyzed alone or with
    its siblings.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from stallscope.analyzers import prefill_cost
 from stallscope.analyzers.advice import chunked_prefill_recommendation
 from stallscope.analyzers.chunking import Chunking
 from stallscope.analyzers.quantiles import format_quantile
@@ -55,7 +57,7 @@ def flags(signals: pd.DataFrame, thresholds: dict) -> tuple[np.ndarray, np.ndarr
 
 
 def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roofline_cost: dict | None = None,
-                  chunking: Chunking | None = None) -> dict:
+                  chunking: Chunking | None = None, samples: pd.DataFrame | None = None) -> dict:
     """{decode_step_s, prefill_s_per_token, source}: from steps (least squares), metrics, or the roofline.
 
     From the metrics: a request's prefill time (first scheduled to first token) holds its steps' fixed and
@@ -75,6 +77,15 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
     prompt = np.nansum(signals["prompt_rate"].to_numpy(dtype=float))
     prefill_time = np.nansum(signals["prefill_time_rate"].to_numpy(dtype=float))
     decode = _nanmedian(signals["itl_p50"])
+    fitted = prefill_cost.fit(samples) if np.isfinite(decode) else None
+    if fitted is not None:
+        per_token, what = fitted["per_token_s"], ""
+        if chunking is not None and chunking.enabled and chunking.budget:
+            per_token = max(per_token - decode / chunking.budget, 0.25 * per_token)
+            what = f", less one decode step per {chunking.budget}-token chunk"
+        return {"decode_step_s": decode, "prefill_s_per_token": per_token,
+                "source": f"the metrics (a least-squares fit of request_prefill_time_seconds on requests and computed "
+                          f"prompt tokens over {fitted['intervals']} scrape intervals{what}; ITL P50 as the decode step)"}
     if prompt > 0 and prefill_time > 0 and np.isfinite(decode):
         tokens = ("computed prompt token" if _computed(signals) else
                   "prompt token; " + NOT_SEPARATED + ": with prefix caching the cost per token reads low")

@@ -52,7 +52,8 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         config = known or _inferred(eps)
         if config != (known or C.UNKNOWN) or config.source == "inferred from metrics":  # judge again with it
             eps = E.find(sig, thresholds=th, chunking=config, window_ns=window, step_ns=step, live_ns=live)
-        cost = DS.estimate_cost(sig, steps, roofline_cost, config)
+        own = samples[samples["target"].fillna("") == target] if samples is not None and "target" in samples else None
+        cost = DS.estimate_cost(sig, steps, roofline_cost, config, own)
         out += [_finding(ep, sig, th, cost, config, stalls, budget_advice) for ep in eps]
     return out
 
