@@ -47,7 +47,7 @@ def recommendation_cost(run: Path, slo: float, found: list[dict]) -> dict:
                 "prompt_tokens_source": ev["prompt_tokens_source"], "from": "finding evidence"}
     samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
     sig = signals.compute(samples, thresholds=load_thresholds(itl_slo_s=slo))
-    cost = decode_starvation.estimate_cost(sig)
+    cost = decode_starvation.estimate_cost(sig, samples=samples)
     return {"prefill_s_per_token": cost["prefill_s_per_token"], "source": cost["source"],
             "prompt_tokens_source": "local_compute" if decode_starvation._computed(sig) else "prompt_tokens_total",
             "from": "estimate_cost (no finding)"}
