@@ -86,3 +86,30 @@ def test_nsight_stalls_under_the_slo_are_info_and_above_it_are_not():
     assert all(f.evidence["duration_ns"] < 200e6 and "within the 200.0 ms ITL SLO" in f.explanation for f in under)
     over = build_report(trace, stall_factor=1.5, itl_slo_ns=30_000_000)["findings"]
     assert {f.severity for f in over} == {"critical"}                # >= 2 x a 30 ms SLO
+
+
+def _counter_frame(intervals):
+    """Cumulative request prefill counters per 1 s scrape from (requests, tokens, seconds) increments."""
+    import pandas as pd
+
+    rows, t, n, p = [], 0.0, 0.0, 0.0
+    for k, (dn, dp, dt) in enumerate([(0, 0, 0.0), *intervals]):
+        n, p, t = n + dn, p + dp, t + dt
+        for metric, v in (("vllm:request_prefill_time_seconds_sum", t), ("vllm:request_prefill_time_seconds_count", n),
+                          ("vllm:request_prefill_kv_computed_tokens_sum", p)):
+            rows.append({"ts": k * 10**9, "metric": metric, "value": v, "target": "", "labels": {}, "le": None})
+    return pd.DataFrame(rows)
+
+
+def test_prefill_cost_separates_the_per_request_part_from_the_per_token_cost():
+    from stallscope.analyzers import prefill_cost
+
+    a, c = 0.004, 2.3e-4      # 4 ms per request besides its tokens, 0.23 ms per computed token
+    intervals = [(3, 96, 3 * a + 96 * c), (4, 128, 4 * a + 128 * c), (1, 1200, a + 1200 * c),
+                 (2, 64, 2 * a + 64 * c), (3, 1296, 3 * a + 1296 * c)]
+    fit = prefill_cost.fit(_counter_frame(intervals))
+    assert fit["per_token_s"] == pytest.approx(c, rel=1e-6) and fit["per_request_s"] == pytest.approx(a, rel=1e-6)
+    # a ratio of sums would blur them: (sum of seconds) / (sum of tokens) reads 8 % high here
+    assert sum(i[2] for i in intervals) / sum(i[1] for i in intervals) == pytest.approx(1.081 * c, rel=0.001)
+    # requests of one size cannot separate the two terms: the fit declines
+    assert prefill_cost.fit(_counter_frame([(2, 3000, 0.7), (1, 1500, 0.35), (3, 4500, 1.05)])) is None
