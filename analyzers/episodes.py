@@ -87,8 +87,11 @@ def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5, ref_scale
     missed_ref = awake & ((p99_lo >= slo) | (share * ref_scale >= MISSED_SHARE))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.maximum.reduce([p99_lo / slo, share / (2 * MISSED_SHARE), np.where(frozen, live_gap / slo, 0.0)])
-    # the alert rules' test: fewer than `generation_tokens_rate_low` tokens/s and no prompt token (rules/render.py)
-    nothing = frozen & (_col(sig, "live_gen_rate", 0.0) < gen_low) & (_col(sig, "live_prompt_rate", 0.0) <= 0)
+    # the alert rules' test: fewer than `generation_tokens_rate_low` tokens/s and no prompt token over the live
+    # window (rules/render.py); at scrape resolution, no progress for longer than the SLO (a live window longer
+    # than the freeze still holds the tokens from before it)
+    nothing = frozen & (((_col(sig, "live_gen_rate", 0.0) < gen_low) & (_col(sig, "live_prompt_rate", 0.0) <= 0))
+                        | (_col(sig, "nothing_for_s", 0.0) > slo))
     return {"missed": missed, "frozen": frozen, "interference": interference, "ratio": ratio,
             "nothing_moves": nothing, "missed_ref": missed_ref}
 
@@ -135,6 +138,7 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
     long_work = st["frozen"][i:j + 1] & (_col(sig, "live_prompt_rate", 0.0)[i:j + 1] >= prefill_rate_high)
     nothing = st["nothing_moves"][i:j + 1]
     run_nothing = max((b - a + 1 for a, b in runs_of(nothing)), default=0)
+    nothing_for = float(np.nanmax(_col(sig, "nothing_for_s", 0.0)[i:j + 1])) if j >= i else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         per_prefill = above_prefill / (long_prefills * streams) if long_prefills > 0 and streams > 0 else float("nan")
     return {"windows": j - i + 1, "windows_missed": int(st["missed"][i:j + 1].sum()),
@@ -142,7 +146,7 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
             "itl_samples_above_slo": above, "itl_samples_above_slo_at_prefills": above_prefill, "preemptions": preempt, "running_median": streams,
             "stalls_per_long_prefill_per_stream": per_prefill,
             "windows_frozen_computing_prompts": int(long_work.sum()), "windows_nothing_moves": int(nothing.sum()),
-            "nothing_moves_s": run_nothing * step_s + live_s if run_nothing else 0.0,
+            "nothing_moves_s": max(run_nothing * step_s + live_s if run_nothing else 0.0, nothing_for),
             "windows_prefill_free": int((_col(sig, "prompt_rate", 0.0)[i:j + 1] <= 0).sum())}
 
 
