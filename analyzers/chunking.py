@@ -18,7 +18,7 @@ assumes, so every starvation finding states which one it used and how it was kno
    ITL samples), so one outlier gap does not pass for a chunk; a step is taken to hold a long prefill when
    the estimate is at least `1.5 x 512` (the bucket bounds make it coarse; pass `--max-num-batched-tokens`
    to be exact). A gap still open is in no histogram yet: when the live counters show the streams frozen with
-   nothing moving for at least half of T, one step held a whole prompt, so chunking reads off after all. Without long
+   nothing moving for at least 3/4 of T, one step held (nearly) a whole prompt, so chunking reads off after all. Without long
    prompts in the histograms, the stalls decide: about one ITL sample above the SLO per long prefill per
    stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell: vLLM
    counts a prompt's computed tokens in the step where its prefill completes, chunked or not
@@ -167,10 +167,14 @@ def infer_from_histograms(samples) -> Chunking:
                     long_prefill_s=t_long)
 
 
+FROZEN_SHARE = 0.75   # a freeze this share of a whole long prefill is one step holding (nearly) all of it
+
+
 def frozen_through_prefill(inferred: Chunking, longest_freeze_s: float) -> Chunking:
-    """An inferred "on" overruled by a live freeze as long as half a long prefill with nothing moving: the ITL
-    histogram had not yet recorded that gap (the streams were still frozen), but one step held them that long."""
-    if inferred.enabled and inferred.long_prefill_s and longest_freeze_s >= 0.5 * inferred.long_prefill_s:
+    """An inferred "on" overruled by a live freeze of at least 3/4 of a long prefill with nothing moving: the
+    ITL histogram had not yet recorded that gap (the streams were still frozen), but one step held them about
+    as long as a whole prefill takes (a chunk step holds one chunk's share of it)."""
+    if inferred.enabled and inferred.long_prefill_s and longest_freeze_s >= FROZEN_SHARE * inferred.long_prefill_s:
         return Chunking(False, None, "inferred from metrics",
                         f"the streams froze for {longest_freeze_s:.1f} s with nothing moving, as long as a whole "
                         f"prefill ({inferred.long_prefill_s:.3g} s): one step held the whole prompt",
