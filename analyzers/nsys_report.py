@@ -85,8 +85,7 @@ def build_report(trace, *, gap_threshold_ns: int = DEFAULT_THRESHOLD_NS, stall_f
     gaps = find_gaps(ops_frame(ops, trace.memops), threshold_ns=gap_threshold_ns, overhead=trace.overhead)
     by_role = kernels.groupby("role", observed=True)["dur_ns"].agg(["sum", "size"])
     total = float(by_role["sum"].sum()) or 1.0
-    metrics = (trace.gpu_metrics.groupby(["device_id", "metric"])["value"].mean().round(3).reset_index()
-               if len(trace.gpu_metrics) else pd.DataFrame())
+    metrics = trace.gpu_metrics[["device_id", "metric", "value"]].round({"value": 3})
     return {
         "source": {"kind": "nsys", "path": trace.path, "nsys_version": trace.version,
                    "schema_version": trace.meta.get("EXPORT_SCHEMA_VERSION"),
