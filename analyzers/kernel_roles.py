@@ -158,31 +158,41 @@ def _split_kv_before_combine(k: pd.DataFrame, attn: np.ndarray, combine: np.ndar
 class BatchClassifier:
     """`classify` for kernel batches in start order that carry StringIds ids (`name_id`), not names:
     each distinct name is matched once for the whole trace. A split-KV attention kernel whose combine
-    kernel lands in the next batch is reported by `classify` there, in `flipped` (its row handle)."""
+    kernel lands in a later batch comes back from that batch's `classify` in `flipped`, as the handle
+    `remember` stored for it."""
 
     def __init__(self, name_of, table: dict | None = None):
         self.name_of, self.table = name_of, table or default_table()
         self.ids = np.zeros(0, dtype=np.int64)  # sorted ids seen so far
         self.facts = {k: v[:-1] for k, v in name_facts([], self.table).items()}
         self.carry: dict = {"flipped": []}
+        self.phase = np.zeros(0, np.int8)
 
-    def classify(self, batch: pd.DataFrame, handle) -> tuple[pd.DataFrame, list]:
-        """(`batch` classified, handles of earlier rows now known to be split-KV decode). `handle(row)`
-        names a row of this batch for a later flip (called only for the last attention row per stream)."""
-        ids = batch["name_id"].to_numpy()
+    def codes(self, ids: np.ndarray) -> np.ndarray:
+        """Index of each id into the per-name facts (names not seen before are matched now)."""
         new = np.setdiff1d(np.unique(ids), self.ids)
         if len(new):
-            more = name_facts(list(self.name_of(new)), self.table)
+            more = name_facts([str(n) for n in self.name_of(new)], self.table)
             merged = np.r_[self.ids, new]
             order = np.argsort(merged, kind="stable")
             self.facts = {k: np.r_[self.facts[k], more[k][:-1]][order] for k in self.facts}
             self.ids = merged[order]
-        codes = np.searchsorted(self.ids, ids)
-        facts = {k: v for k, v in self.facts.items()}
+        return np.searchsorted(self.ids, ids)
+
+    def roles(self, ids: np.ndarray) -> np.ndarray:
+        """Index into ROLES of each kernel name id."""
+        return self.facts["role"][self.codes(ids)] if len(ids) else np.zeros(0, np.int64)
+
+    def classify(self, batch: pd.DataFrame) -> tuple[pd.DataFrame, list]:
+        """(`batch` classified as `classify` does, handles of earlier kernels now known to be split-KV decode)."""
+        codes = self.codes(batch["name_id"].to_numpy())
         self.carry["flipped"] = []
-        out = _apply(batch.copy(), facts, codes, self.carry)
-        flipped = list(self.carry["flipped"])
-        for key, value in list(self.carry.items()):
-            if key != "flipped" and isinstance(value[1], int):
-                self.carry[key] = (value[0], handle(value[1]))
-        return out, flipped
+        out = _apply(batch.copy(), self.facts, codes, self.carry)
+        self.phase = out["attention_phase"].cat.codes.to_numpy()
+        return out, list(self.carry["flipped"])
+
+    def remember(self, handle) -> None:
+        """Store `handle(row, phase)` for the last attention kernel of each stream in the last batch."""
+        for key, value in self.carry.items():
+            if key != "flipped" and isinstance(value[1], (int, np.integer)):
+                self.carry[key] = (value[0], handle(int(value[1]), int(self.phase[value[1]])))

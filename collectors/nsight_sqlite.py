@@ -54,12 +54,13 @@ SQL_META = "SELECT name, value FROM {table}"
 SQL_CAPTURE_GRAPH_MODE = "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%CUDA_GRAPH_TRACE_OPTIONS:MODE'"
 SQL_STRINGS = "SELECT id, coalesce(value, '') FROM StringIds"
 KERNEL_COLUMNS = ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "name_id", "short_id", "grid_x",
-                  "global_pid", "graph_node_id", "correlation_id"]
+                  "global_pid", "graph_node_id", "correlation_id", "row_id"]
 SQL_KERNELS = """
 SELECT start, end, deviceId, contextId, streamId, coalesce(demangledName, -1), coalesce(shortName, -1), gridX,
-       coalesce(globalPid, 0), coalesce(graphNodeId, -1), coalesce(correlationId, -1)
+       coalesce(globalPid, 0), coalesce(graphNodeId, -1), coalesce(correlationId, -1), rowid
 FROM CUPTI_ACTIVITY_KIND_KERNEL
 """
+SQL_ROWS_BETWEEN = " WHERE rowid BETWEEN ? AND ?"
 SQL_ORDER = " ORDER BY start, rowid"  # only for an export whose rows are not already in start order
 # the launching call: same correlationId in the same process (globalTid & 0xFFFFFFFFFF000000 == globalPid)
 SQL_LAUNCHES = """
@@ -137,6 +138,16 @@ class NsysTrace:
         with _reader(self.path) as (conn, adb):
             launches = (LaunchIndex.read(adb, launch_value) if with_launches and RUNTIME in self.tables else None)
             yield from _kernel_frames(adb, self, rows, launches, progress, ordered)
+
+    def kernel_rows_between(self, ranges: list[tuple[int, int]]) -> Iterator[pd.DataFrame]:
+        """Kernel frames (no launch calls) of the rows whose row ids lie in the (first, last) `ranges`."""
+        if KERNEL not in self.tables:
+            return
+        dropped = _Dropped(KERNEL)  # counted and warned about by the full read already
+        with _reader(self.path) as (conn, adb):
+            for lo, hi in ranges:
+                for batch in arrow_batches(adb, SQL_KERNELS + SQL_ROWS_BETWEEN, (int(lo), int(hi))):
+                    yield kernel_frame(int_columns(batch, KERNEL_COLUMNS, KERNEL), dropped, None)
 
     def name_of(self, ids: np.ndarray, *, short: bool = False) -> np.ndarray:
         """Object array of the strings behind StringIds ids (unknown demangled ids are named as such)."""
@@ -238,8 +249,9 @@ class LaunchIndex:
     With the default value (the launch call's start) every call is its own run; with the step range that
     holds the call (trace_steps passes `launch_value`) a trace of any length needs O(steps) memory."""
 
-    def __init__(self, runs: dict):
+    def __init__(self, runs: dict, column: str = "launch_ns"):
         self.runs = runs  # masked globalPid -> (first correlation id, last, value) arrays, sorted by first
+        self.column = column  # the kernel frame column its values go to
 
     @classmethod
     def read(cls, adb, value_fn=None) -> "LaunchIndex":
@@ -252,7 +264,7 @@ class LaunchIndex:
                 parts.setdefault(int(gpid), []).append(_runs(cols["corr"][sel], value[sel]))
                 if len(parts[int(gpid)]) > 8:  # merge as we go: memory stays O(runs)
                     parts[int(gpid)] = [_merge_runs(parts[int(gpid)])]
-        return cls({g: _merge_runs(p) for g, p in parts.items()})
+        return cls({g: _merge_runs(p) for g, p in parts.items()}, "launch_value" if value_fn else "launch_ns")
 
     def lookup(self, gpid: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(found, value) per kernel: whether its launch call was traced, and that call's value."""
@@ -359,7 +371,8 @@ def in_start_order(run: Callable[[bool], object]) -> object:
 
 
 def kernel_frame(cols: dict, dropped: _Dropped, launches: LaunchIndex | None) -> pd.DataFrame:
-    """One batch of kernel rows as a frame: ids as read, `dur_ns`, `pid` and `launch_ns` (NaN: no call)."""
+    """One batch of kernel rows as a frame: ids as read, `dur_ns`, `pid` and `launch_ns` (NaN: no call;
+    `launch_value` instead when the LaunchIndex holds values, not call starts)."""
     keep = dropped.keep(cols["start_ns"], cols["end_ns"])
     if not keep.all():
         cols = {k: v[keep] for k, v in cols.items()}
@@ -372,7 +385,7 @@ def kernel_frame(cols: dict, dropped: _Dropped, launches: LaunchIndex | None) ->
         df["launch_ns"] = np.full(len(df), np.nan)
     else:
         found, value = launches.lookup(cols["global_pid"], cols["correlation_id"])
-        df["launch_ns"] = np.where(found, value, np.nan)
+        df[launches.column] = np.where(found, value, np.nan)
     return df
 
 
