@@ -57,7 +57,7 @@ def _batches(trace: NsysTrace, builder: StepBuilder, rows: int, progress, ordere
         return iter([trace.kernels])
     # the launch join keeps, per run of consecutive calls, only the step range that holds them
     value = builder.index.launch_value if builder.index is not None else _no_range
-    return trace.kernel_batches(rows, launch_value=value, progress=progress, ordered=ordered)
+    return trace.kernel_batches(rows, launch_value=value, progress=progress, ordered=ordered, lean=True)
 
 
 def _no_range(gpid: np.ndarray, start: np.ndarray) -> np.ndarray:

@@ -62,31 +62,33 @@ def _stall_intervals(steps: pd.DataFrame, med: np.ndarray, k: float) -> list[tup
 def top_kernels(frames: Iterable[pd.DataFrame], intervals: list[tuple[int, int]]) -> list[list[dict]]:
     """Per interval [s, e): the kernels overlapping it, ranked by time inside it (clipped), from `frames`
     (batches holding at least every kernel that overlaps an interval; start_ns, end_ns, short_name, role)."""
-    sums: list[dict] = [{} for _ in intervals]
-    for f in frames:
-        if f.empty:
-            continue
-        start, end = f["start_ns"].to_numpy(), f["end_ns"].to_numpy()
-        name = f["short_name"].astype(object).to_numpy()
-        role = f["role"].astype(object).to_numpy() if "role" in f else np.full(len(f), "other", dtype=object)
-        for acc, (s, e) in zip(sums, intervals):
-            inside = np.nonzero((start < e) & (end > s))[0]
-            clipped = np.minimum(end[inside], e) - np.maximum(start[inside], s)
-            for key, ns in zip(zip(name[inside], role[inside]), clipped.tolist()):
-                t = acc.setdefault(key, [0, 0])
-                t[0] += ns
-                t[1] += 1
-    return [_ranked(acc) for acc in sums]
+    parts = [f for f in frames if len(f)]
+    if not parts:
+        return [[] for _ in intervals]
+    ops = pd.concat([p[["start_ns", "end_ns", "short_name"]].assign(
+        role=p["role"].astype(object) if "role" in p else "other") for p in parts], ignore_index=True)
+    ops = ops.sort_values("start_ns", kind="stable")
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    name, role = ops["short_name"].astype(object).to_numpy(), ops["role"].to_numpy()
+    longest = int((end - start).max())
+    out = []
+    for s, e in intervals:
+        lo, hi = np.searchsorted(start, [s - longest, e])
+        inside = lo + np.nonzero(end[lo:hi] > s)[0]
+        clipped = (np.minimum(end[inside], e) - np.maximum(start[inside], s)).tolist()
+        acc: dict = {}
+        for key, ns in zip(zip(name[inside], role[inside]), clipped):
+            t = acc.setdefault(key, [0, 0])
+            t[0] += ns
+            t[1] += 1
+        out.append(_ranked(acc))
+    return out
 
 
 def _ranked(acc: dict) -> list[dict]:
-    if not acc:
-        return []
-    top = (pd.DataFrame([(n, r, t, c) for (n, r), (t, c) in sorted(acc.items())],
-                        columns=["name", "role", "total_ns", "instances"])
-           .sort_values("total_ns", ascending=False).head(TOP_KERNELS).reset_index(drop=True))
-    return [{"name": r.name, "role": r.role, "total_ns": int(r.total_ns), "instances": int(r.instances)}
-            for r in top.itertuples()]
+    """Top TOP_KERNELS by time; ties keep (name, role) order, as pandas' descending sort of a groupby does."""
+    ranked = sorted(sorted(acc.items()), key=lambda kv: -kv[1][0])[:TOP_KERNELS]
+    return [{"name": n, "role": r, "total_ns": int(t), "instances": int(c)} for (n, r), (t, c) in ranked]
 
 
 def _fmt_ms(ns: float) -> str:

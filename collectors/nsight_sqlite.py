@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import sqlite3
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
@@ -60,7 +64,15 @@ SELECT start, end, deviceId, contextId, streamId, coalesce(demangledName, -1), c
        coalesce(globalPid, 0), coalesce(graphNodeId, -1), coalesce(correlationId, -1), rowid
 FROM CUPTI_ACTIVITY_KIND_KERNEL
 """
-SQL_ROWS_BETWEEN = " WHERE rowid BETWEEN ? AND ?"
+LEAN_COLUMNS = [c for c in KERNEL_COLUMNS if c not in ("short_id", "graph_node_id")]  # what the report needs
+SQL_KERNELS_LEAN = """
+SELECT start, end, deviceId, contextId, streamId, coalesce(demangledName, -1), gridX,
+       coalesce(globalPid, 0), coalesce(correlationId, -1), rowid
+FROM CUPTI_ACTIVITY_KIND_KERNEL
+"""
+PREFETCH = 2  # batches read ahead by a thread (the ADBC read runs outside the GIL)
+SQL_ROWS_BETWEEN = "rowid BETWEEN ? AND ?"  # OR-ed, one per range: SQLite seeks each on the row-id b-tree
+MAX_RANGES = 400  # ranges per query (2 bound parameters each)
 SQL_ORDER = " ORDER BY start, rowid"  # only for an export whose rows are not already in start order
 # the launching call: same correlationId in the same process (globalTid & 0xFFFFFFFFFF000000 == globalPid)
 SQL_LAUNCHES = """
@@ -126,18 +138,26 @@ class NsysTrace:
         return str(self.meta.get("EXPORT_PRODUCT_VERSION", "unknown"))
 
     def kernel_batches(self, rows: int = BATCH_ROWS, *, with_launches: bool = True, launch_value=None,
-                       progress: Progress | None = None, ordered: bool = False) -> Iterator[pd.DataFrame]:
+                       progress: Progress | None = None, ordered: bool = False,
+                       lean: bool = False) -> Iterator[pd.DataFrame]:
         """The kernels, `rows` at a time, in start order (ties in table order), as `kernel_frame`s.
 
         nsys writes rows in start order; where a file's are not, UnsortedKernels is raised at the first
         row out of order and the caller starts over with `ordered=True` (SQLite sorts, on disk).
         `launch_value(masked globalPid, launch start) -> int64 array` replaces `launch_ns` by a smaller
-        per-launch value (the step range that holds the call), so the join keeps O(runs) memory."""
+        per-launch value (the step range that holds the call), so the join keeps O(runs) memory. `lean`:
+        only the columns the report needs (no `short_id`, `graph_node_id`). The runtime table is read
+        by a second thread while the first kernel batches are read ahead."""
         if KERNEL not in self.tables:
             return
-        with _reader(self.path) as (conn, adb):
-            launches = (LaunchIndex.read(adb, launch_value) if with_launches and RUNTIME in self.tables else None)
-            yield from _kernel_frames(adb, self, rows, launches, progress, ordered)
+        sql, names = (SQL_KERNELS_LEAN, LEAN_COLUMNS) if lean else (SQL_KERNELS, KERNEL_COLUMNS)
+        with _reader(self.path) as (conn, adb), _reader(self.path) as (_, adb_runtime), \
+                ThreadPoolExecutor(1) as pool:
+            launches = (pool.submit(LaunchIndex.read, adb_runtime, launch_value)
+                        if with_launches and RUNTIME in self.tables else None)
+            batches = arrow_batches(adb, sql + (SQL_ORDER if ordered else ""), rows=rows)
+            with closing(_prefetched(batches)) as ahead:
+                yield from _kernel_frames(ahead, names, self, launches, progress)
 
     def kernel_rows_between(self, ranges: list[tuple[int, int]]) -> Iterator[pd.DataFrame]:
         """Kernel frames (no launch calls) of the rows whose row ids lie in the (first, last) `ranges`."""
@@ -145,8 +165,10 @@ class NsysTrace:
             return
         dropped = _Dropped(KERNEL)  # counted and warned about by the full read already
         with _reader(self.path) as (conn, adb):
-            for lo, hi in ranges:
-                for batch in arrow_batches(adb, SQL_KERNELS + SQL_ROWS_BETWEEN, (int(lo), int(hi))):
+            for i in range(0, len(ranges), MAX_RANGES):
+                part = ranges[i:i + MAX_RANGES]
+                sql = SQL_KERNELS + " WHERE " + " OR ".join([SQL_ROWS_BETWEEN] * len(part))
+                for batch in arrow_batches(adb, sql, tuple(int(v) for r in part for v in r)):
                     yield kernel_frame(int_columns(batch, KERNEL_COLUMNS, KERNEL), dropped, None)
 
     def name_of(self, ids: np.ndarray, *, short: bool = False) -> np.ndarray:
@@ -346,11 +368,52 @@ def _drop_implausible(df: pd.DataFrame, table: str) -> pd.DataFrame:
     return df if keep.all() else df[keep].reset_index(drop=True)
 
 
-def _kernel_frames(adb, trace: NsysTrace, rows: int, launches: LaunchIndex | None,
-                   progress: Progress | None, ordered: bool) -> Iterator[pd.DataFrame]:
+def _prefetched(batches: Iterator, depth: int = PREFETCH) -> Iterator:
+    """`batches`, read `depth` ahead by a worker thread; its errors are raised here. Close it (e.g.
+    with contextlib.closing) so the worker stops before the connection it reads from."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop, done = threading.Event(), object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for batch in batches:
+                if not put(batch):
+                    return
+            put(done)
+        except BaseException as exc:  # handed to the reading thread, which raises it
+            put(exc)
+
+    worker = threading.Thread(target=work, name="nsys-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
+
+
+def _kernel_frames(batches, names: list[str], trace: NsysTrace, launches: Future | None,
+                   progress: Progress | None) -> Iterator[pd.DataFrame]:
     dropped, done, last = _Dropped(KERNEL), 0, None
-    for batch in arrow_batches(adb, SQL_KERNELS + (SQL_ORDER if ordered else ""), rows=rows):
-        frame = kernel_frame(int_columns(batch, KERNEL_COLUMNS, KERNEL), dropped, launches)
+    for batch in batches:
+        if isinstance(launches, Future):
+            launches = launches.result()
+        frame = kernel_frame(int_columns(batch, names, KERNEL), dropped, launches)
         starts = frame["start_ns"].to_numpy()
         if len(starts) and ((last is not None and starts[0] < last) or np.any(starts[1:] < starts[:-1])):
             raise UnsortedKernels(trace.path)
@@ -379,8 +442,9 @@ def kernel_frame(cols: dict, dropped: _Dropped, launches: LaunchIndex | None) ->
     df = pd.DataFrame(cols)
     df["dur_ns"] = cols["end_ns"] - cols["start_ns"]
     df["pid"] = _pid(cols["global_pid"])
-    node = cols["graph_node_id"]
-    df["graph_node_id"] = np.where(node >= 0, node, np.nan)
+    if "graph_node_id" in cols:
+        node = cols["graph_node_id"]
+        df["graph_node_id"] = np.where(node >= 0, node, np.nan)
     if launches is None:
         df["launch_ns"] = np.full(len(df), np.nan)
     else:
