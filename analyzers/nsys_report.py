@@ -16,7 +16,7 @@ import pandas as pd
 
 from stallscope.analyzers.gpu_gaps import DEFAULT_THRESHOLD_NS
 from stallscope.analyzers.kernel_roles import ROLES
-from stallscope.analyzers.nsys_scan import scan_kernels, stall_rows
+from stallscope.analyzers.nsys_scan import kernel_summary, scan_kernels, stall_rows
 from stallscope.analyzers.trace_stalls import cuda_graph_findings, find_decode_starvation
 from stallscope.collectors.nsight_sqlite import BATCH_ROWS, KERNEL, RUNTIME, Progress, launch_calls
 from stallscope.core.errors import TraceError
@@ -68,6 +68,21 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
+def _source(trace) -> dict:
+    return {"kind": "nsys", "path": trace.path, "nsys_version": trace.version,
+            "schema_version": trace.meta.get("EXPORT_SCHEMA_VERSION"),
+            "session_start_utc_ns": trace.session_start_ns, "cuda_graph_trace_mode": trace.graph_trace_mode}
+
+
+def kernel_summary_report(trace, *, batch_rows: int = BATCH_ROWS, progress: Progress | None = None) -> dict:
+    """Only the kernel summary (`--report kern_sum`): `source` and `kernel_summary` of build_report."""
+    if KERNEL not in trace.tables:
+        raise TraceError(no_kernels_message(trace))
+    summary = kernel_summary(trace, batch_rows=batch_rows, progress=progress)
+    return {"source": _source(trace) | {"kernels": int(summary["instances"].sum()), "tables_missing": list(trace.missing)},
+            "kernel_summary": _records(summary)}
+
+
 def build_report(trace, *, gap_threshold_ns: int = DEFAULT_THRESHOLD_NS, stall_factor: float = 3.0,
                  roles_table: dict | None = None, itl_slo_ns: int = 200_000_000, batch_rows: int = BATCH_ROWS,
                  progress: Progress | None = None) -> dict:
@@ -86,9 +101,7 @@ def build_report(trace, *, gap_threshold_ns: int = DEFAULT_THRESHOLD_NS, stall_f
     total = float(scan.role_ns.sum()) or 1.0
     metrics = trace.gpu_metrics[["device_id", "metric", "value"]].round({"value": 3})
     return {
-        "source": {"kind": "nsys", "path": trace.path, "nsys_version": trace.version,
-                   "schema_version": trace.meta.get("EXPORT_SCHEMA_VERSION"),
-                   "session_start_utc_ns": trace.session_start_ns, "cuda_graph_trace_mode": trace.graph_trace_mode,
+        "source": _source(trace) | {
                    "kernels": scan.kernels, "memops": int(len(trace.memops)), "nvtx_ranges": int(len(trace.nvtx)),
                    "graph_launches": int(len(trace.graph_launches)), "kernels_with_launch_call": scan.with_launch,
                    "tables_missing": list(trace.missing), "gpus": _records(trace.gpus),

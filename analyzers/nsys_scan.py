@@ -57,7 +57,7 @@ def _batches(trace: NsysTrace, builder: StepBuilder, rows: int, progress, ordere
         return iter([trace.kernels])
     # the launch join keeps, per run of consecutive calls, only the step range that holds them
     value = builder.index.launch_value if builder.index is not None else _no_range
-    return trace.kernel_batches(rows, launch_value=value, progress=progress, ordered=ordered, lean=True)
+    return trace.kernel_batches(rows, launch_value=value, progress=progress, ordered=ordered, columns="report")
 
 
 def _no_range(gpid: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -153,6 +153,16 @@ def _chunk_index(k: pd.DataFrame) -> np.ndarray:
     rid, start, end = k["row_id"].to_numpy(), k["start_ns"].to_numpy(), k["end_ns"].to_numpy()
     last = np.r_[first[1:], len(k)] - 1
     return np.stack([rid[first], rid[last], start[first], np.maximum.reduceat(end, first)], axis=1)
+
+
+def kernel_summary(trace: NsysTrace, *, batch_rows: int = BATCH_ROWS, progress: Progress | None = None) -> pd.DataFrame:
+    """`nsys stats -r cuda_gpu_kern_sum` alone: three columns read, in any order, into duration counts."""
+    counts = DurationCounts()
+    batches = [trace.kernels] if trace.kernels is not None else trace.kernel_batches(
+        batch_rows, with_launches=False, progress=progress, columns="summary")
+    for k in batches:
+        counts.add(k["name_id"].to_numpy(), k["dur_ns"].to_numpy())
+    return _summary(trace, counts)
 
 
 def _summary(trace: NsysTrace, counts: DurationCounts) -> pd.DataFrame:

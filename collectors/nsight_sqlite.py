@@ -64,12 +64,14 @@ SELECT start, end, deviceId, contextId, streamId, coalesce(demangledName, -1), c
        coalesce(globalPid, 0), coalesce(graphNodeId, -1), coalesce(correlationId, -1), rowid
 FROM CUPTI_ACTIVITY_KIND_KERNEL
 """
-LEAN_COLUMNS = [c for c in KERNEL_COLUMNS if c not in ("short_id", "graph_node_id")]  # what the report needs
-SQL_KERNELS_LEAN = """
-SELECT start, end, deviceId, contextId, streamId, coalesce(demangledName, -1), gridX,
-       coalesce(globalPid, 0), coalesce(correlationId, -1), rowid
-FROM CUPTI_ACTIVITY_KIND_KERNEL
-"""
+COLUMN_SETS = {  # what each reader of kernel batches needs: (SELECT, column names)
+    "all": (SQL_KERNELS, KERNEL_COLUMNS),
+    "report": ("""SELECT start, end, deviceId, contextId, streamId, coalesce(demangledName, -1), gridX,
+                  coalesce(globalPid, 0), coalesce(correlationId, -1), rowid FROM CUPTI_ACTIVITY_KIND_KERNEL""",
+               [c for c in KERNEL_COLUMNS if c not in ("short_id", "graph_node_id")]),
+    "summary": ("SELECT start, end, coalesce(demangledName, -1) FROM CUPTI_ACTIVITY_KIND_KERNEL",
+                ["start_ns", "end_ns", "name_id"]),
+}
 PREFETCH = 2  # batches read ahead by a thread (the ADBC read runs outside the GIL)
 SQL_ROWS_BETWEEN = "rowid BETWEEN ? AND ?"  # OR-ed, one per range: SQLite seeks each on the row-id b-tree
 MAX_RANGES = 400  # ranges per query (2 bound parameters each)
@@ -139,18 +141,19 @@ class NsysTrace:
 
     def kernel_batches(self, rows: int = BATCH_ROWS, *, with_launches: bool = True, launch_value=None,
                        progress: Progress | None = None, ordered: bool = False,
-                       lean: bool = False) -> Iterator[pd.DataFrame]:
+                       columns: str = "all") -> Iterator[pd.DataFrame]:
         """The kernels, `rows` at a time, in start order (ties in table order), as `kernel_frame`s.
 
         nsys writes rows in start order; where a file's are not, UnsortedKernels is raised at the first
         row out of order and the caller starts over with `ordered=True` (SQLite sorts, on disk).
         `launch_value(masked globalPid, launch start) -> int64 array` replaces `launch_ns` by a smaller
-        per-launch value (the step range that holds the call), so the join keeps O(runs) memory. `lean`:
-        only the columns the report needs (no `short_id`, `graph_node_id`). The runtime table is read
-        by a second thread while the first kernel batches are read ahead."""
+        per-launch value (the step range that holds the call), so the join keeps O(runs) memory.
+        `columns`: a COLUMN_SETS key; "summary" (start, end, name id) comes in table order, unchecked.
+        The runtime table is read by a second thread while the first kernel batches are read ahead."""
         if KERNEL not in self.tables:
             return
-        sql, names = (SQL_KERNELS_LEAN, LEAN_COLUMNS) if lean else (SQL_KERNELS, KERNEL_COLUMNS)
+        sql, names = COLUMN_SETS[columns]
+        with_launches = with_launches and "correlation_id" in names
         with _reader(self.path) as (conn, adb), _reader(self.path) as (_, adb_runtime), \
                 ThreadPoolExecutor(1) as pool:
             launches = (pool.submit(LaunchIndex.read, adb_runtime, launch_value)
@@ -410,12 +413,13 @@ def _prefetched(batches: Iterator, depth: int = PREFETCH) -> Iterator:
 def _kernel_frames(batches, names: list[str], trace: NsysTrace, launches: Future | None,
                    progress: Progress | None) -> Iterator[pd.DataFrame]:
     dropped, done, last = _Dropped(KERNEL), 0, None
+    in_order = "row_id" in names  # every reader but the summary needs start order
     for batch in batches:
         if isinstance(launches, Future):
             launches = launches.result()
         frame = kernel_frame(int_columns(batch, names, KERNEL), dropped, launches)
         starts = frame["start_ns"].to_numpy()
-        if len(starts) and ((last is not None and starts[0] < last) or np.any(starts[1:] < starts[:-1])):
+        if in_order and len(starts) and ((last is not None and starts[0] < last) or np.any(starts[1:] < starts[:-1])):
             raise UnsortedKernels(trace.path)
         last = starts[-1] if len(starts) else last
         done += batch.num_rows
@@ -441,12 +445,14 @@ def kernel_frame(cols: dict, dropped: _Dropped, launches: LaunchIndex | None) ->
         cols = {k: v[keep] for k, v in cols.items()}
     df = pd.DataFrame(cols)
     df["dur_ns"] = cols["end_ns"] - cols["start_ns"]
-    df["pid"] = _pid(cols["global_pid"])
+    if "global_pid" in cols:
+        df["pid"] = _pid(cols["global_pid"])
     if "graph_node_id" in cols:
         node = cols["graph_node_id"]
         df["graph_node_id"] = np.where(node >= 0, node, np.nan)
     if launches is None:
-        df["launch_ns"] = np.full(len(df), np.nan)
+        if "correlation_id" in cols:
+            df["launch_ns"] = np.full(len(df), np.nan)
     else:
         found, value = launches.lookup(cols["global_pid"], cols["correlation_id"])
         df[launches.column] = np.where(found, value, np.nan)

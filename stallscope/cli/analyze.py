@@ -40,6 +40,9 @@ def add_arguments(parser) -> None:
                              "is a stall (default 3)")
     parser.add_argument("--kernel-roles", metavar="YAML", help="extra kernel-role patterns, tried before the shipped ones")
     parser.add_argument("--top", type=int, default=15, help="rows of each table in text output (default 15)")
+    parser.add_argument("--report", choices=["all", "kern_sum"], default="all",
+                        help="with --nsys: everything (default), or only the kernel summary, as "
+                             "`nsys stats -r cuda_gpu_kern_sum` (3 columns read: the fastest answer)")
     from stallscope.cli import analyze_metrics
 
     analyze_metrics.add_arguments(parser)  # RUN_DIR, --db, --prometheus, --html, --fail-on, ...
@@ -87,6 +90,8 @@ def _from_nsys(args) -> SourceResult:
     slo_ns = int(float(load_thresholds()["itl_slo_s"]) * 1e9)
     trace = open_export(args.nsys)  # everything but the kernels, which build_report streams in batches
     callback, bar = _progress_for(args.nsys)
+    if getattr(args, "report", "all") == "kern_sum":
+        return _kern_sum(trace, args, callback, bar)
     with bar:
         report = build_report(trace, gap_threshold_ns=int(args.gap_ms * 1e6), stall_factor=args.stall_factor,
                               roles_table=roles, itl_slo_ns=slo_ns, progress=callback)
@@ -94,6 +99,16 @@ def _from_nsys(args) -> SourceResult:
 
     text = nsys_text(report, top=args.top) if args.format == "text" else ""
     return SourceResult(sections=report, findings=report.pop("findings"), text=text, wall_clock=False)
+
+
+def _kern_sum(trace, args, callback, bar) -> SourceResult:
+    from stallscope.analyzers.nsys_report import kernel_summary_report
+    from stallscope.render.text import kern_sum_text
+
+    with bar:
+        report = kernel_summary_report(trace, progress=callback)
+    text = kern_sum_text(report, top=args.top) if args.format == "text" else ""
+    return SourceResult(sections=report, text=text, wall_clock=False)
 
 
 def _from_metrics(args) -> SourceResult:

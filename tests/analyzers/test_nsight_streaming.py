@@ -104,3 +104,25 @@ def test_launch_index_keeps_runs_of_consecutive_calls():
     index = LaunchIndex({0: runs})
     found, got = index.lookup(np.zeros(5, np.int64), np.array([3, 4, 11, 12, 6]))
     assert found.tolist() == [True, True, False, True, False] and got[found].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("path", [nsys_sample(TRAIN), nsys_sample(VIDEO), SAMPLE_TRACES / "starvation.sqlite"],
+                         ids=lambda p: p.stem)
+def test_report_kern_sum_is_the_full_reports_summary(path, capsys):
+    from stallscope.cli import main
+
+    assert main(["analyze", "--nsys", str(path), "--report", "kern_sum", "--format", "json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    full = _report(read_export(str(path)))
+    assert alone["kernel_summary"] == full["kernel_summary"] and alone["findings"] == []
+    assert alone["source"]["kernels"] == full["source"]["kernels"] > 3000
+
+
+def test_report_kern_sum_without_kernels_is_one_line(capsys):
+    from nsys_cases import LLMC
+
+    from stallscope.cli import main
+
+    assert main(["analyze", "--nsys", str(nsys_sample(LLMC)), "--report", "kern_sum"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUPTI_ACTIVITY_KIND_KERNEL table" in err
