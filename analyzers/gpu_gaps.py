@@ -41,6 +41,10 @@ def ops_frame(kernels: pd.DataFrame, memops: pd.DataFrame | None = None) -> pd.D
     return ops[ops["start_ns"] > 0].astype("int64")
 
 
+def _constant(a: np.ndarray) -> bool:
+    return bool(np.all(a == a[0]))
+
+
 class GapScanner:
     """Gaps longer than `threshold_ns` per (pid, device_id) over ops added in start order."""
 
@@ -56,7 +60,11 @@ class GapScanner:
         `index` give each op's place in the frame order, for ties between equal ends."""
         start, end = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
         pid, dev, ctx = (ops[c].to_numpy(np.int64) for c in ("pid", "device_id", "context_id"))
-        order = np.lexsort((index, source, start, dev, pid))
+        if len(start) and _constant(pid) and _constant(dev) and _constant(source) and np.all(start[1:] >= start[:-1]) \
+                and np.all(index[1:] > index[:-1]):
+            order = np.arange(len(start))  # one device, one source, already in (start, index) order
+        else:
+            order = np.lexsort((index, source, start, dev, pid))
         cols = [a[order] for a in (start, end, pid, dev, ctx, np.asarray(source, np.int64), np.asarray(index, np.int64))]
         bounds = np.nonzero(np.r_[True, (cols[2][1:] != cols[2][:-1]) | (cols[3][1:] != cols[3][:-1]), True])[0]
         for a, b in zip(bounds[:-1], bounds[1:]):

@@ -184,10 +184,11 @@ class BatchClassifier:
         return self.facts["role"][self.codes(ids)] if len(ids) else np.zeros(0, np.int64)
 
     def classify(self, batch: pd.DataFrame) -> tuple[pd.DataFrame, list]:
-        """(`batch` classified as `classify` does, handles of earlier kernels now known to be split-KV decode)."""
+        """(`batch` classified in place as `classify` does, handles of earlier kernels now known to be
+        split-KV decode)."""
         codes = self.codes(batch["name_id"].to_numpy())
         self.carry["flipped"] = []
-        out = _apply(batch.copy(), self.facts, codes, self.carry)
+        out = _apply(batch, self.facts, codes, self.carry)  # the batch is the caller's to give
         self.phase = out["attention_phase"].cat.codes.to_numpy()
         return out, list(self.carry["flipped"])
 

@@ -54,7 +54,7 @@ def scan_kernels(trace: NsysTrace, *, gap_threshold_ns: int, roles_table: dict |
 
 def _batches(trace: NsysTrace, builder: StepBuilder, rows: int, progress, ordered) -> Iterator[pd.DataFrame]:
     if trace.kernels is not None:
-        return iter([trace.kernels])
+        return iter([trace.kernels.copy()])  # classified in place: leave the caller's frame as it was
     # the launch join keeps, per run of consecutive calls, only the step range that holds them
     value = builder.index.launch_value if builder.index is not None else _no_range
     return trace.kernel_batches(rows, launch_value=value, progress=progress, ordered=ordered, columns="report")
@@ -77,7 +77,7 @@ def _scan(trace, gap_threshold_ns, roles_table, batch_rows, progress, ordered) -
         builder.flip_to_decode(flipped)
         dur, role = k["dur_ns"].to_numpy(), k["role"].cat.codes.to_numpy()
         counts.add(k["name_id"].to_numpy(), dur)
-        np.add.at(role_ns, role, dur)
+        role_ns += _sum_by(role, dur, len(ROLES))
         role_count += np.bincount(role, minlength=len(ROLES))
         with_launch += int(k["launch_value" if "launch_value" in k else "launch_ns"].notna().sum())
         kernel_ns += int(dur.sum())
@@ -98,6 +98,15 @@ def _scan(trace, gap_threshold_ns, roles_table, batch_rows, progress, ordered) -
                       info=steps_info(steps), gaps=gaps.result(trace.overhead), kernels=n, with_launch=with_launch,
                       kernel_ns=kernel_ns, graphs=graphs, classifier=classifier,
                       chunks=np.concatenate(chunks) if chunks else np.zeros((0, 4), np.int64), ordered=ordered)
+
+
+def _sum_by(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of `values` per group 0..n-1 (float bincount while sums stay below 2^53)."""
+    if len(values) == 0 or int(np.abs(values).max()) * len(values) < 2**53:
+        return np.bincount(group, weights=values, minlength=n).astype(np.int64)
+    out = np.zeros(n, np.int64)
+    np.add.at(out, group, values)
+    return out
 
 
 class _Merger:

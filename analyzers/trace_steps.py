@@ -96,9 +96,12 @@ class RangeIndex:
     def of_kernels(self, kernels: pd.DataFrame) -> np.ndarray:
         pid = kernels["pid"].to_numpy()
         if "launch_value" in kernels:  # the range of the launch call, looked up while reading
-            found = kernels["launch_value"].notna().to_numpy()
-            by_start = self.assign(pid, kernels["start_ns"].to_numpy(), np.zeros(len(pid), bool))
-            return np.where(found, kernels["launch_value"].fillna(-1).to_numpy().astype(np.int64), by_start)
+            value = kernels["launch_value"].to_numpy()
+            step = np.where(np.isnan(value), -1, value).astype(np.int64)
+            lost = np.nonzero(np.isnan(value))[0]  # no launch call traced: by the kernel's start
+            if len(lost):
+                step[lost] = self.assign(pid[lost], kernels["start_ns"].to_numpy()[lost], np.zeros(len(lost), bool))
+            return step
         use_launch = kernels["launch_ns"].notna().to_numpy()
         t = np.where(use_launch, kernels["launch_ns"].fillna(0).to_numpy(), kernels["start_ns"].to_numpy())
         return self.assign(pid, t.astype(np.int64), use_launch)
@@ -187,11 +190,10 @@ class StepAgg:
         attn = k["attention_core"].to_numpy(dtype=bool)[order] if "attention_core" in k else np.zeros(len(s), bool)
         phase = _phase_codes(k)[order]
         graph = (k["role"] == "cuda_graph").to_numpy()[order] if "role" in k else np.zeros(len(s), bool)
-        np.add.at(a["attn"], s[attn], 1)
+        size = len(a["count"])
+        for name, mask in (("attn", attn), ("pre", phase == 2), ("dec", phase == 1), ("graph", graph)):
+            a[name] += np.bincount(s[mask], minlength=size)  # PHASE_LABELS: '', decode, prefill
         np.maximum.at(a["grid"], s[attn], k["grid_x"].to_numpy()[order][attn])
-        np.add.at(a["pre"], s[phase == 2], 1)  # PHASE_LABELS: '', decode, prefill
-        np.add.at(a["dec"], s[phase == 1], 1)
-        np.add.at(a["graph"], s[graph], 1)
 
     def _busy(self, u: np.ndarray, s: np.ndarray, ks: np.ndarray, ke: np.ndarray) -> None:
         """Union of kernel intervals per step, with each step's open run from earlier batches in front."""
