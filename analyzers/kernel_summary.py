@@ -35,7 +35,7 @@ def round1(x):
 class DurationCounts:
     """Per name key: count of each distinct duration (ns), accumulated batch by batch in any order."""
 
-    MERGE_EVERY = 4_000_000  # pending pairs before they are folded into the table
+    FOLD_AT = 500_000  # pending pairs (at least; or as many as the table holds) before they are folded in
 
     def __init__(self):
         self.key = np.zeros(0, np.int64)
@@ -47,7 +47,7 @@ class DurationCounts:
     def add(self, key: np.ndarray, dur: np.ndarray) -> None:
         self.pending.append(_distinct(np.asarray(key, np.int64), np.asarray(dur, np.int64), None))
         self.pending_rows += len(self.pending[-1][0])
-        if self.pending_rows > self.MERGE_EVERY:
+        if self.pending_rows > max(self.FOLD_AT, len(self.key)):  # amortised: each fold at most doubles the work
             self._fold()
 
     def _fold(self) -> None:

@@ -60,29 +60,30 @@ def _stall_intervals(steps: pd.DataFrame, med: np.ndarray, k: float) -> list[tup
 
 
 def top_kernels(frames: Iterable[pd.DataFrame], intervals: list[tuple[int, int]]) -> list[list[dict]]:
-    """Per interval [s, e): the kernels overlapping it, ranked by time inside it (clipped), from `frames`
-    (batches holding at least every kernel that overlaps an interval; start_ns, end_ns, short_name, role)."""
-    parts = [f for f in frames if len(f)]
-    if not parts:
-        return [[] for _ in intervals]
-    ops = pd.concat([p[["start_ns", "end_ns", "short_name"]].assign(
-        role=p["role"].astype(object) if "role" in p else "other") for p in parts], ignore_index=True)
-    ops = ops.sort_values("start_ns", kind="stable")
-    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    name, role = ops["short_name"].astype(object).to_numpy(), ops["role"].to_numpy()
-    longest = int((end - start).max())
-    out = []
-    for s, e in intervals:
-        lo, hi = np.searchsorted(start, [s - longest, e])
-        inside = lo + np.nonzero(end[lo:hi] > s)[0]
-        clipped = (np.minimum(end[inside], e) - np.maximum(start[inside], s)).tolist()
-        acc: dict = {}
-        for key, ns in zip(zip(name[inside], role[inside]), clipped):
-            t = acc.setdefault(key, [0, 0])
-            t[0] += ns
-            t[1] += 1
-        out.append(_ranked(acc))
-    return out
+    """Per interval [s, e) (sorted, disjoint): the kernels overlapping it, ranked by time inside it
+    (clipped), from `frames` (batches holding at least every kernel that overlaps an interval; start_ns,
+    end_ns, short_name, role), taken one at a time."""
+    sums: list[dict] = [{} for _ in intervals]
+    iv_s, iv_e = np.array([iv[0] for iv in intervals]), np.array([iv[1] for iv in intervals])
+    for f in frames:
+        if not len(f):
+            continue
+        f = f.sort_values("start_ns", kind="stable")
+        start, end = f["start_ns"].to_numpy(), f["end_ns"].to_numpy()
+        name = f["short_name"].astype(object).to_numpy()
+        role = f["role"].astype(object).to_numpy() if "role" in f else np.full(len(f), "other", dtype=object)
+        longest = int((end - start).max())
+        first, last = np.searchsorted(iv_e, start[0], side="right"), np.searchsorted(iv_s, end.max(), side="left")
+        for i in range(first, last):  # the intervals this frame reaches
+            s, e = iv_s[i], iv_e[i]
+            lo, hi = np.searchsorted(start, [s - longest, e])
+            inside = lo + np.nonzero(end[lo:hi] > s)[0]
+            clipped = (np.minimum(end[inside], e) - np.maximum(start[inside], s)).tolist()
+            for key, ns in zip(zip(name[inside], role[inside]), clipped):
+                t = sums[i].setdefault(key, [0, 0])
+                t[0] += ns
+                t[1] += 1
+    return [_ranked(acc) for acc in sums]
 
 
 def _ranked(acc: dict) -> list[dict]:
