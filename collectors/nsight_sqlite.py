@@ -74,7 +74,8 @@ COLUMN_SETS = {  # what each reader of kernel batches needs: (SELECT, column nam
 }
 PREFETCH = 2  # batches read ahead by a thread (the ADBC read runs outside the GIL)
 SQL_ROWS_BETWEEN = "rowid BETWEEN ? AND ?"  # OR-ed, one per range: SQLite seeks each on the row-id b-tree
-MAX_RANGES = 400  # ranges per query (2 bound parameters each)
+MAX_RANGES = 100  # ranges per query (2 bound parameters each)
+REREAD_ROWS = 32_768  # rows per batch of a re-read: a few stalls' kernels at a time
 SQL_ORDER = " ORDER BY start, rowid"  # only for an export whose rows are not already in start order
 # the launching call: same correlationId in the same process (globalTid & 0xFFFFFFFFFF000000 == globalPid)
 SQL_LAUNCHES = """
@@ -171,7 +172,7 @@ class NsysTrace:
             for i in range(0, len(ranges), MAX_RANGES):
                 part = ranges[i:i + MAX_RANGES]
                 sql = SQL_KERNELS + " WHERE " + " OR ".join([SQL_ROWS_BETWEEN] * len(part))
-                for batch in arrow_batches(adb, sql, tuple(int(v) for r in part for v in r)):
+                for batch in arrow_batches(adb, sql, tuple(int(v) for r in part for v in r), rows=REREAD_ROWS):
                     yield kernel_frame(int_columns(batch, KERNEL_COLUMNS, KERNEL), dropped, None)
 
     def name_of(self, ids: np.ndarray, *, short: bool = False) -> np.ndarray:
