@@ -21,20 +21,17 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
-import sqlite3
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
-import adbc_driver_manager
-import adbc_driver_sqlite.dbapi as adbc
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from stallscope.collectors.arrow_sqlite import (BATCH_ROWS, LaunchIndex, arrow_batches, connections,
+                                                 decoded_texts, int_columns, prefetched)
 from stallscope.core.errors import TraceError
 from stallscope.core.schema import validate
 
@@ -47,9 +44,7 @@ NVTX = "NVTX_EVENTS"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # renamed in nsys 2023.4
 log = logging.getLogger(__name__)
 PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid
-BATCH_ROWS = 262_144  # kernel rows per batch: ~60 MB of frames in flight, whatever the trace's size
 MAX_NS = 2 ** 60  # a time past this is not on a trace clock (and end - start could overflow int64)
-DB_ERRORS = (adbc_driver_manager.Error, OSError, pa.ArrowException, sqlite3.DatabaseError)
 
 SQL_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 SQL_COUNT = "SELECT count(*) FROM {table}"  # table names come from sqlite_master, never from input
@@ -72,7 +67,6 @@ COLUMN_SETS = {  # what each reader of kernel batches needs: (SELECT, column nam
     "summary": ("SELECT start, end, coalesce(demangledName, -1) FROM CUPTI_ACTIVITY_KIND_KERNEL",
                 ["start_ns", "end_ns", "name_id"]),
 }
-PREFETCH = 2  # batches read ahead by a thread (the ADBC read runs outside the GIL)
 SQL_ROWS_BETWEEN = "rowid BETWEEN ? AND ?"  # OR-ed, one per range: SQLite seeks each on the row-id b-tree
 MAX_RANGES = 100  # ranges per query (2 bound parameters each)
 REREAD_ROWS = 32_768  # rows per batch of a re-read: a few stalls' kernels at a time
@@ -155,12 +149,13 @@ class NsysTrace:
             return
         sql, names = COLUMN_SETS[columns]
         with_launches = with_launches and "correlation_id" in names
-        with _reader(self.path) as (conn, adb), _reader(self.path) as (_, adb_runtime), \
+        with connections(self.path) as (conn, adb), connections(self.path) as (_, adb_runtime), \
                 ThreadPoolExecutor(1) as pool:
-            launches = (pool.submit(LaunchIndex.read, adb_runtime, launch_value)
+            launches = (pool.submit(LaunchIndex.read, arrow_batches(adb_runtime, SQL_LAUNCHES, (_signed(PID_MASK),)),
+                                    launch_value, RUNTIME)
                         if with_launches and RUNTIME in self.tables else None)
             batches = arrow_batches(adb, sql + (SQL_ORDER if ordered else ""), rows=rows)
-            with closing(_prefetched(batches)) as ahead:
+            with closing(prefetched(batches)) as ahead:
                 yield from _kernel_frames(ahead, names, self, launches, progress)
 
     def kernel_rows_between(self, ranges: list[tuple[int, int]]) -> Iterator[pd.DataFrame]:
@@ -168,7 +163,7 @@ class NsysTrace:
         if KERNEL not in self.tables:
             return
         dropped = _Dropped(KERNEL)  # counted and warned about by the full read already
-        with _reader(self.path) as (conn, adb):
+        with connections(self.path) as (conn, adb):
             for i in range(0, len(ranges), MAX_RANGES):
                 part = ranges[i:i + MAX_RANGES]
                 sql = SQL_KERNELS + " WHERE " + " OR ".join([SQL_ROWS_BETWEEN] * len(part))
@@ -206,124 +201,9 @@ def check_sqlite_file(path: str) -> None:
                          f"of {page_size} bytes ({pages * page_size} bytes)")
 
 
-def _uri(path: str) -> str:
-    return "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
-
-
-def _damaged(path: str, exc: Exception) -> TraceError:
-    return TraceError(f"{path!r} is not a readable SQLite database ({str(exc).strip()}); the file may be "
-                      "truncated or damaged: export it again with `nsys export --type sqlite`")
-
-
-class _reader:
-    """Context manager: (sqlite3 connection, ADBC connection), read-only; database errors -> TraceError."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def __enter__(self):
-        try:
-            self.conn = sqlite3.connect(_uri(self.path), uri=True)
-            self.conn.text_factory = lambda b: b.decode("utf-8", "replace")  # StringIds may hold invalid UTF-8
-            self.adb = adbc.connect(_uri(self.path))
-        except DB_ERRORS as exc:
-            raise _damaged(self.path, exc) from None
-        return self.conn, self.adb
-
-    def __exit__(self, kind, exc, tb):
-        self.conn.close()
-        self.adb.close()
-        if kind is not None and issubclass(kind, DB_ERRORS) and not issubclass(kind, TraceError):
-            if "Type mismatch" in str(exc) or "NULL" in str(exc):
-                raise TraceError(f"{os.path.basename(self.path)!r} holds a NULL or a value that is not a 64-bit "
-                                 f"integer among the times and ids of a table ({exc}); not an nsys export") from None
-            raise _damaged(self.path, exc) from None
-        return False
-
-
-def arrow_batches(adb, sql: str, params=None, rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """Record batches of `rows` rows of one query through ADBC (parameters bound, never formatted in)."""
-    cur = adb.cursor()
-    try:
-        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(rows)})
-        cur.execute(sql, params)
-        yield from cur.fetch_record_batch()
-    finally:
-        cur.close()
-
-
-def int_columns(batch: pa.RecordBatch, names: list[str], table: str) -> dict:
-    """Columns of an all-integer batch as int64 numpy arrays (zero-copy); TraceError on NULLs or non-integers."""
-    out = {}
-    for name, col in zip(names, batch.columns):
-        if col.null_count or not (pa.types.is_integer(col.type) or pa.types.is_null(col.type) and len(col) == 0):
-            bad = "a NULL" if col.null_count else f"a {col.type} value"
-            raise TraceError(f"{table} holds {bad} in its `{name}` column among the times and ids; not an nsys export")
-        out[name] = col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    return out
-
-
 def _int_frame(adb, sql: str, names: list[str], table: str, params=None) -> pd.DataFrame:
     parts = [int_columns(b, names, table) for b in arrow_batches(adb, sql, params)]
     return pd.DataFrame({n: np.concatenate([p[n] for p in parts]) if parts else np.zeros(0, np.int64) for n in names})
-
-
-class LaunchIndex:
-    """The runtime table's (process, correlationId) -> value map, as runs of consecutive correlation ids
-    with one value: CUPTI numbers API calls in order, so a trace of N launches is a few runs per value.
-
-    With the default value (the launch call's start) every call is its own run; with the step range that
-    holds the call (trace_steps passes `launch_value`) a trace of any length needs O(steps) memory."""
-
-    def __init__(self, runs: dict, column: str = "launch_ns"):
-        self.runs = runs  # masked globalPid -> (first correlation id, last, value) arrays, sorted by first
-        self.column = column  # the kernel frame column its values go to
-
-    @classmethod
-    def read(cls, adb, value_fn=None) -> "LaunchIndex":
-        parts: dict = {}
-        for batch in arrow_batches(adb, SQL_LAUNCHES, (_signed(PID_MASK),)):
-            cols = int_columns(batch, ["corr", "gpid", "start"], RUNTIME)
-            value = value_fn(cols["gpid"], cols["start"]) if value_fn else cols["start"]
-            for gpid in np.unique(cols["gpid"]):
-                sel = cols["gpid"] == gpid
-                parts.setdefault(int(gpid), []).append(_runs(cols["corr"][sel], value[sel]))
-                if len(parts[int(gpid)]) > 8:  # merge as we go: memory stays O(runs)
-                    parts[int(gpid)] = [_merge_runs(parts[int(gpid)])]
-        return cls({g: _merge_runs(p) for g, p in parts.items()}, "launch_value" if value_fn else "launch_ns")
-
-    def lookup(self, gpid: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(found, value) per kernel: whether its launch call was traced, and that call's value."""
-        found, value = np.zeros(len(corr), bool), np.zeros(len(corr), np.int64)
-        for g, (lo, hi, val) in self.runs.items():
-            sel = np.nonzero(gpid == g)[0]
-            pos = np.searchsorted(lo, corr[sel], side="right") - 1
-            ok = (pos >= 0) & (corr[sel] <= hi[np.clip(pos, 0, None)])
-            found[sel[ok]] = True
-            value[sel[ok]] = val[pos[ok]]
-        return found, value
-
-
-def _runs(corr: np.ndarray, value: np.ndarray) -> tuple:
-    """(lo, hi, value) runs of sorted consecutive ids with equal values (a repeated id keeps its first row)."""
-    order = np.argsort(corr, kind="stable")
-    c, v = corr[order], value[order]
-    keep = np.r_[True, c[1:] != c[:-1]]
-    c, v = c[keep], v[keep]
-    new = np.r_[True, (c[1:] != c[:-1] + 1) | (v[1:] != v[:-1])]
-    first = np.nonzero(new)[0]
-    last = np.r_[first[1:] - 1, len(c) - 1]
-    return c[first], c[last], v[first]
-
-
-def _merge_runs(parts: list) -> tuple:
-    lo, hi, val = (np.concatenate([p[i] for p in parts]) for i in range(3))
-    order = np.argsort(lo, kind="stable")
-    lo, hi, val = lo[order], hi[order], val[order]
-    join = np.r_[False, (lo[1:] == hi[:-1] + 1) & (val[1:] == val[:-1])]
-    first = np.nonzero(~join)[0]
-    last = np.r_[first[1:] - 1, len(lo) - 1] if len(lo) else first
-    return lo[first], hi[last], val[first]
 
 
 def strip_api_version(name: str) -> str:
@@ -370,45 +250,6 @@ def _drop_implausible(df: pd.DataFrame, table: str) -> pd.DataFrame:
     keep = dropped.keep(df["start_ns"].to_numpy(), df["end_ns"].to_numpy())
     dropped.warn()
     return df if keep.all() else df[keep].reset_index(drop=True)
-
-
-def _prefetched(batches: Iterator, depth: int = PREFETCH) -> Iterator:
-    """`batches`, read `depth` ahead by a worker thread; its errors are raised here. Close it (e.g.
-    with contextlib.closing) so the worker stops before the connection it reads from."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop, done = threading.Event(), object()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def work() -> None:
-        try:
-            for batch in batches:
-                if not put(batch):
-                    return
-            put(done)
-        except BaseException as exc:  # handed to the reading thread, which raises it
-            put(exc)
-
-    worker = threading.Thread(target=work, name="nsys-prefetch", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = q.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join()
 
 
 def _kernel_frames(batches, names: list[str], trace: NsysTrace, launches: Future | None,
@@ -485,22 +326,13 @@ def _memops(adb, tables) -> pd.DataFrame:
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def _decoded(col: pa.Array) -> np.ndarray:
-    """Object array of a BLOB column's texts (invalid UTF-8 replaced), decoded once per distinct value."""
-    enc = col.dictionary_encode() if len(col) else pa.array([], pa.binary()).dictionary_encode()
-    labels = np.array([b if isinstance(b, str) else b.decode("utf-8", "replace") for b in enc.dictionary.to_pylist()]
-                      + [""], dtype=object)
-    idx = enc.indices.fill_null(len(labels) - 1).to_numpy(zero_copy_only=False)
-    return labels[idx]
-
-
 def _nvtx(conn, adb, strings: dict) -> pd.DataFrame:
     ints = ["start_ns", "end_ns", "event_type", "text_id", "global_tid", "domain_id"]
     parts, texts = [], []
     for batch in arrow_batches(adb, SQL_NVTX):
         parts.append(int_columns(pa.RecordBatch.from_arrays(
             [batch.column(i) for i in (0, 1, 2, 3, 5, 6)], names=ints), ints, NVTX))
-        texts.append(_decoded(batch.column(4)))
+        texts.append(decoded_texts(batch.column(4)))
     if not parts:
         return _nvtx_empty()
     df = pd.DataFrame({n: np.concatenate([p[n] for p in parts]) for n in ints})
@@ -549,7 +381,7 @@ def open_export(path: str) -> NsysTrace:
     TraceError for files that are not a readable nsys export; a missing kernel table is not an error
     here (the export is still valid): callers check `trace.tables` and `trace.missing`."""
     check_sqlite_file(path)
-    with _reader(path) as (conn, adb):
+    with connections(path) as (conn, adb):
         return _read(conn, adb, path)
 
 

@@ -15,7 +15,8 @@ from nsys_cases import CNN, LLAMA_SIM, SAMPLE_TRACES, TRAIN, TRT, VIDEO, kernel_
 
 from stallscope.analyzers.kernel_summary import DurationCounts, summary_frame
 from stallscope.analyzers.nsys_report import build_report
-from stallscope.collectors.nsight_sqlite import LaunchIndex, _merge_runs, _runs, open_export, read_export
+from stallscope.collectors.arrow_sqlite import LaunchIndex, _merge_runs, _runs
+from stallscope.collectors.nsight_sqlite import open_export, read_export
 
 FUZZ = settings(max_examples=int(os.environ.get("STALLSCOPE_FUZZ_EXAMPLES", "12")), deadline=None,
                 suppress_health_check=list(HealthCheck))
