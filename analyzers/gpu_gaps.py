@@ -58,6 +58,8 @@ class GapScanner:
     def add(self, ops: pd.DataFrame, source: np.ndarray, index: np.ndarray) -> None:
         """Ops (columns _OPS, start > 0) that start no earlier than any op added before; `source` and
         `index` give each op's place in the frame order, for ties between equal ends."""
+        if not len(ops):
+            return
         start, end = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
         pid, dev, ctx = (ops[c].to_numpy(np.int64) for c in ("pid", "device_id", "context_id"))
         if len(start) and _constant(pid) and _constant(dev) and _constant(source) and np.all(start[1:] >= start[:-1]) \
