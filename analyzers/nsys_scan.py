@@ -22,6 +22,7 @@ from stallscope.analyzers.gpu_gaps import _OPS, GapScanner
 from stallscope.analyzers.kernel_roles import ROLES, BatchClassifier
 from stallscope.analyzers.kernel_summary import DurationCounts, summary_frame
 from stallscope.analyzers.trace_steps import StepBuilder, graph_ops, steps_info
+from stallscope.collectors.arrow_sqlite import release_unused_memory
 from stallscope.collectors.nsight_sqlite import BATCH_ROWS, NsysTrace, Progress, in_start_order
 
 CHUNK = 1024  # rows per entry of the time index for the second read
@@ -49,7 +50,9 @@ class KernelScan:
 def scan_kernels(trace: NsysTrace, *, gap_threshold_ns: int, roles_table: dict | None = None,
                  batch_rows: int = BATCH_ROWS, progress: Progress | None = None) -> KernelScan:
     """The pass, over `trace.kernels` when the trace was read whole, else over its kernel batches."""
-    return in_start_order(lambda ordered: _scan(trace, gap_threshold_ns, roles_table, batch_rows, progress, ordered))
+    scan = in_start_order(lambda ordered: _scan(trace, gap_threshold_ns, roles_table, batch_rows, progress, ordered))
+    release_unused_memory()  # the batches are gone: the stall scan's re-read starts from the kept figures
+    return scan
 
 
 def _batches(trace: NsysTrace, builder: StepBuilder, rows: int, progress, ordered) -> Iterator[pd.DataFrame]:

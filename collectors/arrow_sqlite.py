@@ -8,6 +8,8 @@ the runs of consecutive ids that hold the launch join in O(runs) memory.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import queue
 import sqlite3
@@ -188,3 +190,14 @@ def _merge_runs(parts: list) -> tuple:
     first = np.nonzero(~join)[0]
     last = np.r_[first[1:] - 1, len(lo) - 1] if len(lo) else first
     return lo[first], hi[last], val[first]
+
+
+def release_unused_memory() -> None:
+    """Give the memory freed by finished batches back to the OS (Arrow's pool, then the C heap), so the
+    next phase's peak does not stack on the last one's leftovers."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)  # glibc; elsewhere there is nothing to trim this way
+    except (OSError, AttributeError):
+        pass
