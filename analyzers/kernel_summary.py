@@ -60,14 +60,6 @@ class DurationCounts:
         self._fold()
         return self.key, self.dur, self.count
 
-    def relabel(self, new_key: np.ndarray) -> "DurationCounts":
-        """Counts under new keys (`new_key[old key index]`): names that share a string merge."""
-        out = DurationCounts()
-        out.add(np.zeros(0), np.zeros(0))
-        out.pending = [(new_key[self.key], self.dur, self.count)]
-        out._fold()
-        return out
-
 
 def _distinct(key: np.ndarray, dur: np.ndarray, count: np.ndarray | None) -> tuple:
     if count is None and len(key) and 0 <= key.min() and key.max() < 2**22 and 0 <= dur.min() and dur.max() < 2**40:
