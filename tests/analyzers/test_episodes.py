@@ -113,3 +113,25 @@ def test_prefill_cost_separates_the_per_request_part_from_the_per_token_cost():
     assert sum(i[2] for i in intervals) / sum(i[1] for i in intervals) == pytest.approx(1.081 * c, rel=0.001)
     # requests of one size cannot separate the two terms: the fit declines
     assert prefill_cost.fit(_counter_frame([(2, 3000, 0.7), (1, 1500, 0.35), (3, 4500, 1.05)])) is None
+
+
+def test_the_live_dashboard_shows_a_stall_still_going_on():
+    """The dashboard's findings are the same diagnosis: a store whose streams froze at its end shows the
+    ongoing starvation on the Overview as soon as the frozen scrapes are loaded."""
+    import pandas as pd
+
+    from expo_frames import T0_NS, VllmMetrics
+    from stallscope.core.config import load_thresholds
+    from stallscope.dashboards import views
+
+    m, frames = VllmMetrics(), []
+    for i in range(40):
+        m.running.set(6)
+        if i < 30:
+            m.generation.inc(100)
+        frames.append(m.scrape(T0_NS + i * 10**9))
+    samples = pd.concat(frames, ignore_index=True).assign(target="vllm")
+    out = views.findings({"samples": samples}, load_thresholds())
+    assert list(out["kind"]) == ["decode_starvation"]
+    ev = out.iloc[0]["evidence"]
+    assert ev["ongoing"] and ev["episode"]["nothing_moves_s"] >= 8 and out.iloc[0]["end_ns"] == T0_NS + 39 * 10**9
