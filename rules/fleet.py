@@ -1,0 +1,233 @@
+"""Fleet push-down: every signal the detectors read, as a PromQL expression grouped by a replica's identity.
+
+The idea: the server evaluates the windowed quantiles, rates and gauges of `analyzers/signals.py`, so a
+`query_range` answers one series per replica per signal instead of every raw bucket. One definition:
+
+1. Where a recording rule of `render.py` computes the signal (ITL/TTFT quantiles, the prompt,
+   generation and preemption rates), its rendered `expr` is reused with `by (model_name, instance` replaced
+   by the identity labels, the window replaced by the signals' window and the caller's matchers added to
+   every selector. Changing the rules changes the fleet query.
+2. The rest follows `signals.py`'s module docstring term by term: `itl_stall_share` is
+   sum over the buckets whose lower edge is >= the SLO of (lower edge x bucket rate), over `rate(_sum)`,
+   written per `le` (the bucket bounds are read from the server); `long_prefill_rate` is
+   rate(+Inf) - rate(le = the cut), the cut rounded up to a bucket bound per replica; gauges are instant
+   (Prometheus' 5 min lookback), the KV usage is `max by`, `waiting` the capacity reason where exported.
+3. With the recording rules installed (`path="recorded"`), the quantiles and rates are read from the
+   recorded series by name: they are grouped by `model_name, instance` (the rules' grouping), so that
+   path identifies a replica by those two labels and uses the rules' short window.
+4. `episode_exprs` composes the detectors' window tests from the same expressions (same thresholds):
+   decode starvation (stalled window with prefill load) and KV pressure; each point's value is its
+   severity, 2 critical or 1 warning, so the server returns only the windows in an episode.
+
+    >>> e = signal_exprs(load_thresholds(), by=("pod",), window="1m")
+    >>> e["prompt_rate"]
+    'sum by (pod) (rate(vllm:prompt_tokens_by_source_total{source="local_compute"}[1m])) or sum by (pod) (rate(vllm:prompt_tokens_total[1m]))'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from stallscope.core.config import load_thresholds, parse_duration  # noqa: F401  (doctest)
+from stallscope.core.errors import InputError
+from stallscope.rules import render as R
+
+DEFAULT_IDENTITY = ("namespace", "pod", "instance", "model_name", "engine")
+RECORDED_IDENTITY = ("model_name", "instance")
+ITL = "vllm:inter_token_latency_seconds"
+ITL_LEGACY = "vllm:time_per_output_token_seconds"
+TTFT = "vllm:time_to_first_token_seconds"
+ITERATION = "vllm:iteration_tokens_total"
+# vLLM's default ITL buckets as prometheus_client writes `le` (refserver/metrics.py ITL_BUCKETS)
+ITL_LES = ("0.01", "0.025", "0.05", "0.075", "0.1", "0.15", "0.2", "0.3", "0.4", "0.5", "0.75", "1.0", "2.5",
+           "5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "+Inf")
+ITERATION_LES = ("1.0", "8.0", "16.0", "32.0", "64.0", "128.0", "256.0", "512.0", "1024.0", "2048.0", "4096.0",
+                 "8192.0", "16384.0", "+Inf")
+STALL_SHARE = 0.01          # decode_starvation.STALL_SHARE: 1 - q for q = 0.99
+CRITICAL_SHARE = 0.05       # decode_starvation: critical at 5 x STALL_SHARE, or P99 >= 2 x SLO
+_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_SELECTOR = re.compile(r"(vllm:[A-Za-z0-9_:]+)(\{[^}]*\})?(?=\[|\)|\s|$)")
+
+
+def label_list(labels) -> tuple[str, ...]:
+    """Identity labels from "a, b" or an iterable, each checked as a Prometheus label name."""
+    items = [s.strip() for s in (labels.split(",") if isinstance(labels, str) else labels) if s.strip()]
+    bad = [s for s in items if not _NAME.match(s) or s == "le" or s.startswith("__")]
+    if bad or not items:
+        raise InputError(f"identity labels {labels!r}: {bad[0] if bad else 'none given'!r} is not a usable "
+                         "Prometheus label name")
+    return tuple(dict.fromkeys(items))
+
+
+def matcher_text(matchers) -> str:
+    """`name="v",other=~"r"` of (name, op, value) matchers, values escaped for a PromQL string."""
+    out = []
+    for name, op, value in matchers:
+        if not _NAME.match(str(name)) or op not in ("=", "!=", "=~", "!~"):
+            raise InputError(f"selector matcher {name}{op}{value!r} is not a PromQL label matcher")
+        escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        out.append(f'{name}{op}"{escaped}"')
+    return ",".join(out)
+
+
+def with_matchers(expr: str, matchers) -> str:
+    """`expr` with the matchers added to every `vllm:` selector in it."""
+    extra = matcher_text(matchers)
+    if not extra:
+        return expr
+
+    def add(m):
+        inner = (m.group(2) or "{}")[1:-1]
+        return f"{m.group(1)}{{{inner + ',' if inner else ''}{extra}}}"
+    return _SELECTOR.sub(add, expr)
+
+
+def _rule_expr(th: dict, record: str, quantile: str | None = None) -> str:
+    """The rendered `expr` of one recording rule (of the short window)."""
+    for rule in R.render_files(th)["vllm.rules.yaml"]["groups"][0]["rules"]:
+        if rule.get("record") == record and (quantile is None or rule.get("labels", {}).get("quantile") == quantile):
+            return rule["expr"]
+    raise KeyError(record)  # pragma: no cover - render.py always renders these
+
+
+def _regroup(expr: str, by: str, window: str, short: str) -> str:
+    return expr.replace(f"by ({R.BY}", f"by ({by}").replace(f"[{short}]", f"[{window}]")
+
+
+def _bounds(les) -> list[tuple[str, float]]:
+    out = sorted(((le, float(le)) for le in les), key=lambda x: x[1])
+    if not out or not math.isinf(out[-1][1]):
+        raise InputError(f"histogram buckets {list(les)!r} lack the +Inf bucket")
+    return out
+
+
+def _bucket(family: str, le: str, by: str, w: str) -> str:
+    return f'sum by ({by}) (rate({family}_bucket{{le="{le}"}}[{w}]))'
+
+
+def _itl_bucket(le: str, by: str, w: str) -> str:
+    return f"({_bucket(ITL, le, by, w)} or {_bucket(ITL_LEGACY, le, by, w)})"
+
+
+def first_bound_at_or_above(les, value: float) -> str | None:
+    """The `le` string of the smallest bucket bound >= value (None when only +Inf is)."""
+    return next((le for le, b in _bounds(les) if b >= value and not math.isinf(b)), None)
+
+
+def stall_share_expr(slo: float, les, by: str, w: str) -> str:
+    """sum_{lower_i >= slo} lower_i x (c_i - c_(i-1)) / rate(_sum), summed by parts per bucket bound."""
+    bounds = _bounds(les)
+    lower = [0.0] + [b for _, b in bounds[:-1]]
+    above = [lo >= slo for lo in lower]
+    terms = []
+    for j, (le, b) in enumerate(bounds):  # c_j's coefficient: its own lower edge, minus its bound if j+1 is above
+        coeff = (lower[j] if above[j] else 0.0) - (b if j + 1 < len(bounds) and above[j + 1] else 0.0)
+        if coeff:
+            terms.append(f"{coeff!r} * {_itl_bucket(le, by, w)}")
+    total = f"(sum by ({by}) (rate({ITL}_sum[{w}])) or sum by ({by}) (rate({ITL_LEGACY}_sum[{w}])))"
+    numerator = " + ".join(terms) if terms else f"0 * {total}"
+    return f"clamp(({numerator}) / {total}, 0, 1)"
+
+
+def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, matchers=(), itl_les=ITL_LES,
+                 iteration_cut: str | None = None) -> dict[str, str]:
+    """{signals column: PromQL} for the raw path (see the module docstring); `iteration_cut` is the `le`
+    of the long-prefill cut (None: no `long_prefill_rate`)."""
+    ids = ", ".join(label_list(by))
+    short = R.fmt_duration(parse_duration(th["windows"]["short"]))
+    w = window or short
+    slo = float(th["itl_slo_s"])
+    out = {}
+    for tag, metric in (("itl", "vllm_inter_token_latency_seconds"), ("ttft", "vllm_time_to_first_token_seconds")):
+        for q, col in (("0.99", f"{tag}_p99"), ("0.5", f"{tag}_p50")):
+            out[col] = _regroup(_rule_expr(th, R.name_quantile(metric, short), q), ids, w, short)
+    for col, metric in (("prompt_rate", "vllm_prompt_tokens"), ("gen_rate", "vllm_generation_tokens"),
+                        ("preempt_rate", "vllm_num_preemptions")):
+        out[col] = _regroup(_rule_expr(th, R.name_rate(metric, short)), ids, w, short)
+    out["prompt_computed"] = (f'(sum by ({ids}) (rate(vllm:prompt_tokens_by_source_total{{source="local_compute"}}[{w}])) '
+                              f"* 0 + 1) or (sum by ({ids}) (rate(vllm:prompt_tokens_total[{w}])) * 0)")
+    out["itl_rate"] = _itl_bucket("+Inf", ids, w)
+    b_slo = first_bound_at_or_above(itl_les, slo)
+    out["itl_above_slo_rate"] = (f"clamp_min({_itl_bucket('+Inf', ids, w)} - {_itl_bucket(b_slo, ids, w)}, 0)"
+                                 if b_slo else f"0 * {_itl_bucket('+Inf', ids, w)}")
+    out["itl_stall_share"] = stall_share_expr(slo, itl_les, ids, w)
+    out["prefill_time_rate"] = f"sum by ({ids}) (rate(vllm:request_prefill_time_seconds_sum[{w}]))"
+    out["running"] = f"sum by ({ids}) (vllm:num_requests_running)"
+    out["waiting_total"] = f"sum by ({ids}) (vllm:num_requests_waiting)"
+    out["waiting"] = (f'sum by ({ids}) (vllm:num_requests_waiting_by_reason{{reason="capacity"}}) '
+                      f"or sum by ({ids}) (vllm:num_requests_waiting)")
+    out["kv_usage"] = f"max by ({ids}) ({R.KV_USAGE})"
+    out["asleep"] = f'max by ({ids}) (vllm:engine_sleep_state{{sleep_state!="awake"}}) >= bool 1'
+    drafts = f"sum by ({ids}) (rate(vllm:spec_decode_num_drafts_total[{w}]))"
+    out["tokens_per_output"] = (f"1 + sum by ({ids}) (rate(vllm:spec_decode_num_accepted_tokens_total[{w}])) / "
+                                f"({drafts} > 0)")
+    if iteration_cut:
+        out["long_prefill_rate"] = (f"clamp_min({_bucket(ITERATION, '+Inf', ids, w)} - "
+                                    f"{_bucket(ITERATION, iteration_cut, ids, w)}, 0)")
+    return {col: with_matchers(expr, matchers) for col, expr in out.items()}
+
+
+def iteration_cut(peak_running: float, tokens_per_output: float = 1.0, les=ITERATION_LES) -> str:
+    """signals._put_long_prefill's cut, max(512, 2 x peak running x tokens per output), as the `le` of the
+    first bucket bound at or above it (+Inf when none is)."""
+    cut = max(512.0, 2.0 * float(peak_running if math.isfinite(peak_running) else 0.0)
+              * float(tokens_per_output if math.isfinite(tokens_per_output) else 1.0))
+    return first_bound_at_or_above(les, cut) or "+Inf"
+
+
+def recorded_exprs(th: dict, matchers=()) -> dict[str, str]:
+    """{column: PromQL} over the installed recording rules' series (grouped by model_name, instance)."""
+    short = R.fmt_duration(parse_duration(th["windows"]["short"]))
+    ids = ", ".join(RECORDED_IDENTITY)
+    sel = matcher_text(matchers)
+    out = {}
+    for tag, metric in (("itl", "vllm_inter_token_latency_seconds"), ("ttft", "vllm_time_to_first_token_seconds")):
+        for q, col in (("0.99", f"{tag}_p99"), ("0.5", f"{tag}_p50")):
+            out[col] = f'sum by ({ids}) ({R.name_quantile(metric, short)}{{quantile="{q}"{"," + sel if sel else ""}}})'
+    for col, metric in (("prompt_rate", "vllm_prompt_tokens"), ("gen_rate", "vllm_generation_tokens"),
+                        ("preempt_rate", "vllm_num_preemptions")):
+        out[col] = f"sum by ({ids}) ({R.name_rate(metric, short)}{{{sel}}})"
+    return out
+
+
+def recorded_probe(th: dict) -> str:
+    """The recorded series whose presence says the rules are installed (the ITL P99 of the short window)."""
+    short = R.fmt_duration(parse_duration(th["windows"]["short"]))
+    return R.name_quantile("vllm_inter_token_latency_seconds", short)
+
+
+def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES) -> dict[str, str]:
+    """{kind: PromQL} true (value = severity: 2 critical, 1 warning) in the windows of each kind, composed
+    from `exprs` (signal_exprs or recorded_exprs + signal_exprs) with the detectors' tests."""
+    ids = ", ".join(label_list(by))
+    slo = float(th["itl_slo_s"])
+    b1, b2 = first_bound_at_or_above(itl_les, slo), first_bound_at_or_above(itl_les, 2 * slo)
+    p99, share = f"({exprs['itl_p99']})", f"({exprs['itl_stall_share']})"
+
+    def stalled(bound, share_min):
+        parts = [f"{share} >= {share_min!r}"] + ([f"{p99} > {bound}"] if bound else [])
+        return "(" + " or ".join(f"({p})" for p in parts) + ")"
+    load = [f"({exprs['prompt_rate']}) >= {float(th['prefill_tokens_rate_high'])!r}"]
+    if "long_prefill_rate" in exprs:
+        load.append(f"({exprs['long_prefill_rate']}) > 0")
+    load_expr = "(" + " or ".join(f"({p})" for p in load) + ")"
+    starvation = (f"(({stalled(b2, CRITICAL_SHARE)} * 0 + 2) or ({stalled(b1, STALL_SHARE)} * 0 + 1)) "
+                  f"and on ({ids}) {load_expr}")
+    kv, waiting, preempt = (f"({exprs[c]})" for c in ("kv_usage", "waiting", "preempt_rate"))
+    hot = (f"(({kv} >= {float(th['kv_usage_high'])!r}) and on ({ids}) "
+           f"(({waiting} >= {float(th['waiting_high'])!r}) or ({preempt} > 0)))")
+    pressure = (f"(({preempt} >= {float(th['preemptions_rate_high'])!r}) * 0 + 2) or ({hot} * 0 + 1)")
+    return {"decode_starvation": starvation, "kv_pressure": pressure}
+
+
+def presence_expr(by, step: str, matchers=()) -> str:
+    """Samples of `num_requests_running` per replica and step: 0 or absent where a replica is dead."""
+    ids = ", ".join(label_list(by))
+    return with_matchers(f"sum by ({ids}) (count_over_time(vllm:num_requests_running[{step}]))", matchers)
+
+
+def inventory_expr(by, range_: str, matchers=()) -> str:
+    """One instant query: every replica seen over the range, valued by its peak running requests."""
+    ids = ", ".join(label_list(by))
+    return with_matchers(f"max by ({ids}) (max_over_time(vllm:num_requests_running[{range_}]))", matchers)

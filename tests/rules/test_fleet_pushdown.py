@@ -1,0 +1,121 @@
+"""Fleet push-down against a real Prometheus: the server-side signals equal `signals.compute` on the same data."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from expo_frames import simulate_kv_pressure, simulate_starvation, to_openmetrics
+from stallscope.analyzers import quantiles as Q
+from stallscope.analyzers import signals
+from stallscope.collectors.prometheus_fleet import Runner
+from stallscope.core.config import load_thresholds
+from stallscope.rules import fleet as F
+from stallscope.rules import fleet_signals
+
+NS = 1_000_000_000
+# every column the detectors read, except the ones the push-down defines by presence only
+COMPARED = [c for c in signals.COLUMNS[2:] if c not in ("prompt_computed",)]
+
+
+def _assert_equal(local: pd.DataFrame, remote: pd.DataFrame, columns) -> dict:
+    """Column by column: the same NaN pattern and values within 1e-9 (relative to the value); returns the
+    number of finite points compared per column."""
+    compared = {}
+    assert len(local) == len(remote)
+    for col in columns:
+        a = local[col].to_numpy(dtype=float)
+        b = remote[col].to_numpy(dtype=float)
+        both = np.isfinite(a) & np.isfinite(b)
+        assert (np.isnan(a) == np.isnan(b)).all(), f"{col}: NaN at {np.flatnonzero(np.isnan(a) != np.isnan(b))[:5]}"
+        np.testing.assert_allclose(b[both], a[both], rtol=1e-9, atol=1e-9, err_msg=col)
+        assert (np.isinf(a) == np.isinf(b)).all(), col
+        compared[col] = int(both.sum())
+    return compared
+
+
+def _pushdown(prom_url, th, start, end, step, window, by):
+    runner = Runner(prom_url, concurrency=2)
+    frame, stats = fleet_signals.compute(runner, th, start / NS, end / NS, step / NS, window=window, by=by,
+                                         matchers=[("model_name", "=", "m")])
+    return frame, stats
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tool("prometheus")
+def test_pushdown_signals_equal_local_signals_on_a_starved_replica(tmp_path):
+    from promserver import PrometheusServer, backfill_openmetrics
+
+    t0 = (int(time.time()) // 3600 - 3) * 3600 * NS  # inside the default retention
+    samples, _ = simulate_starvation(120, t0_ns=t0, streams=8, long_every_s=20.0, long_tokens=4096)
+    storage = tmp_path / "tsdb"
+    backfill_openmetrics(to_openmetrics(samples), storage, tmp_path)
+    th = load_thresholds()
+    window, step = "12s", 3 * NS  # steps fall on and between the 1 s scrapes: 3 s step, 12 s window
+    start, end = t0 + 12 * NS + NS // 2, t0 + 118 * NS
+    local = signals.compute(samples, thresholds=th, eval_ts=Q.grid(start, end, step), window_ns=12 * NS)
+    with PrometheusServer(tmp_path, storage=storage) as prom:
+        remote, stats = _pushdown(prom.url, th, start, end, step, window, ("model_name", "engine"))
+    assert list(remote["target"].unique()) == ["model_name=m,engine=0"]
+    assert (remote["ts"].to_numpy() == local["ts"].to_numpy()).all()
+    compared = _assert_equal(local, remote, COMPARED)
+    # the columns that drive the detectors were really compared, not all-NaN on both sides
+    for col in ("itl_p99", "itl_p99_lo", "itl_stall_share", "prompt_rate", "gen_rate", "long_prefill_rate",
+                "running", "waiting", "ttft_p99", "itl_above_slo_rate"):
+        assert compared[col] >= 20, (col, compared[col])
+    # the stall windows exist in both: the equality covers a detector decision, not only quiet windows
+    assert (remote["itl_stall_share"] >= 0.01).sum() >= 5 and (remote["long_prefill_rate"] > 0).sum() >= 3
+    assert stats["requests"] == len(F.signal_exprs(th)) + 1 and not stats["failures"]  # + long_prefill_rate
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tool("prometheus")
+def test_pushdown_signals_equal_local_signals_under_kv_pressure(tmp_path):
+    from promserver import PrometheusServer, backfill_openmetrics
+
+    t0 = (int(time.time()) // 3600 - 3) * 3600 * NS
+    samples = simulate_kv_pressure(150, t0_ns=t0, pressure=(40.0, 100.0))
+    storage = tmp_path / "tsdb"
+    backfill_openmetrics(to_openmetrics(samples), storage, tmp_path)
+    th = load_thresholds()
+    start, end, step = t0 + 15 * NS, t0 + 148 * NS, 2 * NS
+    local = signals.compute(samples, thresholds=th, eval_ts=Q.grid(start, end, step), window_ns=15 * NS)
+    with PrometheusServer(tmp_path, storage=storage) as prom:
+        remote, _ = _pushdown(prom.url, th, start, end, step, "15s", ("model_name",))
+    compared = _assert_equal(local, remote, COMPARED)
+    for col in ("kv_usage", "waiting", "preempt_rate", "running", "gen_rate", "itl_p50"):
+        assert compared[col] >= 30, (col, compared[col])
+    assert (remote["kv_usage"] >= 0.8).sum() >= 20 and (remote["preempt_rate"] > 0).sum() >= 20
+
+
+def test_stall_share_expression_sums_by_parts_per_bucket():
+    """The per-`le` coefficients of itl_stall_share: lower edge of each bucket above the SLO, by parts."""
+    expr = F.stall_share_expr(0.2, ["0.1", "0.2", "0.5", "+Inf"], "pod", "1m")
+    # buckets above 0.2: (0.2, 0.5] weight 0.2 and (0.5, +Inf] weight 0.5 -> c(0.2) x -0.2, c(0.5) x (0.2 - 0.5),
+    # c(+Inf) x 0.5
+    assert expr.count(" * (") == 3
+    assert '-0.2 * (sum by (pod) (rate(vllm:inter_token_latency_seconds_bucket{le="0.2"}[1m]))' in expr
+    assert '0.5 * (sum by (pod) (rate(vllm:inter_token_latency_seconds_bucket{le="+Inf"}[1m]))' in expr
+    assert expr.startswith("clamp((") and expr.endswith(", 0, 1)")
+
+
+def test_signal_expressions_reuse_the_recording_rules_and_the_identity():
+    th = load_thresholds()
+    exprs = F.signal_exprs(th, by=("namespace", "pod"), window="2m", matchers=[("namespace", "=~", "prod-.*")])
+    assert exprs["itl_p99"] == ('histogram_quantile(0.99, sum by (namespace, pod, le) ('
+                                'rate(vllm:inter_token_latency_seconds_bucket{namespace=~"prod-.*"}[2m]) or '
+                                'rate(vllm:time_per_output_token_seconds_bucket{namespace=~"prod-.*"}[2m])))')
+    assert 'vllm:prompt_tokens_by_source_total{source="local_compute",namespace=~"prod-.*"}[2m]' in exprs["prompt_rate"]
+    assert "long_prefill_rate" not in exprs
+    assert F.iteration_cut(8) == "512.0" and F.iteration_cut(300) == "1024.0" and F.iteration_cut(1e9) == "+Inf"
+    with pytest.raises(Exception, match="not a usable Prometheus label name"):
+        F.label_list("pod, le")
+
+
+def test_bucket_of_reads_the_bucket_a_quantile_lies_in():
+    lo, hi = fleet_signals.bucket_of(np.array([0.05, 0.2, 0.25, 80.0, np.nan]), ["0.1", "0.2", "0.3", "80.0", "+Inf"])
+    assert list(lo[:4]) == [0.0, 0.1, 0.2, 80.0] and list(hi[:4]) == [0.1, 0.2, 0.3, np.inf]
+    assert np.isnan(lo[4]) and np.isnan(hi[4])
