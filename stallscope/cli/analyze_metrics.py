@@ -86,7 +86,8 @@ def report(args):
             raise InputError(f"--selector {args.selector!r}: only equality matchers (label=\"value\") are supported")
         selector = {k: v for k, _, v in matchers}
     from stallscope.analyzers.sources import diagnose_sources
+    from stallscope.cli.analyze_fleet import parse_headers
 
     return diagnose_sources(given, lo, hi, thresholds=th, window_s=window_s, selector=selector,
                             resolution=args.resolution, steps_path=args.steps, gpu=args.gpu, model=args.model,
-                            tp=args.tp)
+                            tp=args.tp, headers=parse_headers(getattr(args, "header", None)))
