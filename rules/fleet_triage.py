@@ -137,14 +137,15 @@ def _masks(answer, p: Plan, kinds, n: int, start_s: float, step_s: float) -> dic
 def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | None = None,
            window: str | None = None, by=F.DEFAULT_IDENTITY, matchers=(), top: int = 5, concurrency: int = 4,
            max_memory: int = 1 << 30, headers: dict | None = None, path: str = "auto", timeout: float = 60.0,
-           progress=None, drill: bool = True) -> A.FleetReport:
+           progress=None, drill: bool = True, retries: int = 3, backoff_s: float = 0.5) -> A.FleetReport:
     """The ranked FleetReport of every replica matching `matchers` over start..end (unix s)."""
     w = window or F.R.fmt_duration(parse_duration(th["windows"]["short"]))
     window_s = parse_duration(w)
     step_s = step_s or window_s
     if end_s - start_s < window_s:
         raise InputError(f"the range ({end_s - start_s:.0f} s) is shorter than the window {w}")
-    runner = Runner(url, timeout=timeout, headers=headers, concurrency=concurrency)
+    runner = Runner(url, timeout=timeout, headers=headers, concurrency=concurrency, retries=retries,
+                    backoff_s=backoff_s)
     start_s = start_s + window_s  # the first full window, as signals.choose_grid
     n = len(np.arange(start_s, end_s + step_s / 2, step_s))
     p = plan(runner, th, start_s - window_s, end_s, by=by, matchers=matchers, path=path, max_memory=max_memory,

@@ -1,0 +1,126 @@
+"""Fleet triage: the ranking on a real Prometheus holding a synthetic fleet, and every bad input as one line."""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from promserver import FakePrometheus, matrix
+from stallscope.cli import main
+from stallscope.core.config import load_thresholds
+from stallscope.rules import fleet_triage
+
+NS = 1_000_000_000
+SECRET = "Bearer s3cr3t-token"
+
+
+def _vector(*items) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": m, "value": [1, str(v)]} for m, v in items]}}).encode()
+
+
+def _fake_fleet(fail_pod: str | None = None, status: int = 422, calls: list | None = None):
+    """An API with three replicas (pods vllm-0000..2): inventory answers, empty episode answers, and
+    `status` for every range query whose text contains `fail_pod` (group regexes escape `-` as `\\-`)."""
+    pods = [{"pod": f"vllm-000{i}", "model_name": "m"} for i in range(3)]
+
+    def answer(path):
+        url = urlparse(path)
+        q = parse_qs(url.query).get("query", [""])[0]
+        if calls is not None:
+            calls.append((url.path, q))
+        if url.path.endswith("/query"):
+            if "num_requests_running" in q:
+                return 200, _vector(*((p, 16) for p in pods))
+            return 200, _vector()
+        if fail_pod and fail_pod in q:
+            return status, json.dumps({"status": "error", "errorType": "execution",
+                                       "error": "query processing would load too many samples into memory"}).encode()
+        return 200, matrix()
+    return answer
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("stallscope: error: "), err
+    return err[0]
+
+
+FLEET = ["analyze", "--fleet", "--since", "2h", "--group-by", "pod,model_name"]
+
+
+def test_unreachable_url_is_one_line_exit_2_and_no_header_printed(capsys):
+    from promserver import free_port
+
+    code = main([*FLEET, "--prometheus", f"http://127.0.0.1:{free_port()}", "--header", f"Authorization:{SECRET}",
+                 "--timeout", "2"])
+    line = _one_line(capsys)
+    assert code == 2 and "unreachable" in line and SECRET not in line and "s3cr3t" not in line
+
+
+@pytest.mark.parametrize("status,body,needle", [
+    (400, b'{"status":"error","errorType":"bad_data","error":"invalid parameter \\"query\\""}', "bad_data"),
+    (503, b'{"status":"error","errorType":"unavailable","error":"overloaded"}', "unavailable: overloaded"),
+    (500, b"<html>oops</html>", "HTTP 500 with a body that is not JSON"),
+])
+def test_4xx_and_5xx_are_one_line_exit_2(capsys, status, body, needle):
+    with FakePrometheus(lambda path: (status, body)) as prom:
+        code = main([*FLEET, "--prometheus", prom.url, "--header", f"Authorization:{SECRET}"])
+    line = _one_line(capsys)
+    assert code == 2 and needle in line and "s3cr3t" not in line, line
+
+
+def test_a_selector_matching_nothing_is_one_line_exit_2(capsys):
+    with FakePrometheus(lambda path: (200, _vector())) as prom:
+        code = main([*FLEET, "--prometheus", prom.url, "--selector", 'namespace="nope"'])
+    line = _one_line(capsys)
+    assert code == 2 and 'no vLLM replica' in line and 'namespace="nope"' in line
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--max-memory", "lots"], "--max-memory 'lots' is not a size"),
+    (["--max-memory", "10KB"], "cannot hold one replica's answer"),
+    (["--group-by", "pod,le"], "'le' is not a usable Prometheus label name"),
+    (["--concurrency", "0"], "--concurrency must be >= 1"),
+    (["--header", "no-colon"], "expected NAME:VALUE"),
+])
+def test_bad_flags_are_one_line_exit_2(capsys, flags, needle):
+    with FakePrometheus(_fake_fleet()) as prom:
+        code = main([*FLEET, "--prometheus", prom.url, *flags])
+    line = _one_line(capsys)
+    assert code == 2 and needle in line, line
+
+
+def test_a_failed_replica_group_is_reported_not_dropped(capsys):
+    """One group answers 422 (over the server's sample limit): the others are triaged, the failure is
+    named per group in stderr and in the JSON, and the failed replica is not ranked as clean."""
+    with FakePrometheus(_fake_fleet("0001")) as prom:
+        code = main([*FLEET, "--prometheus", prom.url, "--format", "json", "--max-memory", "400KB"])
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert code == 0
+    assert [list(f["replicas"]) for f in doc["fleet"]["failures"].values()] == [["pod=vllm-0001,model_name=m"]]
+    assert "too many samples" in next(iter(doc["fleet"]["failures"].values()))["error"]
+    assert {r["replica"] for r in doc["ranking"]} == {"pod=vllm-0000,model_name=m", "pod=vllm-0002,model_name=m"}
+    warn = [ln for ln in out.err.splitlines() if ln.startswith("stallscope: warning:")]
+    assert len(warn) == 1 and "vllm-0001" in warn[0] and "not triaged" in warn[0]
+
+
+def test_every_group_failing_is_exit_2(capsys):
+    with FakePrometheus(_fake_fleet("pod=~")) as prom:
+        code = main([*FLEET, "--prometheus", prom.url])
+    assert code == 2 and "too many samples" in _one_line(capsys)
+
+
+def test_transient_5xx_is_retried_with_backoff_then_reported():
+    calls: list = []
+    with FakePrometheus(_fake_fleet("0001", status=503, calls=calls)) as prom:
+        now = time.time()
+        report = fleet_triage.triage(prom.url, load_thresholds(), now - 3600, now, by=("pod", "model_name"),
+                                     max_memory=200_000, retries=2, backoff_s=0.01, drill=False)
+    failing = [q for p, q in calls if p.endswith("query_range") and "0001" in q]
+    assert len(failing) == 3 * 3  # three expressions, each tried 1 + 2 times
+    assert report.stats["retries"] == 6 and list(report.failures.values())[0]["replicas"] == ["pod=vllm-0001,model_name=m"]
