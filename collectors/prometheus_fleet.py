@@ -66,15 +66,18 @@ def time_chunks(start_s: float, end_s: float, step_s: float, max_points: int = M
 
 
 def group_size(points_per_series: int, series_per_replica: int, max_memory: int, concurrency: int,
-               cap: int = 250) -> int:
-    """Replicas per group so that `concurrency` worst-case answers fit `max_memory` (at most `cap`, which
-    bounds the length of a group's selector)."""
+               cap: int = 250, loaded_per_replica: int = 0, max_samples: int = 0) -> int:
+    """Replicas per group so that `concurrency` worst-case answers fit `max_memory`, and one query loads at
+    most half the server's `max_samples` (`loaded_per_replica` raw samples each); at most `cap`, which
+    bounds the length of a group's selector."""
     per_replica = max(1, points_per_series) * max(1, series_per_replica) * BYTES_PER_POINT
     n = int(max_memory // (per_replica * max(1, concurrency)))
     if n < 1:
         raise CollectorError(f"--max-memory {max_memory} bytes cannot hold one replica's answer "
                              f"({per_replica * concurrency} bytes at concurrency {concurrency}); raise it, "
                              "lower --concurrency or use a coarser --resolution")
+    if loaded_per_replica and max_samples:
+        n = min(n, max(1, int(max_samples // 2 // loaded_per_replica)))
     return min(n, cap)
 
 

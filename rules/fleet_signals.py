@@ -31,15 +31,17 @@ def replica_name(labels: dict, by) -> str:
 
 def bucket_bounds(runner: Runner, family: str, legacy: str | None, start_s: float, end_s: float,
                   matchers=()) -> list[str]:
-    """The `le` strings a histogram family exports over the range (its legacy name as fallback)."""
-    span = F.R.fmt_duration(max(1.0, end_s - start_s))
-    for name in (family, legacy):
-        if name is None:
-            continue
-        expr = F.with_matchers(f"group by (le) (last_over_time({name}_bucket[{span}]))", matchers)
-        les = [lab["le"] for lab, _ in runner.instant(expr, end_s) if "le" in lab]
-        if les:
-            return [le for le, _ in sorted(((le, float(le)) for le in les), key=lambda x: x[1])]
+    """The `le` strings a histogram family exports (its legacy name as fallback), read from the latest
+    sample of each bucket series at the end, the middle or the start of the range (instant queries: the
+    cost is one sample per series); vLLM's default ITL buckets when none answers."""
+    for at in (end_s, (start_s + end_s) / 2, start_s):
+        for name in (family, legacy):
+            if name is None:
+                continue
+            expr = F.with_matchers(f"group by (le) ({name}_bucket)", matchers)
+            les = [lab["le"] for lab, _ in runner.instant(expr, at) if "le" in lab]
+            if les:
+                return [le for le, _ in sorted(((le, float(le)) for le in les), key=lambda x: x[1])]
     return list(F.ITL_LES)
 
 

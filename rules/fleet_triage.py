@@ -32,6 +32,7 @@ from stallscope.rules import fleet as F
 from stallscope.rules.fleet_signals import bucket_bounds, grid_index, replica_name
 
 NS = 1_000_000_000
+SERIES_LOADED = 90  # raw series one replica's decode-starvation test reads (ITL buckets twice, share terms, rates)
 
 
 @dataclasses.dataclass
@@ -96,7 +97,7 @@ def split_groups(labels: dict, cuts: dict, by, size: int, matchers) -> list:
 
 
 def plan(runner: Runner, th: dict, start_s: float, end_s: float, *, by, matchers, path: str, max_memory: int,
-         concurrency: int, n_points: int) -> Plan:
+         concurrency: int, n_points: int, chunk_s: float, max_samples: int) -> Plan:
     chosen = choose_path(runner, th, path, matchers, start_s, end_s)
     by = F.RECORDED_IDENTITY if chosen == "recorded" else F.label_list(by)
     labels, peaks, counts = inventory(runner, by, matchers, start_s, end_s)
@@ -106,9 +107,11 @@ def plan(runner: Runner, th: dict, start_s: float, end_s: float, *, by, matchers
                          f"{start_s:.0f} and {end_s:.0f} (unix s)")
     les = bucket_bounds(runner, F.ITL, F.ITL_LEGACY, start_s, end_s, matchers)
     cuts = {name: F.iteration_cut(peaks.get(name, 0.0)) for name in labels}
-    size = group_size(min(n_points, MAX_POINTS), 3, max_memory, concurrency)
     scrapes = max(counts.values()) if counts else 0
     scrape_s = (end_s - start_s) / scrapes if scrapes > 1 else 15.0
+    loaded = SERIES_LOADED * int(chunk_s / scrape_s + 1)  # raw samples one replica's episode query loads
+    size = group_size(min(n_points, MAX_POINTS), 3, max_memory, concurrency, loaded_per_replica=loaded,
+                      max_samples=max_samples)
     return Plan(labels, split_groups(labels, cuts, by, size, matchers), by, chosen, les, scrape_s)
 
 
@@ -137,7 +140,8 @@ def _masks(answer, p: Plan, kinds, n: int, start_s: float, step_s: float) -> dic
 def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | None = None,
            window: str | None = None, by=F.DEFAULT_IDENTITY, matchers=(), top: int = 5, concurrency: int = 4,
            max_memory: int = 1 << 30, headers: dict | None = None, path: str = "auto", timeout: float = 60.0,
-           progress=None, drill: bool = True, retries: int = 3, backoff_s: float = 0.5) -> A.FleetReport:
+           progress=None, drill: bool = True, retries: int = 3, backoff_s: float = 0.5,
+           max_samples: int = 50_000_000) -> A.FleetReport:
     """The ranked FleetReport of every replica matching `matchers` over start..end (unix s)."""
     w = window or F.R.fmt_duration(parse_duration(th["windows"]["short"]))
     window_s = parse_duration(w)
@@ -148,12 +152,14 @@ def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | 
                     backoff_s=backoff_s)
     start_s = start_s + window_s  # the first full window, as signals.choose_grid
     n = len(np.arange(start_s, end_s + step_s / 2, step_s))
+    chunks = time_chunks(start_s, end_s, step_s)
     p = plan(runner, th, start_s - window_s, end_s, by=by, matchers=matchers, path=path, max_memory=max_memory,
-             concurrency=concurrency, n_points=n)
+             concurrency=concurrency, n_points=n, chunk_s=chunks[0][1] - chunks[0][0] + window_s,
+             max_samples=max_samples)
     step = F.R.fmt_duration(step_s)
     kinds = ("decode_starvation", "kv_pressure", "presence")
     jobs = [Job(g, kind, expr, a, b, step_s) for g, cut, _, m in p.groups
-            for kind, expr in _exprs(th, p, m, w, cut, step).items() for a, b in time_chunks(start_s, end_s, step_s)]
+            for kind, expr in _exprs(th, p, m, w, cut, step).items() for a, b in chunks]
     answer = runner.run(jobs, progress)
     masks = _masks(answer, p, kinds, n, start_s, step_s)
     present = [np.flatnonzero(m.get("presence", np.zeros(n)) > 0) for m in masks.values()]

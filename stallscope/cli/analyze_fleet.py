@@ -31,6 +31,9 @@ def add_arguments(parser) -> None:
                         "never printed)")
     g.add_argument("--fleet-path", choices=["auto", "raw", "recorded"], default="auto",
                    help="read the recording rules' series (recorded), the raw series (raw), or probe (default)")
+    g.add_argument("--max-samples", type=int, default=50_000_000, metavar="N",
+                   help="the server's --query.max-samples: replica groups load at most half of it per query "
+                        "(default 50000000, Prometheus' default)")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus request (default 60)")
 
 
@@ -83,8 +86,9 @@ def run(args) -> int:
     url = urls[0]
     if not url.startswith(("http://", "https://")):
         raise InputError(f"--prometheus {url!r} is not an http:// or https:// URL")
-    if args.concurrency < 1 or args.top < 0:
-        raise InputError(f"--concurrency must be >= 1 and --top >= 0 (got {args.concurrency}, {args.top})")
+    if args.concurrency < 1 or args.top < 0 or args.max_samples < 1:
+        raise InputError(f"--concurrency and --max-samples must be >= 1 and --top >= 0 (got {args.concurrency}, "
+                         f"{args.max_samples}, {args.top})")
     th = load_thresholds(args.thresholds, itl_slo_s=args.itl_slo)
     import time
 
@@ -101,7 +105,7 @@ def run(args) -> int:
                         by=label_list(args.group_by), matchers=parse_selector(args.selector), top=args.top,
                         concurrency=args.concurrency, max_memory=parse_size(args.max_memory),
                         headers=parse_headers(args.header), path=args.fleet_path, timeout=args.timeout,
-                        progress=callback)
+                        progress=callback, max_samples=args.max_samples)
     for group, fail in report.failures.items():
         sys.stderr.write(f"stallscope: warning: {group}: {len(fail['replicas'])} replica(s) not triaged: "
                          f"{fail['error']}\n")

@@ -84,7 +84,7 @@ def test_a_selector_matching_nothing_is_one_line_exit_2(capsys):
     (["--max-memory", "lots"], "--max-memory 'lots' is not a size"),
     (["--max-memory", "10KB"], "cannot hold one replica's answer"),
     (["--group-by", "pod,le"], "'le' is not a usable Prometheus label name"),
-    (["--concurrency", "0"], "--concurrency must be >= 1"),
+    (["--concurrency", "0"], "--concurrency and --max-samples must be >= 1"),
     (["--header", "no-colon"], "expected NAME:VALUE"),
 ])
 def test_bad_flags_are_one_line_exit_2(capsys, flags, needle):
@@ -124,3 +124,66 @@ def test_transient_5xx_is_retried_with_backoff_then_reported():
     failing = [q for p, q in calls if p.endswith("query_range") and "0001" in q]
     assert len(failing) == 3 * 3  # three expressions, each tried 1 + 2 times
     assert report.stats["retries"] == 6 and list(report.failures.values())[0]["replicas"] == ["pod=vllm-0001,model_name=m"]
+
+
+@pytest.fixture(scope="module")
+def fleet_40x6h(tmp_path_factory):
+    """40 replicas x 6 h at 15 s (tests/fleet_data.py), backfilled: (TSDB directory, Truth, t0 unix s)."""
+    import fleet_data
+    from promserver import promtool
+
+    tmp = tmp_path_factory.mktemp("fleet")
+    t0 = (int(time.time()) // 3600 - 8) * 3600
+    truth = fleet_data.write(tmp / "fleet.om", 40, 6, t0)
+    fleet_data.backfill(tmp / "fleet.om", tmp / "tsdb", promtool())
+    (tmp / "fleet.om").unlink()
+    return tmp / "tsdb", truth, t0
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tool("prometheus")
+def test_ranking_finds_every_injected_replica_first(fleet_40x6h, capsys, tmp_path):
+    from promserver import PrometheusServer
+
+    storage, truth, t0 = fleet_40x6h
+    injected = truth.injected()
+    k = len(injected)
+    with PrometheusServer(tmp_path, storage=storage) as prom:
+        code = main(["analyze", "--prometheus", prom.url, "--fleet", "--since", str(t0 * NS), "--until",
+                     str((t0 + 6 * 3600) * NS), "--top", "3", "--format", "json", "--max-memory", "12MB",
+                     "--html", str(tmp_path / "fleet.html")])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["fleet"]["path"] == "raw" and not doc["fleet"]["failures"]
+    assert doc["fleet"]["replicas"] == 40 and doc["fleet"]["stats"]["groups"] >= 2  # split by the budget
+    pods = [r["labels"]["pod"] for r in doc["ranking"]]
+    assert set(pods[:k]) == injected, (pods[:k], injected)  # no clean replica above an injected one
+    for r in doc["ranking"][:k]:
+        pod = r["labels"]["pod"]
+        want = {kind for kind, _, _ in truth.episodes.get(pod, [])} or {"absent"}
+        assert set(r["kinds"]) == want, (pod, r["kinds"], want)
+        for kind, a, b in truth.episodes.get(pod, []):  # every injected episode overlaps a found one
+            assert any(e["kind"] == kind and e["start_ns"] <= b * NS and e["end_ns"] >= a * NS
+                       for e in r["episodes"]), (pod, kind, a, b)
+    assert all(not r["kinds"] for r in doc["ranking"][k:])  # counter resets and clean replicas: no episode
+    assert all(r["labels"]["pod"] not in truth.resets for r in doc["ranking"][:k])
+    drilled = [r for r in doc["ranking"] if r["findings"] is not None]
+    assert len(drilled) == 3  # the raw pull only for the top K
+    for r in drilled:
+        assert {f["kind"] for f in r["findings"]} >= set(r["kinds"]) - {"absent"}, r["replica"]
+    html = (tmp_path / "fleet.html").read_text()
+    assert "fleet: replica x time, coloured by kind" in html and "vllm-0000" in html
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tool("prometheus")
+def test_a_query_over_the_server_sample_limit_is_one_line_exit_2(fleet_40x6h, capsys, tmp_path):
+    """A server started with --query.max-samples=20000 while the triage is told the default (50 M): every
+    group's query is refused, one line, exit 2."""
+    from promserver import PrometheusServer
+
+    storage, _, t0 = fleet_40x6h
+    with PrometheusServer(tmp_path, storage=storage, extra_args=["--query.max-samples=20000"]) as prom:
+        code = main(["analyze", "--prometheus", prom.url, "--fleet", "--since", str(t0 * NS), "--until",
+                     str((t0 + 6 * 3600) * NS)])
+    line = _one_line(capsys)
+    assert code == 2 and "too many samples" in line, line
