@@ -197,28 +197,46 @@ def recorded_probe(th: dict) -> str:
     return R.name_quantile("vllm_inter_token_latency_seconds", short)
 
 
-def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES) -> dict[str, str]:
-    """{kind: PromQL} true (value = severity: 2 critical, 1 warning) in the windows of each kind, composed
-    from `exprs` (signal_exprs or recorded_exprs + signal_exprs) with the detectors' tests."""
+def quantile_above(q: float, bound: str, by: str, w: str) -> str:
+    """`histogram_quantile(q, ITL) > bound` without the quantile: the q-quantile lies above a bucket bound
+    exactly when that bucket's count is below q x the total (the first bucket reaching q x total lies
+    beyond it), so `itl_p99_lo >= slo` costs two bucket rates instead of every bucket."""
+    return f"({_itl_bucket(bound, by, w)} < {q!r} * {_itl_bucket('+Inf', by, w)})"
+
+
+def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES, window: str | None = None) -> dict[str, str]:
+    """{kind: PromQL} present (value = severity: 2 critical, 1 warning) in the windows of each kind, composed
+    from `exprs` (signal_exprs, or recorded_exprs over it) with the detectors' tests and thresholds.
+
+    decode_starvation: (ITL P99's bucket at or above the SLO, or itl_stall_share >= 1 %) and (prompt rate
+    >= prefill_tokens_rate_high, or long_prefill_rate > 0); critical when the P99's bucket is at or above
+    2 x SLO or the share >= 5 %. Each signal is evaluated once: the share and the P99 test are tagged,
+    scored and combined with `max by`. kv_pressure: KV usage >= kv_usage_high with waiting >= waiting_high
+    or preemptions, or preemptions >= preemptions_rate_high alone (critical)."""
     ids = ", ".join(label_list(by))
+    w = window or R.fmt_duration(parse_duration(th["windows"]["short"]))
     slo = float(th["itl_slo_s"])
     b1, b2 = first_bound_at_or_above(itl_les, slo), first_bound_at_or_above(itl_les, 2 * slo)
-    p99, share = f"({exprs['itl_p99']})", f"({exprs['itl_stall_share']})"
-
-    def stalled(bound, share_min):
-        parts = [f"{share} >= {share_min!r}"] + ([f"{p99} > {bound}"] if bound else [])
-        return "(" + " or ".join(f"({p})" for p in parts) + ")"
+    share = (f'label_replace((({exprs["itl_stall_share"]}) >= {STALL_SHARE!r}) >= bool {CRITICAL_SHARE!r}, '
+             f'"stallscope_test", "share", "", "") + 1')
+    tests = [share]
+    if b1 and "histogram_quantile" in exprs["itl_p99"]:
+        crit = f"({_itl_bucket(b2, ids, w)} < bool 0.99 * {_itl_bucket('+Inf', ids, w)})" if b2 else "0"
+        tests.append(f'label_replace(({crit} + 1) and on ({ids}) {quantile_above(0.99, b1, ids, w)}, '
+                     f'"stallscope_test", "p99", "", "")')
+    elif b1:  # the recorded P99: its value against the bounds
+        p99 = f"({exprs['itl_p99']})"
+        tests.append(f'label_replace((({p99} > {b1}) > bool {b2 or "+Inf"}) + 1, "stallscope_test", "p99", "", "")')
+    stalled = f"max by ({ids}) ({' or '.join(tests)})"
     load = [f"({exprs['prompt_rate']}) >= {float(th['prefill_tokens_rate_high'])!r}"]
     if "long_prefill_rate" in exprs:
         load.append(f"({exprs['long_prefill_rate']}) > 0")
     load_expr = "(" + " or ".join(f"({p})" for p in load) + ")"
-    starvation = (f"(({stalled(b2, CRITICAL_SHARE)} * 0 + 2) or ({stalled(b1, STALL_SHARE)} * 0 + 1)) "
-                  f"and on ({ids}) {load_expr}")
     kv, waiting, preempt = (f"({exprs[c]})" for c in ("kv_usage", "waiting", "preempt_rate"))
     hot = (f"(({kv} >= {float(th['kv_usage_high'])!r}) and on ({ids}) "
            f"(({waiting} >= {float(th['waiting_high'])!r}) or ({preempt} > 0)))")
-    pressure = (f"(({preempt} >= {float(th['preemptions_rate_high'])!r}) * 0 + 2) or ({hot} * 0 + 1)")
-    return {"decode_starvation": starvation, "kv_pressure": pressure}
+    pressure = f"(({preempt} >= {float(th['preemptions_rate_high'])!r}) * 0 + 2) or ({hot} * 0 + 1)"
+    return {"decode_starvation": f"{stalled} and on ({ids}) {load_expr}", "kv_pressure": pressure}
 
 
 def presence_expr(by, step: str, matchers=()) -> str:

@@ -119,7 +119,7 @@ def _exprs(th, p: Plan, matchers, window: str, cut: str, step: str) -> dict[str,
     sig = F.signal_exprs(th, by=p.by, window=window, matchers=matchers, itl_les=p.itl_les, iteration_cut=cut)
     if p.path == "recorded":
         sig.update(F.recorded_exprs(th, matchers))
-    return {**F.episode_exprs(th, sig, p.by, p.itl_les), "presence": F.presence_expr(p.by, step, matchers)}
+    return {**F.episode_exprs(th, sig, p.by, p.itl_les, window), "presence": F.presence_expr(p.by, step, matchers)}
 
 
 def _masks(answer, p: Plan, kinds, n: int, start_s: float, step_s: float) -> dict:

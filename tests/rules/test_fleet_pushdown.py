@@ -119,3 +119,53 @@ def test_bucket_of_reads_the_bucket_a_quantile_lies_in():
     lo, hi = fleet_signals.bucket_of(np.array([0.05, 0.2, 0.25, 80.0, np.nan]), ["0.1", "0.2", "0.3", "80.0", "+Inf"])
     assert list(lo[:4]) == [0.0, 0.1, 0.2, 80.0] and list(hi[:4]) == [0.1, 0.2, 0.3, np.inf]
     assert np.isnan(lo[4]) and np.isnan(hi[4])
+
+
+def _server_masks(prom_url, th, exprs, by, start, end, step, window):
+    """{kind: severity per grid point (0 = none)} of fleet.episode_exprs evaluated by the server."""
+    runner = Runner(prom_url)
+    n = len(Q.grid(start, end, step))
+    out = {}
+    for kind, expr in F.episode_exprs(th, exprs, by, window=window).items():
+        got = np.zeros(n)
+        for _, t, v in runner.run([fleet_signals.Job("g", kind, expr, start / NS, end / NS, step / NS)]).series.get(kind, []):
+            got[fleet_signals.grid_index(t, start / NS, step / NS)] = v
+        out[kind] = got
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tool("prometheus")
+def test_episode_tests_on_the_server_equal_the_detectors_flags(tmp_path):
+    """Per grid point: the server's decode-starvation and KV-pressure tests and severities equal the
+    detectors' own (decode_starvation.flags, kv_pressure's mask) on the local signals."""
+    from promserver import PrometheusServer, backfill_openmetrics
+    from stallscope.analyzers import decode_starvation
+
+    t0 = (int(time.time()) // 3600 - 3) * 3600 * NS
+    starved, _ = simulate_starvation(120, t0_ns=t0, streams=8, long_every_s=20.0, long_tokens=4096)
+    kv = simulate_kv_pressure(120, t0_ns=t0 + 200 * NS, pressure=(30.0, 90.0))
+    kv["labels"] = [{**lab, "model_name": "k"} for lab in kv["labels"]]
+    storage = tmp_path / "tsdb"
+    backfill_openmetrics(to_openmetrics(pd.concat([starved, kv], ignore_index=True)), storage, tmp_path)
+    th = load_thresholds()
+    by = ("model_name",)
+    cases = [(starved, "m", t0 + 12 * NS, t0 + 118 * NS, 2 * NS, "12s"),
+             (kv, "k", t0 + 215 * NS, t0 + 318 * NS, 2 * NS, "15s")]
+    with PrometheusServer(tmp_path, storage=storage) as prom:
+        for samples, model, start, end, step, window in cases:
+            w_ns = int(Q.parse_duration(window) * NS)
+            local = signals.compute(samples, thresholds=th, eval_ts=Q.grid(start, end, step), window_ns=w_ns)
+            cut = F.iteration_cut(float(local["running"].max()))
+            exprs = F.signal_exprs(th, by=by, window=window, matchers=[("model_name", "=", model)], iteration_cut=cut)
+            got = _server_masks(prom.url, th, exprs, by, start, end, step, window)
+            stalled, prefill = decode_starvation.flags(local, th)
+            crit = (local["itl_p99_lo"].to_numpy() >= 2 * th["itl_slo_s"]) | (local["itl_stall_share"].to_numpy() >= 0.05)
+            want = np.where(stalled & prefill, np.where(crit, 2, 1), 0)
+            assert (got["decode_starvation"] == want).all(), (model, np.flatnonzero(got["decode_starvation"] != want))
+            kvu, wait, pre = (local[c].to_numpy(dtype=float) for c in ("kv_usage", "waiting", "preempt_rate"))
+            hot = ((kvu >= th["kv_usage_high"]) & ((wait >= th["waiting_high"]) | (pre > 0)))
+            high = np.nan_to_num(pre) >= th["preemptions_rate_high"]
+            assert (got["kv_pressure"] == np.where(high, 2, np.where(hot, 1, 0))).all(), model
+            decided = want if model == "m" else got["kv_pressure"]  # decisions were really taken
+            assert (decided > 0).sum() >= 10 and (decided == 0).sum() >= 10, (model, np.unique(decided, return_counts=True))
