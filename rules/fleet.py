@@ -106,8 +106,8 @@ def _bucket(family: str, le: str, by: str, w: str) -> str:
     return f'sum by ({by}) (rate({family}_bucket{{le="{le}"}}[{w}]))'
 
 
-def _itl_bucket(le: str, by: str, w: str) -> str:
-    return f"({_bucket(ITL, le, by, w)} or {_bucket(ITL_LEGACY, le, by, w)})"
+def _itl_bucket(le: str, by: str, w: str, families=(ITL, ITL_LEGACY)) -> str:
+    return "(" + " or ".join(_bucket(f, le, by, w) for f in families) + ")"
 
 
 def first_bound_at_or_above(les, value: float) -> str | None:
@@ -115,25 +115,38 @@ def first_bound_at_or_above(les, value: float) -> str | None:
     return next((le for le, b in _bounds(les) if b >= value and not math.isinf(b)), None)
 
 
-def stall_share_expr(slo: float, les, by: str, w: str) -> str:
-    """sum_{lower_i >= slo} lower_i x (c_i - c_(i-1)) / rate(_sum), summed by parts per bucket bound."""
+def _le_regex(les) -> str:
+    return "|".join(re.escape(le) for le in les).replace("\\", "\\\\")
+
+
+def stall_share_expr(slo: float, les, by: str, w: str, families=(ITL, ITL_LEGACY)) -> str:
+    """sum_{lower_i >= slo} lower_i x (c_i - c_(i-1)) / rate(_sum), summed by parts: c_j's coefficient is its
+    own lower edge (when above the SLO) minus its bound (when the next bucket is above); the coefficients
+    are a constant vector keyed by `le`, so one selector reads every bucket involved."""
     bounds = _bounds(les)
     lower = [0.0] + [b for _, b in bounds[:-1]]
     above = [lo >= slo for lo in lower]
-    terms = []
-    for j, (le, b) in enumerate(bounds):  # c_j's coefficient: its own lower edge, minus its bound if j+1 is above
+    coeffs = {}
+    for j, (le, b) in enumerate(bounds):
         coeff = (lower[j] if above[j] else 0.0) - (b if j + 1 < len(bounds) and above[j + 1] else 0.0)
         if coeff:
-            terms.append(f"{coeff!r} * {_itl_bucket(le, by, w)}")
-    total = f"(sum by ({by}) (rate({ITL}_sum[{w}])) or sum by ({by}) (rate({ITL_LEGACY}_sum[{w}])))"
-    numerator = " + ".join(terms) if terms else f"0 * {total}"
+            coeffs[le] = coeff
+    total = "(" + " or ".join(f"sum by ({by}) (rate({f}_sum[{w}]))" for f in families) + ")"
+    if not coeffs:
+        return f"clamp(0 * {total}, 0, 1)"
+    weights = " or ".join(f'label_replace(vector({c!r}), "le", "{le}", "", "")' for le, c in coeffs.items())
+    regex = _le_regex(coeffs)
+    numerator = " or ".join(f'sum by ({by}) (sum without (le) (rate({f}_bucket{{le=~"{regex}"}}[{w}]) '
+                            f"* on (le) group_left () ({weights})))" for f in families)
     return f"clamp(({numerator}) / {total}, 0, 1)"
 
 
 def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, matchers=(), itl_les=ITL_LES,
-                 iteration_cut: str | None = None) -> dict[str, str]:
+                 iteration_cut: str | None = None, itl_families=(ITL, ITL_LEGACY)) -> dict[str, str]:
     """{signals column: PromQL} for the raw path (see the module docstring); `iteration_cut` is the `le`
-    of the long-prefill cut (None: no `long_prefill_rate`)."""
+    of the long-prefill cut (None: no `long_prefill_rate`); `itl_families` the ITL histogram names the
+    fleet exports (both, joined with `or` as in the rules, unless the caller found only one)."""
+    fam = tuple(itl_families)
     ids = ", ".join(label_list(by))
     short = R.fmt_duration(parse_duration(th["windows"]["short"]))
     w = window or short
@@ -147,11 +160,11 @@ def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, ma
         out[col] = _regroup(_rule_expr(th, R.name_rate(metric, short)), ids, w, short)
     out["prompt_computed"] = (f'(sum by ({ids}) (rate(vllm:prompt_tokens_by_source_total{{source="local_compute"}}[{w}])) '
                               f"* 0 + 1) or (sum by ({ids}) (rate(vllm:prompt_tokens_total[{w}])) * 0)")
-    out["itl_rate"] = _itl_bucket("+Inf", ids, w)
+    out["itl_rate"] = _itl_bucket("+Inf", ids, w, fam)
     b_slo = first_bound_at_or_above(itl_les, slo)
-    out["itl_above_slo_rate"] = (f"clamp_min({_itl_bucket('+Inf', ids, w)} - {_itl_bucket(b_slo, ids, w)}, 0)"
-                                 if b_slo else f"0 * {_itl_bucket('+Inf', ids, w)}")
-    out["itl_stall_share"] = stall_share_expr(slo, itl_les, ids, w)
+    out["itl_above_slo_rate"] = (f"clamp_min({_itl_bucket('+Inf', ids, w, fam)} - {_itl_bucket(b_slo, ids, w, fam)}, 0)"
+                                 if b_slo else f"0 * {_itl_bucket('+Inf', ids, w, fam)}")
+    out["itl_stall_share"] = stall_share_expr(slo, itl_les, ids, w, fam)
     out["prefill_time_rate"] = f"sum by ({ids}) (rate(vllm:request_prefill_time_seconds_sum[{w}]))"
     out["running"] = f"sum by ({ids}) (vllm:num_requests_running)"
     out["waiting_total"] = f"sum by ({ids}) (vllm:num_requests_waiting)"
@@ -197,14 +210,15 @@ def recorded_probe(th: dict) -> str:
     return R.name_quantile("vllm_inter_token_latency_seconds", short)
 
 
-def quantile_above(q: float, bound: str, by: str, w: str) -> str:
+def quantile_above(q: float, bound: str, by: str, w: str, families=(ITL, ITL_LEGACY)) -> str:
     """`histogram_quantile(q, ITL) > bound` without the quantile: the q-quantile lies above a bucket bound
     exactly when that bucket's count is below q x the total (the first bucket reaching q x total lies
     beyond it), so `itl_p99_lo >= slo` costs two bucket rates instead of every bucket."""
-    return f"({_itl_bucket(bound, by, w)} < {q!r} * {_itl_bucket('+Inf', by, w)})"
+    return f"({_itl_bucket(bound, by, w, families)} < {q!r} * {_itl_bucket('+Inf', by, w, families)})"
 
 
-def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES, window: str | None = None) -> dict[str, str]:
+def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES, window: str | None = None,
+                  itl_families=(ITL, ITL_LEGACY)) -> dict[str, str]:
     """{kind: PromQL} present (value = severity: 2 critical, 1 warning) in the windows of each kind, composed
     from `exprs` (signal_exprs, or recorded_exprs over it) with the detectors' tests and thresholds.
 
@@ -221,8 +235,9 @@ def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES, window: 
              f'"stallscope_test", "share", "", "") + 1')
     tests = [share]
     if b1 and "histogram_quantile" in exprs["itl_p99"]:
-        crit = f"({_itl_bucket(b2, ids, w)} < bool 0.99 * {_itl_bucket('+Inf', ids, w)})" if b2 else "0"
-        tests.append(f'label_replace(({crit} + 1) and on ({ids}) {quantile_above(0.99, b1, ids, w)}, '
+        fam = tuple(itl_families)
+        crit = f"({_itl_bucket(b2, ids, w, fam)} < bool 0.99 * {_itl_bucket('+Inf', ids, w, fam)})" if b2 else "0"
+        tests.append(f'label_replace(({crit} + 1) and on ({ids}) {quantile_above(0.99, b1, ids, w, fam)}, '
                      f'"stallscope_test", "p99", "", "")')
     elif b1:  # the recorded P99: its value against the bounds
         p99 = f"({exprs['itl_p99']})"

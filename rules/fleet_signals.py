@@ -29,20 +29,23 @@ def replica_name(labels: dict, by) -> str:
     return ",".join(f"{k}={labels[k]}" for k in by if labels.get(k)) or "all"
 
 
-def bucket_bounds(runner: Runner, family: str, legacy: str | None, start_s: float, end_s: float,
-                  matchers=()) -> list[str]:
-    """The `le` strings a histogram family exports (its legacy name as fallback), read from the latest
-    sample of each bucket series at the end, the middle or the start of the range (instant queries: the
-    cost is one sample per series); vLLM's default ITL buckets when none answers."""
+def bucket_bounds(runner: Runner, families, start_s: float, end_s: float, matchers=(),
+                  default=F.ITL_LES) -> tuple[list[str], tuple[str, ...]]:
+    """(the `le` strings, the families exporting them) of a histogram exported under one of `families`
+    (vLLM's current and legacy names), read from the latest sample of each bucket series at the end, the
+    middle or the start of the range (instant queries: one sample per series); `default` and every
+    family when none answers."""
     for at in (end_s, (start_s + end_s) / 2, start_s):
-        for name in (family, legacy):
-            if name is None:
-                continue
+        found: dict[str, list[str]] = {}
+        for name in families:
             expr = F.with_matchers(f"group by (le) ({name}_bucket)", matchers)
             les = [lab["le"] for lab, _ in runner.instant(expr, at) if "le" in lab]
             if les:
-                return [le for le, _ in sorted(((le, float(le)) for le in les), key=lambda x: x[1])]
-    return list(F.ITL_LES)
+                found[name] = les
+        if found:
+            les = sorted({le for v in found.values() for le in v}, key=float)
+            return les, tuple(found)
+    return list(default), tuple(families)
 
 
 def grid_index(times_s: np.ndarray, start_s: float, step_s: float) -> np.ndarray:
@@ -82,9 +85,9 @@ def compute(runner: Runner, th: dict, start_s: float, end_s: float, step_s: floa
             by=F.DEFAULT_IDENTITY, matchers=(), progress=None) -> tuple[pd.DataFrame, dict]:
     """(signals frame, query stats) of every replica matching `matchers` on the grid start..end by step."""
     by = F.label_list(by)
-    les = bucket_bounds(runner, F.ITL, F.ITL_LEGACY, start_s, end_s, matchers)
-    ttft_les = bucket_bounds(runner, F.TTFT, None, start_s, end_s, matchers)
-    exprs = F.signal_exprs(th, by=by, window=window, matchers=matchers, itl_les=les)
+    les, families = bucket_bounds(runner, (F.ITL, F.ITL_LEGACY), start_s, end_s, matchers)
+    ttft_les, _ = bucket_bounds(runner, (F.TTFT,), start_s, end_s, matchers, default=("+Inf",))
+    exprs = F.signal_exprs(th, by=by, window=window, matchers=matchers, itl_les=les, itl_families=families)
     n = len(np.arange(start_s, end_s + step_s / 2, step_s))
     jobs = [Job("all", col, expr, a, b, step_s) for col, expr in exprs.items()
             for a, b in _chunks(start_s, end_s, step_s)]
@@ -99,7 +102,7 @@ def compute(runner: Runner, th: dict, start_s: float, end_s: float, step_s: floa
     cols["long_prefill_rate"] = {}
     for cut, names in cuts.items():
         expr = F.signal_exprs(th, by=by, window=window, matchers=matchers, itl_les=les,
-                              iteration_cut=cut)["long_prefill_rate"]
+                              iteration_cut=cut, itl_families=families)["long_prefill_rate"]
         extra = runner.run([Job("long_prefill", "lp", expr, a, b, step_s) for a, b in _chunks(start_s, end_s, step_s)])
         got = _collect(extra, "lp", by, n, start_s, step_s)
         cols["long_prefill_rate"].update({k: v for k, v in got.items() if k in names})

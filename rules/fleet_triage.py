@@ -45,6 +45,7 @@ class Plan:
     path: str
     itl_les: list
     scrape_s: float
+    itl_families: tuple = (F.ITL, F.ITL_LEGACY)
 
 
 def inventory(runner: Runner, by, matchers, start_s: float, end_s: float) -> tuple[dict, dict, dict]:
@@ -105,21 +106,22 @@ def plan(runner: Runner, th: dict, start_s: float, end_s: float, *, by, matchers
         sel = F.matcher_text(matchers) or "(none)"
         raise InputError(f"no vLLM replica (vllm:num_requests_running) matches selector {{{sel}}} between "
                          f"{start_s:.0f} and {end_s:.0f} (unix s)")
-    les = bucket_bounds(runner, F.ITL, F.ITL_LEGACY, start_s, end_s, matchers)
+    les, families = bucket_bounds(runner, (F.ITL, F.ITL_LEGACY), start_s, end_s, matchers)
     cuts = {name: F.iteration_cut(peaks.get(name, 0.0)) for name in labels}
     scrapes = max(counts.values()) if counts else 0
     scrape_s = (end_s - start_s) / scrapes if scrapes > 1 else 15.0
     loaded = SERIES_LOADED * int(chunk_s / scrape_s + 1)  # raw samples one replica's episode query loads
     size = group_size(min(n_points, MAX_POINTS), 3, max_memory, concurrency, loaded_per_replica=loaded,
                       max_samples=max_samples)
-    return Plan(labels, split_groups(labels, cuts, by, size, matchers), by, chosen, les, scrape_s)
+    return Plan(labels, split_groups(labels, cuts, by, size, matchers), by, chosen, les, scrape_s, families)
 
 
 def _exprs(th, p: Plan, matchers, window: str, cut: str, step: str) -> dict[str, str]:
-    sig = F.signal_exprs(th, by=p.by, window=window, matchers=matchers, itl_les=p.itl_les, iteration_cut=cut)
+    sig = F.signal_exprs(th, by=p.by, window=window, matchers=matchers, itl_les=p.itl_les, iteration_cut=cut,
+                         itl_families=p.itl_families)
     if p.path == "recorded":
         sig.update(F.recorded_exprs(th, matchers))
-    return {**F.episode_exprs(th, sig, p.by, p.itl_les, window), "presence": F.presence_expr(p.by, step, matchers)}
+    return {**F.episode_exprs(th, sig, p.by, p.itl_les, window, p.itl_families), "presence": F.presence_expr(p.by, step, matchers)}
 
 
 def _masks(answer, p: Plan, kinds, n: int, start_s: float, step_s: float) -> dict:

@@ -93,13 +93,14 @@ def test_pushdown_signals_equal_local_signals_under_kv_pressure(tmp_path):
 
 def test_stall_share_expression_sums_by_parts_per_bucket():
     """The per-`le` coefficients of itl_stall_share: lower edge of each bucket above the SLO, by parts."""
-    expr = F.stall_share_expr(0.2, ["0.1", "0.2", "0.5", "+Inf"], "pod", "1m")
+    expr = F.stall_share_expr(0.2, ["0.1", "0.2", "0.5", "+Inf"], "pod", "1m", (F.ITL,))
     # buckets above 0.2: (0.2, 0.5] weight 0.2 and (0.5, +Inf] weight 0.5 -> c(0.2) x -0.2, c(0.5) x (0.2 - 0.5),
-    # c(+Inf) x 0.5
-    assert expr.count(" * (") == 3
-    assert '-0.2 * (sum by (pod) (rate(vllm:inter_token_latency_seconds_bucket{le="0.2"}[1m]))' in expr
-    assert '0.5 * (sum by (pod) (rate(vllm:inter_token_latency_seconds_bucket{le="+Inf"}[1m]))' in expr
-    assert expr.startswith("clamp((") and expr.endswith(", 0, 1)")
+    # c(+Inf) x 0.5; one selector reads the three buckets (the regex escapes `.` and `+`)
+    assert ('label_replace(vector(-0.2), "le", "0.2", "", "") or label_replace(vector(-0.3), "le", "0.5", "", "") '
+            'or label_replace(vector(0.5), "le", "+Inf", "", "")') in expr
+    assert 'rate(vllm:inter_token_latency_seconds_bucket{le=~"0\\\\.2|0\\\\.5|\\\\+Inf"}[1m])' in expr
+    assert expr.startswith("clamp((sum by (pod) (sum without (le) (") and expr.endswith(", 0, 1)")
+    assert "time_per_output_token" not in expr
 
 
 def test_signal_expressions_reuse_the_recording_rules_and_the_identity():
