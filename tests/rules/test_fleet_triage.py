@@ -187,3 +187,37 @@ def test_a_query_over_the_server_sample_limit_is_one_line_exit_2(fleet_40x6h, ca
                      str((t0 + 6 * 3600) * NS)])
     line = _one_line(capsys)
     assert code == 2 and "too many samples" in line, line
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tool("prometheus")
+def test_recorded_path_reads_the_installed_rules_and_finds_the_same_replicas(tmp_path):
+    """With rules/vllm.rules.yaml backfilled (`promtool tsdb create-blocks-from rules`), `auto` reads the
+    recorded quantiles and rates (replica = model_name, instance) and flags the same replicas and kinds."""
+    import shutil
+    import subprocess
+
+    import fleet_data
+    from promserver import PrometheusServer, promtool
+    from conftest import ROOT
+
+    t0 = (int(time.time()) // 3600 - 4) * 3600
+    truth = fleet_data.write(tmp_path / "f.om", 16, 2, t0)
+    fleet_data.backfill(tmp_path / "f.om", tmp_path / "tsdb", promtool())
+    with PrometheusServer(tmp_path, storage=tmp_path / "tsdb") as prom:
+        raw = fleet_triage.triage(prom.url, load_thresholds(), t0, t0 + 7200, top=0, path="auto")
+        subprocess.run([promtool(), "tsdb", "create-blocks-from", "rules", f"--start={t0}", f"--end={t0 + 7200}",
+                        f"--url={prom.url}", "--output-dir", str(tmp_path / "recorded"),
+                        str(ROOT / "rules" / "vllm.rules.yaml")], check=True, capture_output=True)
+    for block in (tmp_path / "recorded").iterdir():
+        shutil.move(str(block), str(tmp_path / "tsdb" / block.name))
+    with PrometheusServer(tmp_path, storage=tmp_path / "tsdb") as prom:
+        rec = fleet_triage.triage(prom.url, load_thresholds(), t0, t0 + 7200, top=0, path="auto")
+        with pytest.raises(Exception, match="may use model_name and instance only"):
+            fleet_triage.triage(prom.url, load_thresholds(), t0, t0 + 7200, path="recorded",
+                                matchers=[("pod", "=", "vllm-0001")], drill=False)
+    assert raw.path == "raw" and rec.path == "recorded" and rec.identity == ("model_name", "instance")
+
+    def flagged(report):
+        return {r.labels["instance"]: set(r.kinds()) for r in report.replicas if r.kinds()}
+    assert flagged(rec) == flagged(raw) and len(flagged(raw)) == len(truth.injected())
