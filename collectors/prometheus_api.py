@@ -72,6 +72,7 @@ class Client:
         self.session = requests.Session()
         self.session.headers.update(headers or {})
         self.bytes_received = 0  # answer bodies, for the fleet path's accounting
+        self.warnings: list[str] = []  # `warnings` of successful answers (Thanos/Mimir partial responses)
 
     def _get(self, path: str, params: dict, post: bool = False) -> dict:
         """`data` of one API answer; a failure is one CollectorError whose `status` is the HTTP status
@@ -97,6 +98,8 @@ class Client:
                           r.status_code)
         if not isinstance(body.get("data"), dict):
             raise self._shape(path, "no `data` object")
+        if isinstance(body.get("warnings"), list):
+            self.warnings += [str(w)[:300] for w in body["warnings"]]
         return body["data"]
 
     def _shape(self, path: str, what: str) -> CollectorError:

@@ -11,7 +11,8 @@ The idea: a fleet query is split so that no answer is too large, then run with b
    POSTed, as group selectors make long queries) with `stats=all`, so the server's own evaluation time is
    summed beside ours. Unreachable, 429 and 5xx answers are retried with exponential backoff; any other
    failure, or one that persists, is kept per group in `Answer.failures`, never dropped. Only when every
-   job failed is the first failure raised.
+   job failed is the first failure raised. An answer that succeeded with `warnings` (Thanos or Mimir
+   answering from part of their stores) is kept, and its warnings are listed per group too.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Answer:
 
     series: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
+    warnings: dict = field(default_factory=dict)
     samples: int = 0
     requests: int = 0
     retries: int = 0
@@ -135,7 +137,12 @@ class Runner:
                   "step": f"{job.step_s:g}", "stats": "all", **self.extra}
         for attempt in range(self.retries + 1):
             try:
-                data = self.client()._get("query_range", params, post=True)
+                client = self.client()
+                seen = len(client.warnings)
+                data = client._get("query_range", params, post=True)
+                if len(client.warnings) > seen:
+                    with self._lock:
+                        answer.warnings.setdefault(job.group, []).extend(client.warnings[seen:])
                 timings = (data.get("stats") or {}).get("timings") or {}
                 with self._lock:
                     answer.requests += 1

@@ -143,7 +143,7 @@ def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | 
            window: str | None = None, by=F.DEFAULT_IDENTITY, matchers=(), top: int = 5, concurrency: int = 4,
            max_memory: int = 1 << 30, headers: dict | None = None, path: str = "auto", timeout: float = 60.0,
            progress=None, drill: bool = True, retries: int = 3, backoff_s: float = 0.5,
-           max_samples: int = 50_000_000) -> A.FleetReport:
+           max_samples: int = 50_000_000, params: dict | None = None) -> A.FleetReport:
     """The ranked FleetReport of every replica matching `matchers` over start..end (unix s)."""
     w = window or F.R.fmt_duration(parse_duration(th["windows"]["short"]))
     window_s = parse_duration(w)
@@ -151,7 +151,7 @@ def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | 
     if end_s - start_s < window_s:
         raise InputError(f"the range ({end_s - start_s:.0f} s) is shorter than the window {w}")
     runner = Runner(url, timeout=timeout, headers=headers, concurrency=concurrency, retries=retries,
-                    backoff_s=backoff_s)
+                    backoff_s=backoff_s, extra_params=params)
     start_s = start_s + window_s  # the first full window, as signals.choose_grid
     n = len(np.arange(start_s, end_s + step_s / 2, step_s))
     chunks = time_chunks(start_s, end_s, step_s)
@@ -178,6 +178,9 @@ def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | 
     ranked = A.triage(by_kind, p.replicas, ts, int(window_s * NS), int(round(step_s * NS)))
     failures = {g: {"error": answer.failures[g], "replicas": names} for g, _, names, _ in p.groups
                 if g in answer.failures}
+    failures.update({f"{g} (partial response)": {"error": "; ".join(dict.fromkeys(answer.warnings[g])),
+                                                 "replicas": names}
+                     for g, _, names, _ in p.groups if g in answer.warnings})
     stats = {"requests": answer.requests, "retries": answer.retries, "samples": answer.samples,
              "bytes": answer.bytes, "server_s": answer.server_s, "query_wall_s": answer.wall_s,
              "groups": len(p.groups), "replicas": len(p.replicas), "scrape_s": p.scrape_s}

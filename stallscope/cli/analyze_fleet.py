@@ -29,6 +29,9 @@ def add_arguments(parser) -> None:
     g.add_argument("--header", action="append", default=[], metavar="K:V",
                    help="HTTP header for every Prometheus API request, e.g. X-Scope-OrgID:tenant (repeatable; "
                         "never printed)")
+    g.add_argument("--query-param", action="append", default=[], metavar="K=V",
+                   help="extra API parameter for every fleet query, e.g. max_source_resolution=0s or "
+                        "partial_response=false (Thanos; repeatable)")
     g.add_argument("--fleet-path", choices=["auto", "raw", "recorded"], default="auto",
                    help="read the recording rules' series (recorded), the raw series (raw), or probe (default)")
     g.add_argument("--max-samples", type=int, default=50_000_000, metavar="N",
@@ -52,6 +55,18 @@ def parse_headers(items) -> dict[str, str]:
         if not sep or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", name.strip()):
             raise InputError(f"--header {name.strip()[:40]!r}...: expected NAME:VALUE with a token NAME")
         out[name.strip()] = value.strip()
+    return out
+
+
+def parse_params(items) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        name, sep, value = str(item).partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\[\]]*", name):
+            raise InputError(f"--query-param {item!r}: expected NAME=VALUE")
+        if name in ("query", "start", "end", "step", "time"):
+            raise InputError(f"--query-param {name} is set by stallscope itself")
+        out[name] = value
     return out
 
 
@@ -105,9 +120,10 @@ def run(args) -> int:
                         by=label_list(args.group_by), matchers=parse_selector(args.selector), top=args.top,
                         concurrency=args.concurrency, max_memory=parse_size(args.max_memory),
                         headers=parse_headers(args.header), path=args.fleet_path, timeout=args.timeout,
-                        progress=callback, max_samples=args.max_samples)
+                        progress=callback, max_samples=args.max_samples, params=parse_params(args.query_param))
     for group, fail in report.failures.items():
-        sys.stderr.write(f"stallscope: warning: {group}: {len(fail['replicas'])} replica(s) not triaged: "
+        what = "triaged from a partial response" if group.endswith("(partial response)") else "not triaged"
+        sys.stderr.write(f"stallscope: warning: {group}: {len(fail['replicas'])} replica(s) {what}: "
                          f"{fail['error']}\n")
     sys.stdout.write(render.fleet_json(report) if args.format == "json" else render.fleet_text(report, args.top))
     if args.html:

@@ -221,3 +221,37 @@ def test_recorded_path_reads_the_installed_rules_and_finds_the_same_replicas(tmp
     def flagged(report):
         return {r.labels["instance"]: set(r.kinds()) for r in report.replicas if r.kinds()}
     assert flagged(rec) == flagged(raw) and len(flagged(raw)) == len(truth.injected())
+
+
+def test_thanos_params_reach_the_server_and_partial_responses_are_reported(capsys):
+    """--query-param goes with every query (max_source_resolution, partial_response); an answer carrying
+    `warnings` (a store missing) is kept and reported per group."""
+    paths: list = []
+    inner = _fake_fleet()
+
+    def answer(path):
+        paths.append(path)
+        code, body = inner(path)
+        if "query_range" in path:
+            doc = json.loads(body)
+            doc["warnings"] = ["store 10.0.0.9:10901 unavailable"]
+            body = json.dumps(doc).encode()
+        return code, body
+    with FakePrometheus(answer) as prom:
+        code = main([*FLEET, "--prometheus", prom.url, "--query-param", "max_source_resolution=0s",
+                     "--query-param", "partial_response=true", "--header", "X-Scope-OrgID:tenant-a",
+                     "--format", "json"])
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert code == 0 and len(doc["ranking"]) == 3
+    (group, fail), = doc["fleet"]["failures"].items()
+    assert group.endswith("(partial response)") and "store 10.0.0.9:10901 unavailable" in fail["error"]
+    assert "triaged from a partial response" in out.err
+    ranged = [p for p in paths if "/query_range?" in p]
+    assert ranged and all("max_source_resolution=0s" in p and "partial_response=true" in p for p in ranged)
+
+
+def test_query_param_may_not_override_the_query(capsys):
+    with FakePrometheus(_fake_fleet()) as prom:
+        assert main([*FLEET, "--prometheus", prom.url, "--query-param", "step=1h"]) == 2
+    assert "set by stallscope itself" in _one_line(capsys)
