@@ -255,3 +255,27 @@ def test_query_param_may_not_override_the_query(capsys):
     with FakePrometheus(_fake_fleet()) as prom:
         assert main([*FLEET, "--prometheus", prom.url, "--query-param", "step=1h"]) == 2
     assert "set by stallscope itself" in _one_line(capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_tool("prometheus")
+def test_dashboard_fleet_source_triages_then_loads_only_the_clicked_replica(fleet_40x6h, tmp_path):
+    from promserver import PrometheusServer
+    from stallscope.dashboards import data
+    from stallscope.dashboards.app import create_app, page_module
+    from stallscope.dashboards.data import DataSource
+
+    storage, truth, t0 = fleet_40x6h
+    with PrometheusServer(tmp_path, storage=storage) as prom:
+        src = DataSource.from_prometheus(prom.url, since_s=time.time() - t0, live=False, fleet=True)
+        create_app(src)
+        data.use(src)
+        assert len(src.frames()["samples"]) == 0  # nothing raw before a replica is chosen
+        fig, summary = page_module("fleet").update(0)
+        top = fig.data[0].y[0]
+        assert top.split("pod=")[1].split(",")[0] in truth.episodes and summary.startswith("40 replicas")
+        assert page_module("fleet").open_replica({"points": [{"y": top}]}) == "/latency"
+        pods = {lab.get("pod") for lab in src.frames()["samples"]["labels"]}
+        assert pods == {top.split("pod=")[1].split(",")[0]}
+        itl, _ = page_module("latency").update(0)
+        assert len(itl.data) >= 1
