@@ -29,15 +29,22 @@ def chunk_budget(slo_s: float, decode_step_s: float, prefill_s_per_token: float,
 
 
 def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefill_s_per_token: float,
-                                   source: str, long_prompt_tokens: float | None = None) -> tuple[str, dict]:
-    """`--enable-chunked-prefill --max-num-batched-tokens N` with the step time and ITL it should give."""
+                                   source: str, long_prompt_tokens: float | None = None,
+                                   budget_in_use: int | None = None, running: float | None = None) -> tuple[str, dict]:
+    """`--enable-chunked-prefill --max-num-batched-tokens N` with the step time and ITL it should give; never the
+    budget already in use (`budget_in_use`): when no smaller budget of at least 64 tokens fits the SLO, it says
+    chunking cannot meet the SLO on this hardware and names the levers that remain (`slo_levers`)."""
     if not (prefill_s_per_token > 0 and math.isfinite(prefill_s_per_token)):
         text = ("`--enable-chunked-prefill --max-num-batched-tokens 512` (no measured prefill cost, so 512 is a "
                 "conservative default): long prompts are then split into chunks that share each step with the "
                 "running decodes instead of holding the step for the whole prompt.")
+        if budget_in_use is not None and budget_in_use <= 512:
+            return slo_levers(slo_s, decode_step_s, running, None, budget_in_use)
         return text, {"max_num_batched_tokens": 512, "budget_source": "default"}
     n = chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
     step_s = decode_step_s + n * prefill_s_per_token
+    if step_s > slo_s or (budget_in_use is not None and n >= budget_in_use):
+        return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source)
     text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: a step then carries at most {n} tokens, "
             f"so it takes about {decode_step_s * 1e3:.0f} ms + {n} x {prefill_s_per_token * 1e3:.3f} ms "
             f"= {step_s * 1e3:.0f} ms and ITL P99 should fall to about {step_s * 1e3:.0f} ms "
@@ -49,6 +56,32 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
     text += f". Cost figures from {source}."
     return text, {"max_num_batched_tokens": n, "expected_step_s": step_s, "budget_source": source,
                   "prefill_s_per_token": prefill_s_per_token}
+
+
+def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefill_s_per_token: float | None,
+               budget_in_use: int | None, source: str = "the metrics") -> tuple[str, dict]:
+    """Chunking cannot meet the SLO here: the smallest useful chunk step (or the decode step alone) is too slow,
+    or the budget in use is already the one that fits. The levers that remain, with figures."""
+    smallest = decode_step_s + 64 * prefill_s_per_token if prefill_s_per_token else float("nan")
+    facts = [f"a decode step alone takes about {decode_step_s * 1e3:.0f} ms"
+             + (f" at {running:.0f} running requests" if running else "")]
+    if math.isfinite(smallest):
+        facts.append(f"a step with a 64-token chunk about {smallest * 1e3:.0f} ms")
+    if budget_in_use is not None:
+        facts.append(f"the budget in use is already {budget_in_use} tokens")
+    text = (f"Chunked prefill alone cannot meet the {slo_s * 1e3:.0f} ms ITL SLO on this hardware ({'; '.join(facts)}; "
+            f"cost figures from {source}). Levers that remain: ")
+    levers = []
+    if running and running >= 2 and decode_step_s > 0:
+        seqs = max(1, int(running * min(1.0, 0.5 * slo_s / decode_step_s)))
+        levers.append(f"a smaller `--max-num-seqs` (e.g. {seqs} instead of the {running:.0f} running now: a "
+                      "memory-bound decode step shrinks with the batch)")
+    levers += ["prefill/decode disaggregation (prefill on separate instances, KV transferred to decode ones)",
+               "more replicas to spread the long prompts", "faster hardware (the decode step is bandwidth-bound, "
+               "the chunks compute-bound)"]
+    return text + "; ".join(levers) + ".", {"max_num_batched_tokens": None, "chunking_meets_slo": False,
+                                           "expected_step_s": smallest if math.isfinite(smallest) else decode_step_s,
+                                           "budget_source": source, "prefill_s_per_token": prefill_s_per_token}
 
 
 def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, peak_usage: float,

@@ -1,6 +1,6 @@
 """The one diagnosis: every detector over each target's frames, as a typed `Report`.
 
-`diagnose([(name, {"samples", "gpu", "steps", "whatif_inputs"}), ...])` runs the signals grid and every
+`diagnose([(name, {"samples", "gpu", "steps", "whatif_inputs", "chunking"}), ...])` runs the signals grid and every
 detector once per group (any frame may be absent; findings carry their samples' target or GPU) and
 adds the whole-run ITL/TTFT quantiles of each group with samples, under the group's name.
 `stallscope analyze`, the dashboards and the demo all call it; the renderers only format its Report.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers import decode_starvation, kv_pressure, memory_bound, scheduler_stall, signals
+from stallscope.analyzers import kv_pressure, memory_bound, signals, stream_stalls
 from stallscope.analyzers import quantiles as Q
 from stallscope.analyzers.advice import budget_advisor
 from stallscope.analyzers.finding import Finding, by_start, to_frame
@@ -52,7 +52,7 @@ def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | No
     for name, fr in groups:
         samples = fr.get("samples")
         sig, found = _diagnose_one(samples, fr.get("gpu"), fr.get("steps"), th, roofline_cost, window_s,
-                                   fr.get("whatif_inputs"))
+                                   fr.get("whatif_inputs"), fr.get("chunking"))
         if sig is not None:
             sigs.append(sig)
             report.quantiles[name] = whole_run_quantiles(samples, th)
@@ -61,17 +61,17 @@ def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | No
     return report
 
 
-def _diagnose_one(samples, gpu, steps, th, roofline_cost, window_s, whatif_inputs):
-    """(signals frame or None, findings by start) of one group; every detector runs once."""
+def _diagnose_one(samples, gpu, steps, th, roofline_cost, window_s, whatif_inputs, chunking=None):
+    """(signals frame or None, findings by start) of one group; every detector runs once. `chunking`
+    (stallscope.analyzers.chunking.Chunking) is the configuration the group's server ran, when known."""
     found, sig = [], None
     if samples is not None and len(samples):
         eval_ts, window = signals.choose_grid(samples, th, window_s=window_s)
         sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
         advice = budget_advisor(steps, samples, float(th["itl_slo_s"]), whatif_inputs)
-        found += decode_starvation.detect(sig, thresholds=th, steps=steps, roofline_cost=roofline_cost,
-                                          budget_advice=advice)
+        found += stream_stalls.detect(sig, thresholds=th, steps=steps, roofline_cost=roofline_cost,
+                                      budget_advice=advice, chunking=chunking, samples=samples)
         found += kv_pressure.detect(sig, thresholds=th, samples=samples)
-        found += scheduler_stall.detect(sig, thresholds=th)
     if gpu is not None and len(gpu):
         found += memory_bound.detect(gpu, signals=sig, thresholds=th)
     return sig, by_start(found)

@@ -18,7 +18,12 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
    `prompt_rate` is the computed work, `prompt_tokens_by_source_total{source="local_compute"}` (vLLM
    0.16+); older versions fall back to `prompt_tokens_total`, which counts prefix-cache hits too
    (`prompt_computed` says which: 1 or 0).
-4. Gauges as instant values (5 min lookback): running and waiting summed over engines, KV usage max.
+4. Live (issue 16): the same generation and computed-prompt rates over the *live* window (half the window,
+   at least 2 scrape intervals; `windows.live` in production, where the window is `windows.short`), and
+   `live_mean_itl` = running / live generation rate, the mean gap per running stream right now (inf when
+   nothing was generated). Unlike ITL, which is observed only when a stalled stream gets its next token,
+   these counters show a stall while it lasts.
+5. Gauges as instant values (5 min lookback): running and waiting summed over engines, KV usage max.
    `waiting` is `num_requests_waiting_by_reason{reason="capacity"}` where scraped (0.20+), else
    `num_requests_waiting`, which also counts deferred requests (`waiting_total`); `asleep` is 1 while an
    engine's `engine_sleep_state` sits on a state other than "awake".
@@ -43,7 +48,8 @@ DRAFTS, ACCEPTED = "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_ac
 COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "itl_p50_lo", "itl_p50_hi",
            "ttft_p99", "ttft_p99_lo", "ttft_p99_hi", "ttft_p50", "itl_rate", "itl_stall_share", "itl_above_slo_rate",
            "prompt_rate", "gen_rate", "preempt_rate", "prefill_time_rate", "long_prefill_rate", "running",
-           "waiting", "kv_usage", "prompt_computed", "waiting_total", "asleep", "tokens_per_output"]
+           "waiting", "kv_usage", "prompt_computed", "waiting_total", "asleep", "tokens_per_output", "live_gen_rate",
+           "live_prompt_rate", "live_mean_itl"]
 
 
 def scrape_interval_ns(samples: pd.DataFrame) -> int:
@@ -134,6 +140,7 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
         for g, v in gauge(metric, agg).items():
             put(tag, g, v)
     _put_computed_work(cols, put, rate, gauge, len(eval_ts))
+    _put_live(cols, put, rows, eval_ts, live_window(window_ns, scrape_interval_ns(samples)))
     _put_long_prefill(cols, put, Q.bucket_rates(rows(ITERATION + "_bucket"), ITERATION, eval_ts, window_ns))
     return _frame(cols, eval_ts, window_ns)
 
@@ -157,6 +164,26 @@ def _put_computed_work(cols: dict, put, rate, gauge, n: int) -> None:
     for g, drafts in rate(DRAFTS).items():
         with np.errstate(divide="ignore", invalid="ignore"):
             put("tokens_per_output", g, np.where(drafts > 0, 1.0 + accepted.get(g, 0.0) / drafts, np.nan))
+
+
+def live_window(window_ns: int, interval_ns: int) -> int:
+    """The live window: half the signal window, at least 2 scrape intervals, at most the window."""
+    return int(min(window_ns, max(window_ns // 2, 2 * interval_ns)))
+
+
+def _put_live(cols: dict, put, rows, eval_ts: np.ndarray, live_ns: int) -> None:
+    """`live_gen_rate`, `live_prompt_rate` (computed where scraped) and `live_mean_itl` (module docstring, 4)."""
+    def rate(metric, selector=None):
+        return _by_group(Q.rate_range(rows(metric), metric, eval_ts, live_ns, selector=selector), "value")
+
+    prompt = {**rate("vllm:prompt_tokens_total"), **rate(BY_SOURCE, [("source", "=", "local_compute")])}
+    for g, v in prompt.items():
+        put("live_prompt_rate", g, v)
+    for g, gen in rate("vllm:generation_tokens_total").items():
+        put("live_gen_rate", g, gen)
+        running = cols.get("running", {}).get(g, np.full(len(eval_ts), np.nan))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            put("live_mean_itl", g, np.where(running > 0, running / gen, np.nan))
 
 
 def _put_long_prefill(cols: dict, put, iteration: dict) -> None:

@@ -11,8 +11,9 @@ import datetime as dt
 import logging
 from pathlib import Path
 
+from stallscope.analyzers import chunking as C
 from stallscope.analyzers import roofline as R
-from stallscope.analyzers.budget import inputs_from_run
+from stallscope.analyzers.budget import arm_engine_config, inputs_from_run
 from stallscope.analyzers.diagnose import diagnose
 from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.collectors import loader
@@ -29,10 +30,13 @@ def iso(ns) -> str:
 
 def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | None = None, *,
                  selector: dict | None = None, resolution=None, steps_path=None,
-                 whatif_inputs=lambda run_dir: None, headers: dict | None = None) -> tuple[dict, dict]:
-    """({name: {"samples", "gpu", "steps", "whatif_inputs"}}, {name: source description}) of every
+                 whatif_inputs=lambda run_dir: None, chunking: C.Chunking | None = None,
+                 headers: dict | None = None) -> tuple[dict, dict]:
+    """({name: {"samples", "gpu", "steps", "whatif_inputs", "chunking"}}, {name: source description}) of every
     `(kind, source)` given, kind "run", "db" or "prometheus"; `whatif_inputs(run_dir)` gives a run's
-    what-if inputs (or None) unless `steps_path` names one step trace for every target."""
+    what-if inputs (or None) unless `steps_path` names one step trace for every target. A run directory's
+    arms carry the chunked-prefill configuration their server.json records; other targets get `chunking`
+    (the user's flags), else none (inferred from each target's metrics)."""
     frames, sources = {}, {}
     for kind, src in given:
         if kind == "prometheus" and not str(src).startswith(("http://", "https://")):
@@ -53,6 +57,7 @@ def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | 
             steps = read_step_trace(steps_path) if steps_path else arm.steps() if arm else None
             fr["steps"] = steps
             fr["whatif_inputs"] = whatif
+            fr["chunking"] = arm_chunking(arm) or chunking
             frames[name] = fr
             ts = [int(f["ts"].min()) for f in (fr["samples"], fr["gpu"]) if len(f)]
             te = [int(f["ts"].max()) for f in (fr["samples"], fr["gpu"]) if len(f)]
@@ -63,6 +68,17 @@ def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | 
         raise InputError("the sources hold no samples for the given time range: "
                          + ", ".join(str(s) for _, s in given))
     return frames, sources
+
+
+def arm_chunking(arm) -> C.Chunking | None:
+    """The chunking an arm's server.json records; None without one (or when it does not parse: warned)."""
+    if arm is None:
+        return None
+    try:
+        return C.from_engine_config(arm_engine_config(arm))
+    except ToolkitError as exc:
+        log.warning("%s: %s; chunked prefill is inferred from the metrics instead", arm.path, exc)
+        return None
 
 
 def run_whatif_inputs(run_dir):
@@ -97,10 +113,12 @@ def roofline_for(frames: dict, gpu_name, model, tp):
 
 def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, thresholds=None, window_s=None,
                      selector=None, resolution=None, steps_path=None, gpu=None, model=None, tp: int = 1,
-                     headers: dict | None = None):
-    """The Report of `(kind, source)` metric sources (kind "run", "db" or "prometheus"), with the roofline."""
+                     chunking: C.Chunking | None = None, headers: dict | None = None):
+    """The Report of `(kind, source)` metric sources (kind "run", "db" or "prometheus"), with the roofline;
+    `chunking` is the configuration the user says the servers ran (chunking.from_flags); `headers` go with
+    every Prometheus API request."""
     frames, sources = load_sources(given, lo, hi, selector=selector, resolution=resolution, steps_path=steps_path,
-                                   whatif_inputs=run_whatif_inputs, headers=headers)
+                                   whatif_inputs=run_whatif_inputs, chunking=chunking, headers=headers)
     roof, cost = roofline_for(frames, gpu, model, tp)
     out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s)
     out.sources, out.roofline = sources, roof

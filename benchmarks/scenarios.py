@@ -53,6 +53,8 @@ class Scenario:
     collect_frac: float = 1.0
     collect_tail_s: float = 8.0
     exercises: str = ""
+    held_out: int = 0               # 1, 2: held-out sets, written after the detector was tuned on the sets before
+    prefix_caching: bool = False    # keep the server's prefix caching (vLLM's default) on
 
     def loadgen_flags(self, duration: float) -> list[str]:
         return [f.format(half=duration / 2) for f in self.load]
@@ -92,6 +94,74 @@ SCENARIOS = [
              collect_frac=0.5, collect_tail_s=2.0, exercises="the run ends inside a whole 1,900-token prefill"),
 ]
 
+# Held out (issue 16): written after the episode detector was tuned on the scenarios above, and scored once.
+HO_SESSIONS = ("--sessions", "10", "--short-prompt-tokens", "48", "--max-tokens", "48", "--long-max-tokens", "1")
+
+
+def _ho(tokens: int, every: float | str, sessions: tuple = HO_SESSIONS) -> tuple[str, ...]:
+    return sessions + ("--long-prompt-tokens", str(tokens), "--long-every", str(every))
+
+
+HELD_OUT = [
+    Scenario("ho-tiny-nochunk-1600", OFF, _ho(1600, 5), seed=11, held_out=1,
+             exercises="10 sessions, whole 1,600-token prefills every 5 s"),
+    Scenario("ho-tiny-chunk96", chunked(96), _ho(1600, 5), seed=11, held_out=1, exercises="same load, budget 96"),
+    Scenario("ho-tiny-chunk256-overload", chunked(256), _ho(1600, 1.5), seed=12, held_out=1,
+             exercises="1,600-token prompts every 1.5 s, budget 256"),
+    Scenario("ho-tiny-chunk1024", chunked(1024), _ho(1800, 6), seed=13, held_out=1,
+             exercises="budget 1,024: chunk steps of 1,024 prompt tokens"),
+    Scenario("ho-tiny-nochunk-scrape1s", OFF, _ho(1400, 6), seed=14, interval="1s", held_out=1,
+             exercises="whole 1,400-token prefills, scraped every 1 s"),
+    Scenario("ho-small-chunk256", chunked(256), _ho(700, 8, ("--sessions", "4", "--short-prompt-tokens", "24",
+                                                             "--max-tokens", "24", "--long-max-tokens", "1")),
+             model="small", seed=15, held_out=1, exercises="`small`, budget 256, 4 sessions"),
+    Scenario("ho-small-nochunk-600", OFF, _ho(600, 10, ("--sessions", "4", "--short-prompt-tokens", "24",
+                                                        "--max-tokens", "24", "--long-max-tokens", "1")),
+             model="small", seed=16, held_out=1, exercises="`small`, whole 600-token prefills"),
+    Scenario("ho-kv-auto-2mb", KV + ("--kv-cache-mb", "2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "20", "--short-prompt-tokens", "24", "--max-tokens", "160", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1200", "--long-every", "4"), seed=17, held_out=1,
+             exercises="a 2 MiB pool, 20 sessions: preemption"),
+    Scenario("ho-shared-prefix-cached", OFF, ("--sessions", "6", "--shared-prefix-tokens", "1400",
+                                              "--short-prompt-tokens", "32", "--max-tokens", "48", "--long-every",
+                                              "1000000", "--long-max-tokens", "1"), seed=18, held_out=1,
+             prefix_caching=True, exercises="negative: a 1,400-token shared prefix served from the prefix cache"),
+    Scenario("ho-end-in-stall-small", OFF, _ho(1000, "{half}", ("--sessions", "4", "--short-prompt-tokens", "24",
+                                                                 "--max-tokens", "24", "--long-max-tokens", "1")),
+             model="small", seed=19, collect_frac=0.5, collect_tail_s=3.0, held_out=1,
+             exercises="`small`: the run ends inside a whole 1,000-token prefill"),
+]
+# The second held-out set: written after the detector was adjusted on the first, before it ran once.
+H2_SESSIONS = ("--short-prompt-tokens", "40", "--max-tokens", "40", "--long-max-tokens", "1")
+
+
+def _h2(sessions: int, tokens: int, every: float | str) -> tuple[str, ...]:
+    return ("--sessions", str(sessions), *H2_SESSIONS, "--long-prompt-tokens", str(tokens), "--long-every", str(every))
+
+
+HELD_OUT_2 = [
+    Scenario("h2-tiny-nochunk-1000", OFF, _h2(12, 1000, 4), seed=21, held_out=2, exercises="12 sessions, whole 1,000-token prefills"),
+    Scenario("h2-tiny-chunk192", chunked(192), _h2(8, 1800, 4), seed=22, held_out=2, exercises="budget 192, 1,800-token prompts"),
+    Scenario("h2-tiny-chunk768", chunked(768), _h2(8, 1900, 5), seed=23, held_out=2, exercises="budget 768"),
+    Scenario("h2-tiny-nochunk-overload", OFF, _h2(8, 1000, 0.8), seed=24, held_out=2,
+             exercises="1,000-token prompts every 0.8 s, chunking off"),
+    Scenario("h2-small-chunk128", chunked(128), _h2(3, 600, 8), model="small", seed=25, held_out=2,
+             exercises="`small`, budget 128, 3 sessions"),
+    Scenario("h2-small-nochunk-400", OFF, _h2(3, 400, 8), model="small", seed=26, held_out=2,
+             exercises="`small`, whole 400-token prefills: below the 512-token cut of the truth"),
+    Scenario("h2-kv-fp8-1mb", KV + ("--kv-cache-mb", "1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "14", "--short-prompt-tokens", "40", "--max-tokens", "140", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1000", "--long-every", "5"), seed=27, held_out=2, exercises="a 1 MiB fp8 pool"),
+    Scenario("h2-neg-bigbatch-64", ("--max-num-seqs", "256"),
+             ("--sessions", "64", "--short-prompt-tokens", "24", "--max-tokens", "48") + SHORT_ONLY, seed=28,
+             held_out=2, exercises="negative: 64 short-prompt sessions"),
+    Scenario("h2-end-in-stall-1s", OFF, _h2(6, 1950, "{half}"), seed=29, interval="1s", collect_frac=0.5,
+             collect_tail_s=2.5, held_out=2, exercises="the run ends inside a 1,950-token prefill, 1 s scrapes"),
+    Scenario("h2-slowhost-chunk64", ("--blas-threads", "1") + chunked(64), _h2(6, 1200, 6), seed=30, held_out=2,
+             exercises="one BLAS thread, budget 64"),
+]
+SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2
+
 
 def record_run(out: Path, *, server: list[str], load: list[str], interval: str, load_s: float,
                collect_s: float) -> None:
@@ -123,6 +193,7 @@ def _prefix_caching_flag() -> list[str]:
 
 
 def record(sc: Scenario, run: Path, duration: float, extra_server: list[str]) -> None:
+    extra_server = [] if sc.prefix_caching else extra_server
     record_run(run, server=["--model", sc.model, "--seed", str(sc.seed), *sc.server, *extra_server],
                load=[*sc.loadgen_flags(duration), "--seed", str(sc.seed)], interval=sc.interval, load_s=duration,
                collect_s=sc.collect_s(duration))
@@ -219,6 +290,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load per scenario (CI); else {FULL_S:.0f} s")
     ap.add_argument("--only", help="comma-separated scenario names (default: all)")
+    ap.add_argument("--set", choices=["all", "tuned", "held-out", "held-out-2"], default="all",
+                    help="the tuned scenarios, a held-out set, or all (default)")
     ap.add_argument("--out", default=None, help="run directories go here (default runs/scenarios[-quick])")
     ap.add_argument("--json", dest="json_out", help="write the rows and the summary here")
     ap.add_argument("--itl-slo", type=float, default=None, help="ITL SLO for truth and analyze (default itl_slo_s)")
@@ -232,7 +305,9 @@ def main() -> int:
             print(f"{sc.name}: {sc.exercises}\n  refserver --model {sc.model} --seed {sc.seed} {' '.join(sc.server)}\n"
                   f"  loadgen {' '.join(sc.loadgen_flags(FULL_S))}; scrape {sc.interval}")
         return 0
-    names = args.only.split(",") if args.only else [sc.name for sc in SCENARIOS]
+    wanted = {"tuned": 0, "held-out": 1, "held-out-2": 2}.get(args.set)
+    chosen = [sc for sc in SCENARIOS if wanted is None or sc.held_out == wanted]
+    names = args.only.split(",") if args.only else [sc.name for sc in chosen]
     unknown = sorted(set(names) - {sc.name for sc in SCENARIOS})
     if unknown:
         raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; see --list")

@@ -200,7 +200,8 @@ class DataSource:
                 for kind in ("samples", "gpu")}
         inputs = memo[("whatif_inputs",)] = loaded.get("whatif_inputs")
         memo[("findings",)] = views.findings(                            # the diagnosis is part of loading
-            frames, self.thresholds, whatif_inputs=None if isinstance(inputs, str) else inputs)
+            frames, self.thresholds, whatif_inputs=None if isinstance(inputs, str) else inputs,
+            chunking=loaded.get("chunking"))
         return _Snapshot(frames, memo, stamp, version)
 
     @property

@@ -80,9 +80,11 @@ def load_run(path: Path) -> dict:
 def run_parts(path: Path) -> dict:
     """A run directory's step traces (`target` = the arm; absent when none) and `whatif_inputs`: what
     `stallscope whatif --from PATH` simulates, or a sentence saying why the run cannot give it."""
+    from stallscope.analyzers.sources import arm_chunking
     from stallscope.collectors.run_dir import RunDir
-    out = {}
-    steps = RunDir.open(Path(path)).steps()
+    run = RunDir.open(Path(path))
+    out = {"chunking": {arm.name: arm_chunking(arm) for arm in run.arms}}
+    steps = run.steps()
     if steps is not None:
         out["steps"] = steps
     from stallscope.analyzers.budget import inputs_from_run as run_inputs
@@ -184,10 +186,11 @@ def spans_above(frame: pd.DataFrame, threshold: float, max_spans: int = 300) -> 
 
 
 # --- findings and health --------------------------------------------------------------------
-def findings(frames: dict, thresholds: dict, whatif_inputs=None) -> pd.DataFrame:
+def findings(frames: dict, thresholds: dict, whatif_inputs=None, chunking: dict | None = None) -> pd.DataFrame:
     """The loaded findings frame, or the diagnosis (stallscope.analyzers.diagnose): one group per samples
-    target (with its arm's steps when the source has several arms, and the run's what-if inputs), plus
-    the GPU detectors once over the gpu frame; sorted by start."""
+    target (with its arm's steps when the source has several arms, the run's what-if inputs and the arm's
+    chunked-prefill configuration from `chunking` {arm: Chunking}), plus the GPU detectors once over the gpu
+    frame; sorted by start."""
     if len(frames.get("findings", ())):
         return frames["findings"].sort_values("start_ns", kind="stable").reset_index(drop=True)
     from stallscope.analyzers.diagnose import diagnose
@@ -200,8 +203,9 @@ def findings(frames: dict, thresholds: dict, whatif_inputs=None) -> pd.DataFrame
             own = steps
             if steps is not None and "target" in steps and steps["target"].nunique() > 1:
                 own = steps[steps["target"] == str(target).split("/")[0]]
+            arm = str(target).split("/")[0] if "/" in str(target) else ""
             groups.append((target, {"samples": part, "steps": own if own is not None and len(own) else None,
-                                    "whatif_inputs": whatif_inputs}))
+                                    "whatif_inputs": whatif_inputs, "chunking": (chunking or {}).get(arm)}))
     if gpu is not None and len(gpu):
         groups.append(("", {"gpu": gpu}))
     return to_frame(by_start(diagnose(groups, thresholds=thresholds).findings))

@@ -42,6 +42,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", help="model for roofline costs (default: from model_name when known)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size for roofline costs (default 1)")
     parser.add_argument("--html", metavar="FILE", help="also write a standalone HTML report")
+    chunk = parser.add_mutually_exclusive_group()
+    chunk.add_argument("--enable-chunked-prefill", dest="chunked_prefill", action="store_true", default=None,
+                       help="the servers ran with chunked prefill on (default: a run directory's server.json, "
+                            "else inferred from the metrics)")
+    chunk.add_argument("--no-enable-chunked-prefill", dest="chunked_prefill", action="store_false",
+                       help="the servers ran with chunked prefill off")
+    parser.add_argument("--max-num-batched-tokens", type=int, metavar="N",
+                        help="the token budget the servers ran with (implies chunked prefill on unless "
+                             "--no-enable-chunked-prefill)")
     parser.add_argument("--fail-on", choices=["info", "warning", "critical"], default="critical",
                         help="exit 1 when any finding is at or above this severity (default critical)")
 
@@ -85,9 +94,13 @@ def report(args):
         if any(op != "=" for _, op, _ in matchers):
             raise InputError(f"--selector {args.selector!r}: only equality matchers (label=\"value\") are supported")
         selector = {k: v for k, _, v in matchers}
+    if args.max_num_batched_tokens is not None and args.max_num_batched_tokens < 1:
+        raise InputError(f"--max-num-batched-tokens must be >= 1, got {args.max_num_batched_tokens}")
+    from stallscope.analyzers.chunking import from_flags
     from stallscope.analyzers.sources import diagnose_sources
     from stallscope.cli.analyze_fleet import parse_headers
 
     return diagnose_sources(given, lo, hi, thresholds=th, window_s=window_s, selector=selector,
                             resolution=args.resolution, steps_path=args.steps, gpu=args.gpu, model=args.model,
-                            tp=args.tp, headers=parse_headers(getattr(args, "header", None)))
+                            tp=args.tp, chunking=from_flags(args.chunked_prefill, args.max_num_batched_tokens),
+                            headers=parse_headers(getattr(args, "header", None)))

@@ -135,7 +135,7 @@ def test_requests_deferred_for_lora_slots_or_kv_loads_are_not_kv_pressure_nor_a_
     deferred = waiting_run(0, 5)
     assert np.nanmax(deferred["waiting"]) == 0 and np.nanmax(deferred["waiting_total"]) == 5
     assert kv_pressure.detect(deferred) == [] and scheduler_stall.detect(deferred) == []
-    capacity = waiting_run(3, 2)
+    capacity = waiting_run(3, 2, seconds=160)   # frozen past the 2 m hold of VLLMSchedulerStalled
     pressure = kv_pressure.detect(capacity)
     assert [f.kind for f in pressure] == ["kv_pressure"]
     assert pressure[0].evidence["waiting_max"] == 3 and pressure[0].evidence["waiting_total_max"] == 5
@@ -146,8 +146,8 @@ def test_requests_deferred_for_lora_slots_or_kv_loads_are_not_kv_pressure_nor_a_
 
 
 def test_a_sleeping_engine_is_not_a_scheduler_stall():
-    assert scheduler_stall.detect(waiting_run(3, 0, asleep=True)) == []
-    assert [f.kind for f in scheduler_stall.detect(waiting_run(3, 0, asleep=False))] == ["scheduler_stall"]
+    assert scheduler_stall.detect(waiting_run(3, 0, asleep=True, seconds=160)) == []
+    assert [f.kind for f in scheduler_stall.detect(waiting_run(3, 0, asleep=False, seconds=160))] == ["scheduler_stall"]
     assert set(waiting_run(3, 0, asleep=True)["asleep"].dropna()) == {1.0}
 
 

@@ -127,19 +127,44 @@ def test_frequent_preemptions_are_pressure_even_when_scrapes_miss_the_full_pool(
     assert out.iloc[0]["evidence"]["kv_usage_max"] == pytest.approx(0.7)
 
 
-def test_scheduler_stall_is_the_livelock_case():
+def _frozen_run(frozen_from: int, n: int, waiting: int = 3) -> pd.DataFrame:
+    """6 RUNNING streams generating 100 tokens/s until `frozen_from` s, then nothing at all moves."""
     m = VllmMetrics()
     frames = []
-    for i in range(40):
+    for i in range(n):
         m.running.set(6)
-        m.waiting.set(3 if i >= 15 else 0)
-        if i < 15:
+        m.waiting.set(waiting if i >= frozen_from else 0)
+        if i < frozen_from:
             m.generation.inc(100)
         frames.append(m.scrape(T0_NS + i * NS))
-    sig = signals.compute(pd.concat(frames, ignore_index=True))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_scheduler_stall_is_nothing_moving_for_longer_than_the_alert_hold():
+    # 185 s with requests RUNNING and no token of any kind: longer than for.VLLMSchedulerStalled (2m)
+    sig = signals.compute(_frozen_run(15, 200))
     out = to_frame(scheduler_stall.detect(sig))
     assert list(out["kind"]) == ["scheduler_stall"] and out.iloc[0]["severity"] == "critical"
-    assert out.iloc[0]["start_ns"] >= T0_NS + 15 * NS
+    window = sig.attrs["window_ns"]
+    assert T0_NS + 15 * NS - window <= out.iloc[0]["start_ns"] <= T0_NS + 20 * NS
+    assert out.iloc[0]["evidence"]["episode"]["nothing_moves_s"] > 120
+    assert "Decided by: no output and no computed prompt token" in out.iloc[0]["explanation"]
+
+
+def test_a_young_freeze_with_nothing_moving_is_a_stall_in_progress_not_a_stuck_engine():
+    # 25 s frozen at the end of the data: one engine step still running (a whole prompt's prefill with
+    # chunked prefill off) until it outlasts the 2 m hold; the generation counter shows it before any ITL does
+    found = diagnose([("", {"samples": _frozen_run(15, 40)})]).findings
+    assert [f.kind for f in found] == ["decode_starvation"]
+    f = found[0]
+    assert f.evidence["ongoing"] and f.evidence["cause"] == "prefill" and f.severity == "critical"
+    assert f.start_ns <= T0_NS + 17 * NS and f.end_ns == T0_NS + 39 * NS
+    assert "frozen now, at the end of the data" in f.explanation
+    # the same freeze is a stuck engine once it outlasts the hold the alert rule uses
+    th = load_thresholds()
+    th["for"] = {**th["for"], "VLLMSchedulerStalled": "10s"}
+    assert [x.kind for x in diagnose([("", {"samples": _frozen_run(15, 40)})], thresholds=th).findings] == [
+        "scheduler_stall"]
 
 
 def _gpu_frame(dram, tensor, t0=T0_NS):
@@ -191,7 +216,7 @@ def test_chunk_budget_rounds_down_and_clamps():
     assert np.isnan(step_stalls.precision_recall(np.zeros(3, bool), np.zeros(3, bool))[0])
 
 
-def test_a_long_unchunked_prefill_step_is_not_a_scheduler_livelock():
+def test_a_long_unchunked_prefill_step_is_starvation_not_a_scheduler_livelock():
     m = VllmMetrics()
     frames = []
     for i in range(40):
@@ -206,8 +231,12 @@ def test_a_long_unchunked_prefill_step_is_not_a_scheduler_livelock():
         frames.append(m.scrape(T0_NS + i * NS))
     sig = signals.compute(pd.concat(frames, ignore_index=True))
     assert len(scheduler_stall.detect(sig)) == 0
-    sig["long_prefill_rate"] = 0.0  # without the completing prefill it would be a livelock
-    assert len(scheduler_stall.detect(sig)) == 1
+    found = decode_starvation.detect(sig)
+    assert [f.kind for f in found] == ["decode_starvation"]
+    assert "nothing moving" in found[0].evidence["decided_by"]
+    th = load_thresholds()
+    th["for"] = {**th["for"], "VLLMSchedulerStalled": "5s"}   # a hold shorter than the freeze: stuck
+    assert [f.kind for f in scheduler_stall.detect(sig, thresholds=th)] == ["scheduler_stall"]
 
 
 def test_the_simulated_budget_is_asked_for_only_by_a_starvation_finding(unchunked, chunked):

@@ -44,7 +44,7 @@ def test_promtool_check_rules_accepts_every_rule_file():
     proc = subprocess.run([promtool(), "check", "rules", *map(str, RULE_FILES)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("SUCCESS") == len(RULE_FILES)
-    assert "SUCCESS: 27 rules found" in proc.stdout  # 20 recording rules + 7 vLLM alerts
+    assert "SUCCESS: 31 rules found" in proc.stdout  # 20 recording rules + 7 vLLM alerts
 
 
 def test_promtool_unit_tests_pass():
@@ -127,11 +127,11 @@ def test_every_alert_has_a_runbook_section_that_says_how_to_confirm_and_fix():
 def test_recording_rules_follow_level_metric_operations():
     records = [r["record"] for p in RULE_FILES for g in yaml.safe_load(p.read_text())["groups"]
                for r in g["rules"] if "record" in r]
-    assert len(records) == 20
+    assert len(records) == 23   # 10 per window (1m, 5m), the live-window rates (30s) and the running sum
     for name in records:
         level, metric, ops = name.split(":")
         assert level in ("model_name_instance", "model_name_instance_quantile"), name
-        assert metric.startswith("vllm_") and ops.endswith(("1m", "5m")), name
+        assert metric.startswith("vllm_") and ops.endswith(("1m", "5m", "30s", "sum")), name
     assert "model_name_instance_quantile:vllm_inter_token_latency_seconds:histogram_quantile_rate1m" in records
     assert "model_name_instance:vllm_num_preemptions:rate5m" in records
 
@@ -184,7 +184,7 @@ def test_cli_prints_a_rule_file_promtool_accepts(tmp_path, capsys):
     out = tmp_path / "stallscope.rules.yaml"
     out.write_text(text)
     assert main(["rules", "--check", str(out)]) == 0
-    assert "SUCCESS: 30 rules found" in capsys.readouterr().out
+    assert "SUCCESS: 34 rules found" in capsys.readouterr().out
 
 
 def test_cli_prometheusrule_resource_with_labels(tmp_path, capsys):
@@ -199,9 +199,9 @@ def test_cli_prometheusrule_resource_with_labels(tmp_path, capsys):
                                           "team": "ml"}}
     assert [g["name"] for g in doc["spec"]["groups"]] == ["stallscope-vllm"]
     urls = [r["annotations"]["runbook_url"] for r in doc["spec"]["groups"][0]["rules"] if "alert" in r]
-    assert urls[0] == "https://wiki.example/runbooks#vllmdecodestarvation" and len(urls) == 7
+    assert urls[0] == "https://wiki.example/runbooks#vllmdecodestarvation" and len(urls) == 8
     assert main(["rules", "--check", str(out)]) == 0  # the resource's spec is checked
-    assert "SUCCESS: 27 rules found" in capsys.readouterr().out
+    assert "SUCCESS: 31 rules found" in capsys.readouterr().out
 
 
 def test_cli_thresholds_file_and_for_overrides(tmp_path, capsys):

@@ -1,0 +1,155 @@
+"""Chunked prefill as the server ran it: on or off, and its token budget, with where that knowledge came from.
+
+The idea: an explanation or a recommended `--max-num-batched-tokens` is only right for the configuration it
+assumes, so every starvation finding states which one it used and how it was known, in this order:
+
+1. `run directory`: the engine configuration `stallscope repro` records in each arm's server.json;
+2. `flags`: what the user passed to `analyze` (`--[no-]enable-chunked-prefill`, `--max-num-batched-tokens`);
+3. `inferred from metrics`: vLLM exports no scheduler configuration, so it is read off the run's histograms.
+   With chunked prefill off, one step computes a whole prompt, so the longest ITL gap is at least as long as a
+   long prompt's prefill (`request_prefill_time_seconds`: first scheduled to first token): the streams wait
+   for all of it. With chunking on, the prefill is spread over several steps and the longest gap is one of
+   them, shorter than the whole prefill. The long prompts are the requests with more than 500 computed prompt
+   tokens (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); T is the median of their
+   prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL bucket in use.
+   G >= T: off. G < T: on, with the budget estimated as P x G / T (the share of the median long prompt, P
+   tokens, that the longest step held); a step is taken to hold a long prefill when that estimate is at least
+   `1.5 x 512` (the bucket bounds make it coarse; pass `--max-num-batched-tokens` to be exact). Without long
+   prompts in the histograms, the stalls decide: about one ITL sample above the SLO per long prefill per
+   stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell: vLLM
+   counts a prompt's computed tokens in the step where its prefill completes, chunked or not
+   (docs/metric-traps.md);
+4. `unknown`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stallscope.analyzers import quantiles as Q
+
+LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
+STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
+ESTIMATE_MARGIN = 1.5         # an estimated budget holds long prefills from 1.5 x the cut (module docstring, 3)
+LONG_PROMPT_BOUND = 500       # vLLM's request-token buckets: 1-2-5 series; "long" = above the 500 bound
+ITL_FAMILIES = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+TOKEN_FAMILIES = ("vllm:request_prefill_kv_computed_tokens", "vllm:request_prompt_tokens")
+PREFILL_TIME = "vllm:request_prefill_time_seconds"
+
+
+@dataclass(frozen=True)
+class Chunking:
+    """`enabled` None when unknown; `budget` the `--max-num-batched-tokens` when known.
+
+    >>> Chunking(True, 64, "flags").holds_long_prefills(), Chunking(False, None, "run directory").holds_long_prefills()
+    (False, True)
+    """
+
+    enabled: bool | None = None
+    budget: int | None = None
+    source: str = "unknown"
+    detail: str = ""
+    budget_estimate: float | None = None  # inferred from metrics: P x G / T (module docstring, 3)
+
+    def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS) -> bool | None:
+        """Whether one step can compute >= `cut` prompt tokens: True with chunking off or a budget >= cut."""
+        if self.enabled is False:
+            return True
+        if self.enabled and self.budget:
+            return self.budget >= cut
+        if self.enabled and self.budget_estimate is not None:
+            return self.budget_estimate >= ESTIMATE_MARGIN * cut
+        return None
+
+    def describe(self) -> str:
+        """`chunked prefill on, --max-num-batched-tokens 64 (flags)`."""
+        if self.enabled is None:
+            return "chunked prefill: unknown (pass --[no-]enable-chunked-prefill and --max-num-batched-tokens)"
+        state = "on" if self.enabled else "off"
+        budget = f", --max-num-batched-tokens {self.budget}" if self.budget and self.enabled else ""
+        detail = f": {self.detail}" if self.detail else ""
+        return f"chunked prefill {state}{budget} ({self.source}{detail})"
+
+    def as_evidence(self) -> dict:
+        return {"chunked_prefill": self.enabled, "max_num_batched_tokens_in_use": self.budget,
+                "config_source": self.source, "budget_estimate": self.budget_estimate}
+
+
+UNKNOWN = Chunking()
+
+
+def from_engine_config(config) -> Chunking | None:
+    """The Chunking of an EngineConfig (refserver.config) or any object with `enable_chunked_prefill` and
+    `max_num_batched_tokens`; None for None."""
+    if config is None:
+        return None
+    on = bool(getattr(config, "enable_chunked_prefill", True))
+    return Chunking(on, int(config.max_num_batched_tokens) if on else None, "run directory")
+
+
+def from_flags(enabled: bool | None, budget: int | None) -> Chunking | None:
+    """The Chunking the user gave `analyze`; a budget alone means chunking on (vLLM V1's default); None when
+    neither was given."""
+    if enabled is None and budget is None:
+        return None
+    on = True if enabled is None else bool(enabled)
+    return Chunking(on, budget if on else None, "flags")
+
+
+def infer(stalls_per_prefill: float, long_prefills: float) -> Chunking:
+    """Chunking inferred from one target's stalls (module docstring, 3); unknown without long prefills."""
+    if not (long_prefills > 0) or stalls_per_prefill != stalls_per_prefill:
+        return UNKNOWN
+    on = stalls_per_prefill > STALLS_PER_PREFILL_CHUNKED
+    what = (f"{stalls_per_prefill:.1f} ITL samples above the SLO per long prefill per running stream; about 1 "
+            "means each prompt ran in one step, more means each of its chunk steps was slow")
+    return Chunking(on, None, "inferred from metrics", what)
+
+
+def _whole_run(rows, family: str, t0: int, t1: int):
+    """(bucket bounds, cumulative counts) of a histogram's increase over [t0, t1], pooled; None when absent."""
+    if rows is None or not len(rows):
+        return None
+    found = Q.bucket_rates(rows, family, np.array([t1]), max(t1 - t0, 1), by=())
+    if not found:
+        return None
+    _, les, rates = next(iter(found.values()))
+    return les, np.maximum.accumulate(np.nan_to_num(rates[0])) * max(t1 - t0, 1) / 1e9
+
+
+def infer_from_histograms(samples) -> Chunking:
+    """Chunking inferred from one target's ITL, prefill-time and prompt-token histograms (module docstring,
+    3); UNKNOWN when they hold no long prompt."""
+    from stallscope.analyzers.signals import split_metrics
+
+    if samples is None or not len(samples):
+        return UNKNOWN
+    t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
+    names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)]
+    parts = split_metrics(samples, names)
+    itl = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in ITL_FAMILIES if f + "_bucket" in parts), None)
+    tokens = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in TOKEN_FAMILIES if f + "_bucket" in parts),
+                  None)
+    ptime = _whole_run(parts.get(PREFILL_TIME + "_bucket"), PREFILL_TIME, t0, t1)
+    if itl is None or tokens is None or ptime is None:
+        return UNKNOWN
+    tl, tc = tokens
+    n_long = tc[-1] - tc[np.searchsorted(tl, LONG_PROMPT_BOUND)]
+    used = np.flatnonzero(np.diff(np.concatenate([[0.0], itl[1]])) >= 0.5)
+    if n_long < 0.5 or not len(used) or not tc[-1] > 0:
+        return UNKNOWN
+    rank = 1.0 - n_long / (2.0 * tc[-1])
+    prompt = float(Q.bucket_quantile(rank, tl, tc[None, :])[0][0])
+    t_long = float(Q.bucket_quantile(rank, ptime[0], ptime[1][None, :])[0][0])
+    gap = float(itl[0][used[-1]]) if np.isfinite(itl[0][used[-1]]) else float(itl[0][used[-1] - 1]) * 2
+    if not (t_long > 0 and np.isfinite(t_long)):
+        return UNKNOWN
+    what = (f"the longest ITL gap (<= {gap:.3g} s) vs the median prefill of the {n_long:.0f} prompts over "
+            f"{LONG_PROMPT_BOUND} tokens ({t_long:.3g} s)")
+    if gap >= t_long:
+        return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills")
+    est = prompt * gap / t_long
+    return Chunking(True, None, "inferred from metrics", what + f": prefills spread over steps; a step held about "
+                    f"{est:.0f} of a {prompt:.0f}-token prompt", budget_estimate=est)

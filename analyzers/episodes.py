@@ -1,0 +1,203 @@
+"""Episodes: one continuous stretch of impaired streams on one target, with one cause decided by all its evidence.
+
+The idea: judged window by window, one stall flips between explanations; judged once, over every window it
+spans, it gets one cause, and the finding says which evidence decided it.
+
+1. Per window of the signals grid (stallscope.analyzers.signals), streams are *impaired* when
+   - `missed`: ITL P99's whole bucket is at or above the SLO (the alert rule's test), or >= 5 % of stream
+     time sat in gaps above it (a long freeze that a per-observation P99 over a long window hides);
+   - `frozen`: requests are RUNNING and the live mean gap per stream (running / live generation rate) is
+     above the SLO: a stall seen while it lasts, before any ITL sample records it;
+   - `interference`: 1-5 % of stream time in gaps above the SLO while P99 stayed under it (info-grade).
+   Impaired windows at most one window apart form one episode; a sleeping engine's windows are not impaired.
+2. Evidence over the episode and one window after it (a prompt's tokens are counted when its prefill
+   completes): long prefill completions, ITL samples above the SLO, preemptions, windows frozen while
+   prompt tokens were computed at `prefill_tokens_rate_high` or more, windows frozen with nothing moving.
+3. The cause, first match (`CAUSES`; `decided_by` names the evidence):
+   - `stuck`: nothing at all came out (no token, no computed prompt token) for longer than
+     `for.VLLMSchedulerStalled`, or for two windows when chunked prefill is known on (no step of a bounded
+     budget takes that long): a stuck engine core or a livelock;
+   - `preemption`: preemptions number at least half the ITL samples above the SLO (each preempted request
+     stalls once, for its recompute);
+   - `prefill_chunks`: prefill work, but no step computed a long prompt: chunked prefill is on at a budget
+     under the long-prefill cut (known), or, when unknown, no step outlasted the live window and each stream
+     stalled more than 1.5 times per long prefill (ITL samples above the SLO in windows where a long
+     prefill completed, less the target's rate away from long prefills; stallscope.analyzers.chunking);
+   - `prefill`: a long prefill completed, or prompt tokens were computed at `prefill_tokens_rate_high` or
+     more while the streams were frozen, or the streams are frozen with nothing moving (one engine step in progress; with
+     chunking off it is a whole prompt's prefill) for less than the stuck bound: decode starvation;
+   - `slow_decode`: none of these: the decode step itself is slow.
+4. Severity: `critical` when the worst window is at least twice over (P99 bucket >= 2 x SLO, >= 10 % of
+   stream time above it, or a live mean gap >= 2 x SLO); `warning` when any window missed the SLO or
+   froze; `info` when the episode is interference only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, Chunking
+from stallscope.analyzers.signals import episodes as runs_of
+from stallscope.core.config import parse_duration
+
+MISSED_SHARE, INTERFERENCE_SHARE = 0.05, 0.01
+CAUSES = ("stuck", "preemption", "prefill_chunks", "prefill", "slow_decode")
+TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "prompt_rate", "long_prefill_rate", "gen_rate",
+            "preempt_rate", "running", "waiting", "kv_usage")
+
+
+@dataclass(frozen=True)
+class Episode:
+    """Windows `i..j` of one target's signals (sorted by ts); `ongoing` when it runs to the last window."""
+
+    target: str
+    i: int
+    j: int
+    start_ns: int
+    end_ns: int
+    cause: str
+    severity: str
+    decided_by: str
+    evidence: dict = field(default_factory=dict)
+    timeline: list = field(default_factory=list)
+    ongoing: bool = False
+
+
+def _col(sig: pd.DataFrame, name: str, fill: float = np.nan) -> np.ndarray:
+    a = sig[name].to_numpy(dtype=float) if name in sig else np.full(len(sig), np.nan)
+    return np.where(np.isnan(a), fill, a) if fill == fill else a
+
+
+def window_states(sig: pd.DataFrame, slo: float) -> dict[str, np.ndarray]:
+    """Per-window boolean states (module docstring, 1) and the severity ratio of each window."""
+    p99_lo, share = _col(sig, "itl_p99_lo", 0.0), _col(sig, "itl_stall_share", 0.0)
+    running, live = _col(sig, "running", 0.0), _col(sig, "live_mean_itl")
+    awake = _col(sig, "asleep", 0.0) < 1
+    live_gap = np.where(running > 0, np.where(np.isnan(live), 0.0, live), 0.0)
+    frozen = awake & (running > 0) & (live_gap > slo)
+    missed = awake & ((p99_lo >= slo) | (share >= MISSED_SHARE))
+    interference = awake & ~missed & ~frozen & (share >= INTERFERENCE_SHARE)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.maximum.reduce([p99_lo / slo, share / (2 * MISSED_SHARE), np.where(frozen, live_gap / slo, 0.0)])
+    nothing = frozen & (_col(sig, "live_gen_rate", 0.0) <= 0) & (_col(sig, "live_prompt_rate", 0.0) <= 0)
+    return {"missed": missed, "frozen": frozen, "interference": interference, "ratio": ratio,
+            "nothing_moves": nothing}
+
+
+def find(sig: pd.DataFrame, *, thresholds: dict, chunking: Chunking, window_ns: int, step_ns: int,
+         live_ns: int) -> list[Episode]:
+    """The episodes of one target's signals frame (sorted by ts)."""
+    slo = float(thresholds["itl_slo_s"])
+    st = window_states(sig, slo)
+    impaired = st["missed"] | st["frozen"] | st["interference"]
+    per_window = max(1, window_ns // max(step_ns, 1))
+    st["above_excess"] = _above_excess(sig, per_window)
+    out = []
+    for i, j in runs_of(impaired, merge_gap=per_window):
+        out.append(_episode(sig, st, i, j, slo=slo, thresholds=thresholds, chunking=chunking, window_ns=window_ns,
+                            step_ns=step_ns, live_ns=live_ns, after=per_window))
+    return out
+
+
+def _above_excess(sig: pd.DataFrame, per_window: int) -> np.ndarray:
+    """ITL samples above the SLO per second in windows where a long prefill completed, less the target's rate in
+    windows with no long prefill within a window (a slow decode step's own stalls are not the prefill's); 0
+    elsewhere."""
+    above, long = _col(sig, "itl_above_slo_rate", 0.0), _col(sig, "long_prefill_rate", 0.0) > 0
+    csum = np.concatenate([[0], np.cumsum(long)])
+    idx = np.arange(len(long))
+    near = csum[np.minimum(idx + per_window + 1, len(long))] - csum[np.maximum(idx - per_window, 0)] > 0
+    baseline = float(np.median(above[~near])) if (~near).any() else 0.0
+    return np.where(long, np.clip(above - baseline, 0.0, None), 0.0)
+
+
+def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: float, live_s: float,
+           prefill_rate_high: float) -> dict:
+    """The evidence figures of windows i..j (prefill completions also up to `after` windows later)."""
+    k = min(len(sig), j + 1 + after)
+    running = _col(sig, "running", 0.0)[i:j + 1]
+    long_prefills = float(np.nansum(_col(sig, "long_prefill_rate", 0.0)[i:k]) * step_s)
+    above = float(np.nansum(_col(sig, "itl_above_slo_rate", 0.0)[i:k]) * step_s)
+    above_prefill = float(np.sum(st["above_excess"][i:k]) * step_s)
+    preempt = float(np.nansum(_col(sig, "preempt_rate", 0.0)[i:j + 1]) * step_s)
+    streams = float(np.median(running[running > 0])) if (running > 0).any() else 0.0
+    long_work = st["frozen"][i:j + 1] & (_col(sig, "live_prompt_rate", 0.0)[i:j + 1] >= prefill_rate_high)
+    nothing = st["nothing_moves"][i:j + 1]
+    run_nothing = max((b - a + 1 for a, b in runs_of(nothing)), default=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_prefill = above_prefill / (long_prefills * streams) if long_prefills > 0 and streams > 0 else float("nan")
+    return {"windows": j - i + 1, "windows_missed": int(st["missed"][i:j + 1].sum()),
+            "windows_frozen": int(st["frozen"][i:j + 1].sum()), "long_prefills": long_prefills,
+            "itl_samples_above_slo": above, "itl_samples_above_slo_at_prefills": above_prefill, "preemptions": preempt, "running_median": streams,
+            "stalls_per_long_prefill_per_stream": per_prefill,
+            "windows_frozen_computing_prompts": int(long_work.sum()), "windows_nothing_moves": int(nothing.sum()),
+            "nothing_moves_s": run_nothing * step_s + live_s if run_nothing else 0.0,
+            "windows_prefill_free": int((_col(sig, "prompt_rate", 0.0)[i:j + 1] <= 0).sum())}
+
+
+def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: bool) -> tuple[str, str]:
+    """(cause, the evidence that decided it), first match of module docstring 3."""
+    known_chunked = chunking.enabled is True and chunking.source != "inferred from metrics"
+    stuck_bound = 2 * ev["window_s"] if known_chunked else stuck_after_s
+    if ev["windows_nothing_moves"] >= 2 and ev["nothing_moves_s"] > stuck_bound:
+        return "stuck", (f"no output and no computed prompt token for {ev['nothing_moves_s']:.0f} s with "
+                         f"{ev['running_median']:.0f} requests RUNNING, longer than {stuck_bound:.0f} s")
+    above, pre = ev["itl_samples_above_slo"], ev["preemptions"]
+    if pre > 0 and pre >= 0.5 * above and ev["windows_frozen_computing_prompts"] == 0:
+        return "preemption", f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO"
+    prefill_work = ev["long_prefills"] > 0 or ev["windows_frozen_computing_prompts"] > 0
+    holds = chunking.holds_long_prefills()
+    per = ev["stalls_per_long_prefill_per_stream"]
+    # a step outlasted the live window, then a prefill completed: whole-prompt steps, unless the configuration
+    # (given or read off the histograms) says the steps were chunks
+    whole_steps = ev["windows_nothing_moves"] > 0 and holds is not False
+    if prefill_work and (holds is False or (holds is None and not whole_steps and per > STALLS_PER_PREFILL_CHUNKED)):
+        why = (f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens"
+               if holds is False else f"{per:.1f} ITL samples above the SLO per long prefill per stream: every "
+               "chunk step of a prompt was slow, so its steps were chunks")
+        return "prefill_chunks", why
+    if prefill_work:
+        if ev["long_prefills"] > 0 and whole_steps:
+            return "prefill", (f"{ev['long_prefills']:.1f} long prefills completed after the streams froze with "
+                               f"nothing moving for {ev['nothing_moves_s']:.1f} s: one step held the whole prompt")
+        if ev["long_prefills"] > 0:
+            return "prefill", (f"{ev['long_prefills']:.1f} long prefills completed"
+                               + (f", {per:.1f} ITL samples above the SLO per long prefill per stream (one "
+                                  "stall per prompt: whole-prompt steps)" if per == per else ""))
+        return "prefill", (f"{ev['windows_frozen_computing_prompts']} windows with streams frozen while a long "
+                           "prompt's worth of prompt tokens was computed")
+    if ongoing_nothing:
+        return "prefill", (f"streams frozen with nothing moving for {ev['nothing_moves_s']:.1f} s (under the "
+                           f"{stuck_bound:.0f} s stuck bound): one engine step is in progress, and "
+                           + ("with chunked prefill off such a step prefills whole prompts"
+                              if holds else "a prompt's tokens are counted only when its prefill completes"))
+    return "slow_decode", "no prefill work and no preemption in the episode"
+
+
+def _severity(cause: str, st: dict, i: int, j: int) -> str:
+    if cause == "stuck":
+        return "critical"
+    missed = (st["missed"][i:j + 1] | st["frozen"][i:j + 1]).any()
+    if not missed:
+        return "info"
+    return "critical" if np.nanmax(st["ratio"][i:j + 1]) >= 2 else "warning"
+
+
+def _episode(sig, st, i, j, *, slo, thresholds, chunking, window_ns, step_ns, live_ns, after) -> Episode:
+    step_s, live_s = step_ns / 1e9, live_ns / 1e9
+    ev = _tally(sig, st, i, j, after, step_s, live_s, float(thresholds["prefill_tokens_rate_high"]))
+    ev["window_s"] = window_ns / 1e9
+    stuck_after = parse_duration(thresholds.get("for", {}).get("VLLMSchedulerStalled", "2m"))
+    ongoing = j == len(sig) - 1
+    nothing_now = bool(st["nothing_moves"][j]) and ongoing
+    cause, decided = _cause(ev, chunking, stuck_after, nothing_now)
+    ts = sig["ts"].to_numpy(dtype=np.int64)
+    cols = [c for c in TIMELINE if c in sig]
+    timeline = [{c: (int(v) if c == "ts" else float(v)) for c, v in zip(cols, row)}
+                for row in sig[cols].iloc[i:j + 1].itertuples(index=False)]
+    target = str(sig["target"].iloc[0]) if "target" in sig and len(sig) else ""
+    return Episode(target, i, j, int(ts[i] - window_ns), int(ts[j]), cause, _severity(cause, st, i, j), decided,
+                   ev, timeline, ongoing)

@@ -1,0 +1,69 @@
+"""ITL high, not decode starvation: streams missed the SLO, but no step computed a long prompt.
+
+The episode's cause (stallscope.analyzers.episodes) picks one of three explanations, each with its lever:
+
+- `prefill_chunks`: chunked prefill is on and its chunk steps are slower than the SLO on this hardware
+  (each chunk step holds every running stream; the streams stall once per chunk). A smaller budget helps
+  only when one below the budget in use still fits the SLO; otherwise chunking cannot meet it and the
+  levers that remain are named with figures (advice.slo_levers);
+- `preemption`: preempted requests lose their KV blocks and are recomputed; the recompute gap lands in the
+  request's next ITL sample (kv_pressure usually reports the pool beside it);
+- `slow_decode`: no prefill and no preemption: the decode step itself is slow (memory-bound decode at a
+  large batch, or a slow host).
+"""
+
+from __future__ import annotations
+
+import math
+
+from stallscope.analyzers.advice import slo_levers
+from stallscope.analyzers.chunking import Chunking
+
+LIKELY_CAUSE = {"prefill_chunks": "chunked_prefill", "preemption": "preemption", "slow_decode": "memory_bound_decode"}
+
+
+def texts(cause: str, ep, ev: dict, where: str, slo: float, cost: dict, chunking: Chunking, recommend) -> tuple[str, str]:
+    """(explanation, recommendation) of an itl_high episode; adds `likely_cause` to `ev`.
+    `recommend(budget_in_use)` gives decode_starvation.recommend's (text, extra) for a chunk budget."""
+    ev["likely_cause"] = LIKELY_CAUSE[cause]
+    tail = (f"ITL P99{where} reached {ev['itl_p99']} against a {slo * 1e3:.0f} ms SLO (up to "
+            f"{ev['itl_stall_share_max']:.1%} of stream time in gaps above it)")
+    if cause == "prefill_chunks":
+        return _chunks(tail, ep, ev, slo, cost, chunking, recommend)
+    if cause == "preemption":
+        return (f"{tail}, with no step computing a long prompt, so this is not decode starvation. Preemptions "
+                f"({ep.evidence['preemptions']:.0f} in the episode) account for the gaps: a preempted request loses "
+                "its KV blocks and is recomputed, and the recompute gap lands in its next ITL sample. Decided by: "
+                f"{ep.decided_by}."), ("Relieve KV pressure: `--kv-cache-dtype fp8` (doubles KV capacity) or a lower "
+                                      "`--max-num-seqs`, so fewer running requests are preempted.")
+    return (f"{tail}, with no prefill work and no preemptions, so this is not decode starvation. The decode step "
+            f"itself is slow: memory-bound decode at a large batch (median {ep.evidence['running_median']:.0f} running "
+            "requests) reads every weight and each request's KV cache once per step, so the step time grows with "
+            f"the batch and its context. Decided by: {ep.decided_by}."), (
+        "Lower `--max-num-seqs` to shorten each decode step (fewer KV bytes per step), or add bandwidth: "
+        "`--tensor-parallel-size` splits the weight and KV reads across GPUs; `stallscope roofline` shows the "
+        "weight-read floor per step.")
+
+
+def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
+    step = ev["itl_p99_s"]
+    d = cost["decode_step_s"]
+    budget = chunking.budget if chunking.enabled else None
+    if budget is None and cost["prefill_s_per_token"] > 0 and math.isfinite(step):
+        est = (step - d) / cost["prefill_s_per_token"]
+        budget = int(est) if math.isfinite(est) and est >= 1 else None  # estimated from the slow steps
+        ev["max_num_batched_tokens_in_use_estimated"] = budget
+    free = ep.evidence["windows_prefill_free"]
+    explanation = (f"{tail}. {chunking.describe().capitalize()}: no step computed a long prompt, so this is not decode "
+                   f"starvation; the chunk steps themselves are slower than the SLO here (decode steps take about "
+                   f"{d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and every running stream waits "
+                   f"for each of them. Decided by: {ep.decided_by}.")
+    if free:
+        explanation += f" {free} of the episode's {ep.evidence['windows']} windows had no prompt work at all."
+    text, extra = recommend(budget)
+    ev.update(extra)
+    if d > slo:
+        text, extra = slo_levers(slo, d, ep.evidence["running_median"], cost["prefill_s_per_token"], budget,
+                                 cost["source"])
+        ev.update(extra)
+    return explanation, text

@@ -1,0 +1,88 @@
+"""Stream stalls: every episode of impaired streams becomes exactly one finding, of the kind its cause names.
+
+The idea: decode_starvation, itl_high and scheduler_stall deny each other, so they are one classification,
+made once per episode (stallscope.analyzers.episodes), never three detectors voting window by window:
+`prefill` -> decode_starvation, `stuck` -> scheduler_stall, `prefill_chunks` / `preemption` / `slow_decode`
+-> itl_high with that `likely_cause`. Each target is judged on its own data: its chunked-prefill
+configuration (given, else inferred from its own stalls), its own cost figures and budget advice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from stallscope.analyzers import chunking as C
+from stallscope.analyzers import decode_starvation as DS
+from stallscope.analyzers import episodes as E
+from stallscope.analyzers import itl_high, scheduler_stall
+from stallscope.analyzers.finding import Finding
+from stallscope.analyzers.signals import live_window
+from stallscope.analyzers.step_stalls import find_stalls
+from stallscope.core.config import load_thresholds
+
+KIND = {"prefill": "decode_starvation", "stuck": "scheduler_stall", "prefill_chunks": "itl_high",
+        "preemption": "itl_high", "slow_decode": "itl_high"}
+
+
+def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.DataFrame | None = None,
+           roofline_cost: dict | None = None, budget_advice=None, chunking: C.Chunking | None = None,
+           samples: pd.DataFrame | None = None) -> list[Finding]:
+    """One finding per episode per target. `chunking` is the configuration the server ran (None: infer it per
+    target from its `samples`' histograms, else from its stalls); `budget_advice` (advice.budget_advisor's
+    callable) gives the what-if budget, called only for a finding that recommends one.
+
+    >>> # detect(signals.compute(samples), steps=steps)[0].kind
+    """
+    th = thresholds or load_thresholds()
+    window = int(signals.attrs.get("window_ns", 60 * 10**9))
+    step = int(signals.attrs.get("step_ns", window)) or window
+    live = int(signals.attrs.get("live_ns", live_window(window, step)))
+    stalls = find_stalls(steps, min_gap_s=float(th["itl_slo_s"])) if steps is not None and len(steps) else None
+    out = []
+    for target, sig in signals.groupby("target", sort=True):
+        sig = sig.sort_values("ts").reset_index(drop=True)
+        known = chunking if chunking is not None and chunking.enabled is not None else None
+        if known is None and samples is not None and "target" in samples:
+            known = C.infer_from_histograms(samples[samples["target"].fillna("") == target])
+            known = known if known.enabled is not None else None
+        eps = E.find(sig, thresholds=th, chunking=known or C.UNKNOWN, window_ns=window, step_ns=step, live_ns=live)
+        config = known or _inferred(eps)
+        if config is not (known or C.UNKNOWN):  # judge again with what the target's own stalls say
+            eps = E.find(sig, thresholds=th, chunking=config, window_ns=window, step_ns=step, live_ns=live)
+        cost = DS.estimate_cost(sig, steps, roofline_cost, config)
+        out += [_finding(ep, sig, th, cost, config, stalls, budget_advice) for ep in eps]
+    return out
+
+
+def _inferred(eps: list) -> C.Chunking:
+    """The chunking one target's episodes imply, pooled over every episode with long prefills."""
+    above = sum(ep.evidence["itl_samples_above_slo"] for ep in eps if ep.evidence["long_prefills"] > 0)
+    per = [(ep.evidence["long_prefills"] * ep.evidence["running_median"]) for ep in eps if ep.evidence["long_prefills"] > 0]
+    total = sum(per)
+    return C.infer(above / total if total > 0 else float("nan"), total)
+
+
+def _finding(ep: E.Episode, sig: pd.DataFrame, th: dict, cost: dict, config: C.Chunking, stalls,
+             budget_advice) -> Finding:
+    slo = float(th["itl_slo_s"])
+    part = {c: sig[c].to_numpy()[ep.i:ep.j + 1] for c in sig.columns if c != "target"}
+    ev = DS.evidence(part, slo, stalls, ep.start_ns, ep.end_ns)
+    ev.update({"cause": ep.cause, "decided_by": ep.decided_by, "ongoing": ep.ongoing, "episode": dict(ep.evidence),
+               "timeline": ep.timeline, **config.as_evidence(), "chunking": config.describe()})
+    where = f" on {ep.target}" if ep.target else ""
+    kind = KIND[ep.cause]
+    running = float(np.nanmedian(part["running"])) if np.isfinite(part["running"].astype(float)).any() else 0.0
+
+    def recommend(budget_in_use=None):
+        return DS.recommend(slo, cost, config, running, budget_advice, budget_in_use)
+
+    if kind == "decode_starvation":
+        explanation = DS.explain(ep, ev, where, slo, config)
+        recommendation, extra = recommend()
+        ev.update(extra)
+    elif kind == "scheduler_stall":
+        explanation, recommendation = scheduler_stall.texts(ep, where)
+    else:
+        explanation, recommendation = itl_high.texts(ep.cause, ep, ev, where, slo, cost, config, recommend)
+    return Finding(kind, ep.severity, ep.start_ns, ep.end_ns, ep.target, ev, explanation, recommendation)
