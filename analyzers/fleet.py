@@ -1,11 +1,15 @@
 """Fleet triage: episodes per replica from the server-evaluated window tests, and the ranking.
 
-The idea: the server answers, per replica and grid point, whether the window is in a decode-starvation or
-a KV-pressure window (value = severity, 2 critical or 1 warning; `rules/fleet.py`'s `episode_exprs`, the
-detectors' tests and thresholds) and how many scrapes it holds. Here the points become episodes with the
-detectors' own merging (`signals.episodes`):
+The idea: the server answers, per replica and grid point, whether streams are impaired (a severity code:
+3 critical, 2 missed the SLO or frozen, 1 interference; analyzers/episodes.py's window states), whether
+prefill load was there, whether the KV cache was under pressure (2 critical, 1 warning; kv_pressure's
+mask), and how many scrapes the window holds (`rules/fleet.py`'s `episode_exprs`). Here the points become
+episodes with the detectors' own merging (`signals.episodes`):
 
-- `decode_starvation`: flagged windows merge while their windows overlap (gap <= window / step);
+- impaired windows at most one window apart form one episode (episodes.find); it is `decode_starvation`
+  when prefill load shows in it or within one window after it (a prompt is counted when its prefill
+  completes), else `stream_stall` (the drill-down's finding names its cause: preemption, prefill chunks,
+  slow decode or a stuck engine);
 - `kv_pressure`: at least two consecutive windows, dips shorter than a window do not split;
 - `absent`: grid points where a replica that the fleet knows reported nothing (dead, or not scraped) while
   the fleet's first sample was already in.
@@ -23,8 +27,8 @@ import numpy as np
 from stallscope.analyzers.finding import severity_rank
 from stallscope.analyzers.signals import episodes
 
-KINDS = ("decode_starvation", "kv_pressure", "absent")
-SEVERITY = {2: "critical", 1: "warning"}
+KINDS = ("decode_starvation", "stream_stall", "kv_pressure", "absent")
+SEVERITY = {3: "critical", 2: "warning", 1: "info"}
 
 
 @dataclass(frozen=True)
@@ -80,15 +84,22 @@ class FleetReport:
 
 
 def replica_episodes(masks: dict[str, np.ndarray], ts: np.ndarray, window_ns: int, step_ns: int) -> list[Episode]:
-    """Episodes of one replica from {kind: severity per grid point (0 or NaN = none)}."""
-    gap = max(0, int(window_ns // step_ns))
-    rules = {"decode_starvation": dict(min_len=1, merge_gap=gap), "kv_pressure": dict(min_len=2, merge_gap=gap),
-             "absent": dict(min_len=1, merge_gap=0)}
+    """Episodes of one replica from {"impaired": code, "load": > 0 where prefill load, "kv_pressure": code,
+    "absent": 1} per grid point (0 or NaN = none); see the module docstring."""
+    n, gap = len(ts), max(1, int(window_ns // step_ns))
+
+    def col(name):
+        return np.nan_to_num(np.asarray(masks.get(name, np.zeros(n)), dtype=float))
+    impaired, load = col("impaired"), col("load") > 0
     out = []
-    for kind in KINDS:
-        sev = np.nan_to_num(np.asarray(masks.get(kind, np.zeros(len(ts))), dtype=float))
-        for i, j in episodes(sev > 0, **rules[kind]):
-            out.append(Episode(kind, SEVERITY[2 if sev[i:j + 1].max() >= 2 else 1], int(ts[i]), int(ts[j])))
+    for i, j in episodes(impaired > 0, merge_gap=gap):
+        kind = "decode_starvation" if load[i:j + 1 + gap].any() else "stream_stall"
+        out.append(Episode(kind, SEVERITY[int(impaired[i:j + 1].max())], int(ts[i]), int(ts[j])))
+    kv = col("kv_pressure")
+    for i, j in episodes(kv > 0, min_len=2, merge_gap=gap):
+        out.append(Episode("kv_pressure", SEVERITY[3 if kv[i:j + 1].max() >= 2 else 2], int(ts[i]), int(ts[j])))
+    for i, j in episodes(col("absent") > 0):
+        out.append(Episode("absent", "warning", int(ts[i]), int(ts[j])))
     return out
 
 

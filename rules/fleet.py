@@ -9,15 +9,16 @@ The idea: the server evaluates the windowed quantiles, rates and gauges of `anal
    every selector. Changing the rules changes the fleet query.
 2. The rest follows `signals.py`'s module docstring term by term: `itl_stall_share` is
    sum over the buckets whose lower edge is >= the SLO of (lower edge x bucket rate), over `rate(_sum)`,
-   written per `le` (the bucket bounds are read from the server); `long_prefill_rate` is
-   rate(+Inf) - rate(le = the cut), the cut rounded up to a bucket bound per replica; gauges are instant
-   (Prometheus' 5 min lookback), the KV usage is `max by`, `waiting` the capacity reason where exported.
+   with the weights as a constant vector keyed by `le` (the bucket bounds are read from the server);
+   `long_prefill_rate` is rate(+Inf) - rate(le = the cut), the cut rounded up to a bucket bound per
+   replica; the live rates use the live window; gauges are instant (Prometheus' 5 min lookback), the KV
+   usage is `max by`, `waiting` the capacity reason where exported.
 3. With the recording rules installed (`path="recorded"`), the quantiles and rates are read from the
    recorded series by name: they are grouped by `model_name, instance` (the rules' grouping), so that
    path identifies a replica by those two labels and uses the rules' short window.
 4. `episode_exprs` composes the detectors' window tests from the same expressions (same thresholds):
-   decode starvation (stalled window with prefill load) and KV pressure; each point's value is its
-   severity, 2 critical or 1 warning, so the server returns only the windows in an episode.
+   impaired streams (analyzers/episodes.py's window states and severity), prefill load (the evidence of
+   decode starvation) and KV pressure; the server answers only the windows that fail a test.
 
     >>> e = signal_exprs(load_thresholds(), by=("pod",), window="1m")
     >>> e["prompt_rate"]
@@ -29,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 
+from stallscope.analyzers import episodes as E
 from stallscope.core.config import load_thresholds, parse_duration  # noqa: F401  (doctest)
 from stallscope.core.errors import InputError
 from stallscope.rules import render as R
@@ -44,8 +46,6 @@ ITL_LES = ("0.01", "0.025", "0.05", "0.075", "0.1", "0.15", "0.2", "0.3", "0.4",
            "5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "+Inf")
 ITERATION_LES = ("1.0", "8.0", "16.0", "32.0", "64.0", "128.0", "256.0", "512.0", "1024.0", "2048.0", "4096.0",
                  "8192.0", "16384.0", "+Inf")
-STALL_SHARE = 0.01          # decode_starvation.STALL_SHARE: 1 - q for q = 0.99
-CRITICAL_SHARE = 0.05       # decode_starvation: critical at 5 x STALL_SHARE, or P99 >= 2 x SLO
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _SELECTOR = re.compile(r"(vllm:[A-Za-z0-9_:]+)(\{[^}]*\})?(?=\[|\)|\s|$)")
 
@@ -142,10 +142,12 @@ def stall_share_expr(slo: float, les, by: str, w: str, families=(ITL, ITL_LEGACY
 
 
 def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, matchers=(), itl_les=ITL_LES,
-                 iteration_cut: str | None = None, itl_families=(ITL, ITL_LEGACY)) -> dict[str, str]:
+                 iteration_cut: str | None = None, itl_families=(ITL, ITL_LEGACY),
+                 live_window: str | None = None) -> dict[str, str]:
     """{signals column: PromQL} for the raw path (see the module docstring); `iteration_cut` is the `le`
     of the long-prefill cut (None: no `long_prefill_rate`); `itl_families` the ITL histogram names the
-    fleet exports (both, joined with `or` as in the rules, unless the caller found only one)."""
+    fleet exports (both, joined with `or` as in the rules, unless the caller found only one); `live_window`
+    the live signals' window (signals.live_window; default half the window)."""
     fam = tuple(itl_families)
     ids = ", ".join(label_list(by))
     short = R.fmt_duration(parse_duration(th["windows"]["short"]))
@@ -158,6 +160,10 @@ def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, ma
     for col, metric in (("prompt_rate", "vllm_prompt_tokens"), ("gen_rate", "vllm_generation_tokens"),
                         ("preempt_rate", "vllm_num_preemptions")):
         out[col] = _regroup(_rule_expr(th, R.name_rate(metric, short)), ids, w, short)
+    lw = live_window or R.fmt_duration(parse_duration(w) / 2)
+    out["live_prompt_rate"] = _regroup(_rule_expr(th, R.name_rate("vllm_prompt_tokens", short)), ids, lw, short)
+    out["live_gen_rate"] = _regroup(_rule_expr(th, R.name_rate("vllm_generation_tokens", short)), ids, lw, short)
+    out["live_mean_itl"] = f"(sum by ({ids}) (vllm:num_requests_running) > 0) / ({out['live_gen_rate']})"
     out["prompt_computed"] = (f'(sum by ({ids}) (rate(vllm:prompt_tokens_by_source_total{{source="local_compute"}}[{w}])) '
                               f"* 0 + 1) or (sum by ({ids}) (rate(vllm:prompt_tokens_total[{w}])) * 0)")
     out["itl_rate"] = _itl_bucket("+Inf", ids, w, fam)
@@ -217,41 +223,58 @@ def quantile_above(q: float, bound: str, by: str, w: str, families=(ITL, ITL_LEG
     return f"({_itl_bucket(bound, by, w, families)} < {q!r} * {_itl_bucket('+Inf', by, w, families)})"
 
 
+def _tag(expr: str, tag: str) -> str:
+    return f'label_replace({expr}, "stallscope_test", "{tag}", "", "")'
+
+
 def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES, window: str | None = None,
                   itl_families=(ITL, ITL_LEGACY)) -> dict[str, str]:
-    """{kind: PromQL} present (value = severity: 2 critical, 1 warning) in the windows of each kind, composed
-    from `exprs` (signal_exprs, or recorded_exprs over it) with the detectors' tests and thresholds.
+    """{test: PromQL} answering only where a window fails it, composed from `exprs` (signal_exprs, or
+    recorded_exprs over it) with analyzers/episodes.py's window states and kv_pressure's mask:
 
-    decode_starvation: (ITL P99's bucket at or above the SLO, or itl_stall_share >= 1 %) and (prompt rate
-    >= prefill_tokens_rate_high, or long_prefill_rate > 0); critical when the P99's bucket is at or above
-    2 x SLO or the share >= 5 %. Each signal is evaluated once: the share and the P99 test are tagged,
-    scored and combined with `max by`. kv_pressure: KV usage >= kv_usage_high with waiting >= waiting_high
-    or preemptions, or preemptions >= preemptions_rate_high alone (critical)."""
+    - `impaired`, unless the engine sleeps, as up to three tagged series: `share` (its value, where
+      itl_stall_share >= 1 %: interference from 1 %, missed from 5 %, critical from 20 %), `p99` (2 where
+      the ITL P99's bucket is at or above the SLO, 3 at or above 2 x SLO) and `frozen` (2 where requests
+      run and the live mean gap per stream, running / live generation rate, is above the SLO; 3 at 2 x);
+    - `load`: prompt rate >= prefill_tokens_rate_high or a long prefill completed (the cause's evidence);
+    - `kv_pressure`: 2 where preemptions >= preemptions_rate_high, 1 where KV usage >= kv_usage_high with
+      requests waiting or preemptions. Each signal is evaluated once per test."""
     ids = ", ".join(label_list(by))
     w = window or R.fmt_duration(parse_duration(th["windows"]["short"]))
     slo = float(th["itl_slo_s"])
     b1, b2 = first_bound_at_or_above(itl_les, slo), first_bound_at_or_above(itl_les, 2 * slo)
-    share = (f'label_replace((({exprs["itl_stall_share"]}) >= {STALL_SHARE!r}) >= bool {CRITICAL_SHARE!r}, '
-             f'"stallscope_test", "share", "", "") + 1')
-    tests = [share]
+    tests = [_tag(f"({exprs['itl_stall_share']}) >= {E.INTERFERENCE_SHARE!r}", "share")]
     if b1 and "histogram_quantile" in exprs["itl_p99"]:
         fam = tuple(itl_families)
         crit = f"({_itl_bucket(b2, ids, w, fam)} < bool 0.99 * {_itl_bucket('+Inf', ids, w, fam)})" if b2 else "0"
-        tests.append(f'label_replace(({crit} + 1) and on ({ids}) {quantile_above(0.99, b1, ids, w, fam)}, '
-                     f'"stallscope_test", "p99", "", "")')
+        tests.append(_tag(f"({crit} + 2) and on ({ids}) {quantile_above(0.99, b1, ids, w, fam)}", "p99"))
     elif b1:  # the recorded P99: its value against the bounds
-        p99 = f"({exprs['itl_p99']})"
-        tests.append(f'label_replace((({p99} > {b1}) > bool {b2 or "+Inf"}) + 1, "stallscope_test", "p99", "", "")')
-    stalled = f"max by ({ids}) ({' or '.join(tests)})"
+        tests.append(_tag(f"((({exprs['itl_p99']}) > {b1}) > bool {b2 or '+Inf'}) + 2", "p99"))
+    running, gen = f"({exprs['running']})", f"({exprs['live_gen_rate']})"
+    frozen = f"(({running} > 0) and on ({ids}) ({gen} < {running} / {slo!r}))"
+    tests.append(_tag(f"(({gen} <= bool {running} / {2 * slo!r}) + 2) and on ({ids}) {frozen}", "frozen"))
+    asleep = f"({exprs['asleep']}) == 1"
+    impaired = f"({' or '.join(tests)}) unless on ({ids}) ({asleep})"
     load = [f"({exprs['prompt_rate']}) >= {float(th['prefill_tokens_rate_high'])!r}"]
     if "long_prefill_rate" in exprs:
         load.append(f"({exprs['long_prefill_rate']}) > 0")
-    load_expr = "(" + " or ".join(f"({p})" for p in load) + ")"
     kv, waiting, preempt = (f"({exprs[c]})" for c in ("kv_usage", "waiting", "preempt_rate"))
     hot = (f"(({kv} >= {float(th['kv_usage_high'])!r}) and on ({ids}) "
            f"(({waiting} >= {float(th['waiting_high'])!r}) or ({preempt} > 0)))")
     pressure = f"(({preempt} >= {float(th['preemptions_rate_high'])!r}) * 0 + 2) or ({hot} * 0 + 1)"
-    return {"decode_starvation": f"{stalled} and on ({ids}) {load_expr}", "kv_pressure": pressure}
+    return {"impaired": impaired, "load": " or ".join(f"({p})" for p in load), "kv_pressure": pressure}
+
+
+def impaired_codes(share, p99, frozen) -> "np.ndarray":
+    """Per window: 3 critical, 2 missed or frozen, 1 interference only, 0 unimpaired, from the tagged
+    answers of `episode_exprs()["impaired"]` (share values, p99 and frozen codes; NaN where absent) -
+    episodes.window_states' states and its severity ratio >= 2."""
+    import numpy as np
+
+    s = np.nan_to_num(np.asarray(share, dtype=float))
+    from_share = np.select([s >= 4 * E.MISSED_SHARE, s >= E.MISSED_SHARE, s >= E.INTERFERENCE_SHARE], [3, 2, 1], 0)
+    return np.maximum(np.maximum(from_share, np.nan_to_num(np.asarray(p99, dtype=float))),
+                      np.nan_to_num(np.asarray(frozen, dtype=float)))
 
 
 def presence_expr(by, step: str, matchers=()) -> str:

@@ -81,13 +81,38 @@ def bucket_of(values: np.ndarray, les) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+def scrape_interval(runner: Runner, by, start_s: float, end_s: float, matchers=()) -> float:
+    """The scrape interval (s, rounded to whole seconds above 1 s): the span over the most scrapes of
+    `num_requests_running` any replica has in it; 15 s when none answers."""
+    span = F.R.fmt_duration(max(1.0, end_s - start_s))
+    expr = F.with_matchers(f"max(count_over_time(vllm:num_requests_running[{span}]))", matchers)
+    got = runner.instant(expr, end_s)
+    count = got[0][1] if got else 0.0
+    if count <= 1:
+        return 15.0
+    interval = (end_s - start_s) / (count - 1)
+    return float(round(interval)) if interval > 1 else interval
+
+
+def live_window(window: str, interval_s: float) -> str:
+    """signals.live_window as a PromQL duration."""
+    from stallscope.analyzers.signals import live_window as lw
+    from stallscope.core.config import parse_duration
+
+    return F.R.fmt_duration(lw(int(parse_duration(window) * NS), int(round(interval_s * NS))) / NS)
+
+
 def compute(runner: Runner, th: dict, start_s: float, end_s: float, step_s: float, *, window: str,
-            by=F.DEFAULT_IDENTITY, matchers=(), progress=None) -> tuple[pd.DataFrame, dict]:
-    """(signals frame, query stats) of every replica matching `matchers` on the grid start..end by step."""
+            by=F.DEFAULT_IDENTITY, matchers=(), progress=None, scrape_s: float | None = None
+            ) -> tuple[pd.DataFrame, dict]:
+    """(signals frame, query stats) of every replica matching `matchers` on the grid start..end by step;
+    `scrape_s` (for the live window) is read from the server when not given."""
     by = F.label_list(by)
+    live = live_window(window, scrape_s or scrape_interval(runner, by, start_s, end_s, matchers))
     les, families = bucket_bounds(runner, (F.ITL, F.ITL_LEGACY), start_s, end_s, matchers)
     ttft_les, _ = bucket_bounds(runner, (F.TTFT,), start_s, end_s, matchers, default=("+Inf",))
-    exprs = F.signal_exprs(th, by=by, window=window, matchers=matchers, itl_les=les, itl_families=families)
+    exprs = F.signal_exprs(th, by=by, window=window, matchers=matchers, itl_les=les, itl_families=families,
+                           live_window=live)
     n = len(np.arange(start_s, end_s + step_s / 2, step_s))
     jobs = [Job("all", col, expr, a, b, step_s) for col, expr in exprs.items()
             for a, b in _chunks(start_s, end_s, step_s)]

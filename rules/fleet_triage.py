@@ -29,9 +29,10 @@ from stallscope.collectors.prometheus_api import MAX_POINTS
 from stallscope.core.config import parse_duration
 from stallscope.core.errors import CollectorError, InputError, ToolkitError
 from stallscope.rules import fleet as F
-from stallscope.rules.fleet_signals import bucket_bounds, grid_index, replica_name
+from stallscope.rules.fleet_signals import bucket_bounds, grid_index, live_window, replica_name
 
 NS = 1_000_000_000
+KEYS = ("impaired", "load", "kv_pressure", "presence")
 SERIES_LOADED = 90  # raw series one replica's decode-starvation test reads (ITL buckets twice, share terms, rates)
 
 
@@ -109,33 +110,40 @@ def plan(runner: Runner, th: dict, start_s: float, end_s: float, *, by, matchers
     les, families = bucket_bounds(runner, (F.ITL, F.ITL_LEGACY), start_s, end_s, matchers)
     cuts = {name: F.iteration_cut(peaks.get(name, 0.0)) for name in labels}
     scrapes = max(counts.values()) if counts else 0
-    scrape_s = (end_s - start_s) / scrapes if scrapes > 1 else 15.0
+    scrape_s = (end_s - start_s) / (scrapes - 1) if scrapes > 1 else 15.0
+    scrape_s = float(round(scrape_s)) if scrape_s > 1 else scrape_s
     loaded = SERIES_LOADED * int(chunk_s / scrape_s + 1)  # raw samples one replica's episode query loads
-    size = group_size(min(n_points, MAX_POINTS), 3, max_memory, concurrency, loaded_per_replica=loaded,
+    size = group_size(min(n_points, MAX_POINTS), 6, max_memory, concurrency, loaded_per_replica=loaded,
                       max_samples=max_samples)
     return Plan(labels, split_groups(labels, cuts, by, size, matchers), by, chosen, les, scrape_s, families)
 
 
 def _exprs(th, p: Plan, matchers, window: str, cut: str, step: str) -> dict[str, str]:
     sig = F.signal_exprs(th, by=p.by, window=window, matchers=matchers, itl_les=p.itl_les, iteration_cut=cut,
-                         itl_families=p.itl_families)
+                         itl_families=p.itl_families, live_window=live_window(window, p.scrape_s))
     if p.path == "recorded":
         sig.update(F.recorded_exprs(th, matchers))
-    return {**F.episode_exprs(th, sig, p.by, p.itl_les, window, p.itl_families), "presence": F.presence_expr(p.by, step, matchers)}
+    return {**F.episode_exprs(th, sig, p.by, p.itl_les, window, p.itl_families),
+            "presence": F.presence_expr(p.by, step, matchers)}
 
 
-def _masks(answer, p: Plan, kinds, n: int, start_s: float, step_s: float) -> dict:
+def _masks(answer, p: Plan, n: int, start_s: float, step_s: float) -> dict:
+    """{replica: {test: values on the grid}}; the impaired test's tagged series stay apart
+    (`impaired:share`, `impaired:p99`, `impaired:frozen`) until `fleet.impaired_codes` joins them."""
     masks: dict[str, dict[str, np.ndarray]] = {}
     members = {name: g for g, _, names, _ in p.groups for name in names}
-    for kind in kinds:
-        for lab, t, v in answer.series.get(kind, []):
+    for key in KEYS:
+        for lab, t, v in answer.series.get(key, []):
             name = replica_name(lab, p.by)
             if name not in members or members[name] in answer.failures:
                 continue
-            arr = masks.setdefault(name, {}).setdefault(kind, np.zeros(n))
+            test = f"{key}:{lab['stallscope_test']}" if "stallscope_test" in lab else key
+            arr = masks.setdefault(name, {}).setdefault(test, np.zeros(n))
             idx = grid_index(t, start_s, step_s)
             ok = (idx >= 0) & (idx < n)
             arr[idx[ok]] = v[ok]
+    for m in masks.values():
+        m["impaired"] = F.impaired_codes(*(m.get(f"impaired:{t}", np.zeros(n)) for t in ("share", "p99", "frozen")))
     return masks
 
 
@@ -159,15 +167,14 @@ def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | 
              concurrency=concurrency, n_points=n, chunk_s=chunks[0][1] - chunks[0][0] + window_s,
              max_samples=max_samples)
     step = F.R.fmt_duration(step_s)
-    kinds = ("decode_starvation", "kv_pressure", "presence")
     jobs = [Job(g, kind, expr, a, b, step_s) for g, cut, _, m in p.groups
             for kind, expr in _exprs(th, p, m, w, cut, step).items() for a, b in chunks]
     answer = runner.run(jobs, progress)
-    masks = _masks(answer, p, kinds, n, start_s, step_s)
+    masks = _masks(answer, p, n, start_s, step_s)
     present = [np.flatnonzero(m.get("presence", np.zeros(n)) > 0) for m in masks.values()]
     first = min((int(x[0]) for x in present if len(x)), default=0)
     failed = {name for g, _, names, _ in p.groups if g in answer.failures for name in names}
-    by_kind = {name: {"decode_starvation": m.get("decode_starvation", np.zeros(n)),
+    by_kind = {name: {"impaired": m["impaired"], "load": m.get("load", np.zeros(n)),
                       "kv_pressure": m.get("kv_pressure", np.zeros(n)),
                       "absent": A.absent_mask(m.get("presence", np.zeros(n)), first)}
                for name, m in masks.items()}

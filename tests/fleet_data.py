@@ -3,11 +3,11 @@
 N replicas x H hours scraped every 15 s, vLLM 0.33's metric names and ITL buckets (refserver/metrics.py), and
 the identity labels namespace, pod, instance, model_name, engine (plus job="vllm"). Only the series the
 triage signals read are written: the ITL histogram (buckets, sum, count), prompt and generation tokens,
-preemptions, running, waiting and KV usage. A clean replica decodes at ~30 ms per token with a light
+preemptions, running, waiting, KV usage and the tokens per engine step (`iteration_tokens_total`). A clean replica decodes at ~30 ms per token with a light
 prompt load. Injected (the `Truth`):
 
-- `decode_starvation`: bursts where 6 % of the inter-token gaps take 0.3-2.5 s while prompts arrive at
-  3,000 tokens/s (long prefills holding the step);
+- `decode_starvation`: bursts where 4,096-token prompts arrive at 3,000 tokens/s, each prefilled in one
+  step: every running stream gets one 0.5-0.75 s gap per prompt (long prefills holding the step);
 - `kv_pressure`: KV usage 0.96 with 4 requests waiting and a preemption every 2 s;
 - `dead`: the replica's series stop (absent) for the rest of the range from some point;
 - `reset`: a clean replica whose counters restart from zero once (an engine restart): no episode.
@@ -27,16 +27,15 @@ import numpy as np
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
                40.0, 80.0)
 SCRAPE_S = 15
-# share of inter-token gaps per bucket (the last is +Inf): clean decode, and a starved window
+# share of inter-token gaps per bucket (the last is +Inf) while decoding undisturbed
 _CLEAN = np.array([0.0, 0.02, 0.88, 0.07, 0.02, 0.008, 0.002] + [0.0] * 13)
-_STARVED = np.array([0.0, 0.02, 0.80, 0.07, 0.03, 0.015, 0.005, 0.02, 0.015, 0.01, 0.008, 0.005, 0.002]
-                    + [0.0] * 7)
 _MID = np.array([0.0, 0.0175, 0.0375, 0.0625, 0.0875, 0.125, 0.175, 0.25, 0.35, 0.45, 0.625, 0.875, 1.75,
                  3.75, 6.25, 8.75, 15.0, 30.0, 60.0, 80.0])  # a representative gap per bucket, for _sum
+ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 FAMILIES = ("vllm:inter_token_latency_seconds_bucket", "vllm:inter_token_latency_seconds_sum",
             "vllm:inter_token_latency_seconds_count", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
             "vllm:num_preemptions_total", "vllm:num_requests_running", "vllm:num_requests_waiting",
-            "vllm:kv_cache_usage_perc")
+            "vllm:kv_cache_usage_perc", "vllm:iteration_tokens_total_bucket")
 
 
 @dataclass
@@ -84,17 +83,27 @@ def replica_series(r: int, ts: np.ndarray, truth: Truth, seed: int = 1) -> dict[
     gen = running / 0.03 * SCRAPE_S * rng.uniform(0.9, 1.0, n)
     prompt = rng.uniform(100, 300, n) * SCRAPE_S
     kv, waiting, preempt = rng.uniform(0.3, 0.6, n), np.zeros(n), np.zeros(n)
-    probs = np.tile(_CLEAN, (n, 1))
+    prompt_len = np.full(n, 200.0)  # one step per prompt (decodes + the whole prompt), the rest decode-only
     for kind, a, b in truth.episodes.get(pod, []):
         hot = (ts >= a) & (ts < b)
         if kind == "decode_starvation":
-            probs[hot], prompt[hot] = _STARVED, 3000.0 * SCRAPE_S
+            prompt[hot], prompt_len[hot] = 3000.0 * SCRAPE_S, 4096.0
         else:
             kv[hot], waiting[hot], preempt[hot] = 0.96, 4.0, SCRAPE_S / 2.0
-    counts = rng.multinomial(np.rint(gen).astype(np.int64), probs / probs.sum(axis=1, keepdims=True))
+    prompts = np.rint(prompt / prompt_len)
+    # an unchunked long prefill holds every running stream once: one gap of 0.5-0.75 s per stream per prompt
+    slow = np.where(prompt_len > 512, prompts * running, 0.0)
+    counts = rng.multinomial(np.maximum(np.rint(gen - slow), 0).astype(np.int64), _CLEAN / _CLEAN.sum())
+    counts[:, ITL_BUCKETS.index(0.75)] += slow.astype(np.int64)
+    bounds = np.array([*ITERATION_BUCKETS, np.inf])
+    steps = np.zeros((n, len(bounds)))
+    rows = np.arange(n)
+    steps[rows, np.searchsorted(bounds, running)] += np.maximum(np.rint(gen / running) - prompts, 0)
+    steps[rows, np.searchsorted(bounds, running + prompt_len)] += prompts
     inc = {"vllm:inter_token_latency_seconds_bucket": np.cumsum(counts, axis=1).astype(float),
            "vllm:inter_token_latency_seconds_sum": counts @ _MID, "vllm:prompt_tokens_total": np.rint(prompt),
-           "vllm:generation_tokens_total": np.rint(gen), "vllm:num_preemptions_total": preempt}
+           "vllm:generation_tokens_total": np.rint(gen), "vllm:num_preemptions_total": preempt,
+           "vllm:iteration_tokens_total_bucket": np.cumsum(steps, axis=1)}
     out = {name: np.cumsum(v, axis=0) + (1e5 if v.ndim == 1 else 0) for name, v in inc.items()}
     out["vllm:inter_token_latency_seconds_count"] = out["vllm:inter_token_latency_seconds_bucket"][:, -1]
     if pod in truth.resets:  # an engine restart: every counter starts again from its increments
@@ -139,7 +148,8 @@ def _write_replica(parts: dict, r: int, t0_s: int, hours: float, truth: Truth, s
     for family, values in series.items():
         fh = parts[family]
         if values.ndim == 2:
-            for j, le in enumerate([*(repr(b) for b in ITL_BUCKETS), "+Inf"]):
+            bounds = ITL_BUCKETS if family.startswith("vllm:inter_token") else ITERATION_BUCKETS
+            for j, le in enumerate([*(repr(float(b)) for b in bounds), "+Inf"]):
                 head = f'{family}{{{lab},le="{le}"}} '
                 fh.write("".join(head + v + s for v, s in zip(_fmt(values[:, j]), stamps)))
         else:

@@ -2,7 +2,7 @@
 
 Only layout of `analyzers.fleet.FleetReport`: the ranking, the episodes and the drilled-down findings are
 computed below. The heat map is the figure the report and the dashboard's Fleet page share; a replica's
-row is its severity-coded kind per grid point (decode starvation over KV pressure over absence).
+row is painted with the kind and severity of the episode covering each grid point.
 Strings from labels are escaped in HTML; plotly's JSON escapes `<`, `>` and `/`.
 """
 
@@ -14,14 +14,16 @@ import json
 
 import numpy as np
 
+from stallscope.analyzers.fleet import KINDS
 from stallscope.analyzers.sources import iso
 from stallscope.render.html import _CSS, _e, _findings_html, _table
 from stallscope.render.json import finding_json, jsonable
 
-# heat map codes: 0 none, 1 absent, 2 kv warning, 3 kv critical, 4 starvation warning, 5 starvation critical
+# heat map codes (the episode's kind and severity; info counts as warning)
 CODES = [("none", "#f4f4f4"), ("absent", "#9e9e9e"), ("kv_pressure warning", "#f6c667"),
-         ("kv_pressure critical", "#e67e22"), ("decode_starvation warning", "#e57373"),
-         ("decode_starvation critical", "#b71c1c")]
+         ("kv_pressure critical", "#e67e22"), ("stream_stall warning", "#90caf9"), ("stream_stall critical", "#1565c0"),
+         ("decode_starvation warning", "#e57373"), ("decode_starvation critical", "#b71c1c")]
+_CODE = {name: i for i, (name, _) in enumerate(CODES)}
 
 
 def _hours(seconds: float) -> str:
@@ -67,12 +69,12 @@ def fleet_text(report, top: int = 15) -> str:
               markup=False)
     hot = [r for r in report.replicas if r.episode_seconds > 0 or r.seconds.get("absent")]
     table = Table(title=f"replicas by time in episodes ({len(hot)} of {len(report.replicas)} with any)")
-    for c in ("#", "replica", "in episodes", "decode starvation", "kv pressure", "absent", "worst", "findings"):
+    for c in ("#", "replica", "in episodes", "decode starvation", "stream stall", "kv pressure", "absent", "worst",
+              "findings"):
         table.add_column(c)
     for i, r in enumerate(hot[:top], 1):
         table.add_row(str(i), r.name, _hours(r.episode_seconds),
-                      *(_hours(r.seconds[k]) if r.seconds.get(k) else "-" for k in ("decode_starvation",
-                                                                                    "kv_pressure", "absent")),
+                      *(_hours(r.seconds[k]) if r.seconds.get(k) else "-" for k in KINDS),
                       r.worst or "-", "-" if r.findings is None else str(len(r.findings)))
     con.print(table)
     for group, fail in report.failures.items():
@@ -85,17 +87,19 @@ def fleet_text(report, top: int = 15) -> str:
 
 
 def heat_codes(report, rows_max: int = 200) -> tuple[list[str], np.ndarray]:
-    """(replica names in rank order, codes (R, T)) for the first `rows_max` replicas."""
-    names = [r.name for r in report.replicas[:rows_max]]
-    n = len(report.grid())
-    z = np.zeros((len(names), n))
-    for i, name in enumerate(names):
-        m = report.masks.get(name, {})
-        for kind, base in (("absent", 1), ("kv_pressure", 2), ("decode_starvation", 4)):
-            v = np.nan_to_num(np.asarray(m.get(kind, np.zeros(n)), dtype=float))
-            code = np.where(v <= 0, 0, base if kind == "absent" else base + (v >= 2))
-            z[i] = np.maximum(z[i], code)
-    return names, z
+    """(replica names in rank order, codes (R, T)) for the first `rows_max` replicas: each grid point painted
+    with the kind and severity of the episode covering it (decode starvation over stream stalls over KV
+    pressure over absence)."""
+    replicas = report.replicas[:rows_max]
+    grid = report.grid()
+    z = np.zeros((len(replicas), len(grid)))
+    for i, r in enumerate(replicas):
+        for e in r.episodes:
+            sev = "critical" if e.severity == "critical" else "warning"
+            code = _CODE["absent"] if e.kind == "absent" else _CODE[f"{e.kind} {sev}"]
+            span = (grid >= e.start_ns) & (grid <= e.end_ns)
+            z[i, span] = np.maximum(z[i, span], code)
+    return [r.name for r in replicas], z
 
 
 def heatmap_figure(report, rows_max: int = 200):
@@ -131,10 +135,10 @@ def fleet_html(report, top: int = 15, title: str = "stallscope fleet triage") ->
     parts.append("<h2>Heat map</h2>")
     parts.append(heatmap_figure(report).to_html(full_html=False, include_plotlyjs=False))
     parts.append("<h2>Ranking</h2>")
-    parts.append(_table(["#", "replica", "in episodes", "decode starvation", "kv pressure", "absent", "worst"],
+    parts.append(_table(["#", "replica", "in episodes", "decode starvation", "stream stall", "kv pressure", "absent",
+                         "worst"],
                         [[r["rank"], r["replica"], _hours(r["episode_s"]),
-                          *(_hours(r["seconds"][k]) if r["seconds"].get(k) else "-"
-                            for k in ("decode_starvation", "kv_pressure", "absent")), r["worst"] or "-"]
+                          *(_hours(r["seconds"][k]) if r["seconds"].get(k) else "-" for k in KINDS), r["worst"] or "-"]
                          for r in rows(report, top)]))
     for r in report.replicas[:top]:
         if r.findings is not None:

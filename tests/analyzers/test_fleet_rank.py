@@ -13,24 +13,28 @@ TS = np.arange(20, dtype=np.int64) * STEP
 
 
 def test_episodes_merge_like_the_detectors():
-    starv = np.zeros(20)
-    starv[[2, 3, 5]] = 1          # one window apart: windows overlap -> one episode
-    starv[[10]] = 2               # alone, critical
+    impaired = np.zeros(20)
+    impaired[[2, 3, 5]] = 2       # one window apart: one episode (episodes.find)
+    impaired[[10]] = 3            # alone, critical
+    impaired[[13]] = 1            # interference only: info
+    load = np.zeros(20)
+    load[6] = 1                   # prefill load one window after the first episode: decode starvation
     kv = np.zeros(20)
     kv[[14]] = 1                  # a single window is not KV pressure (at least two)
     kv[[16, 17]] = 2
-    eps = A.replica_episodes({"decode_starvation": starv, "kv_pressure": kv}, TS, 60 * NS, STEP)
+    eps = A.replica_episodes({"impaired": impaired, "load": load, "kv_pressure": kv}, TS, 60 * NS, STEP)
     got = [(e.kind, e.severity, e.start_ns // STEP, e.end_ns // STEP) for e in eps]
-    assert got == [("decode_starvation", "warning", 2, 5), ("decode_starvation", "critical", 10, 10),
+    assert got == [("decode_starvation", "warning", 2, 5), ("stream_stall", "critical", 10, 10),
+                   ("stream_stall", "info", 13, 13),
                    ("kv_pressure", "critical", 14, 17)]  # the lone window at 14 joins across one gap
-    assert A.seconds_by_kind(eps, STEP) == {"decode_starvation": 300.0, "kv_pressure": 240.0}
+    assert A.seconds_by_kind(eps, STEP) == {"decode_starvation": 240.0, "stream_stall": 120.0, "kv_pressure": 240.0}
 
 
 def test_ranking_puts_episode_time_first_then_severity_then_absence():
     ones = np.ones(20)
     masks = {"clean": {}, "dead": {"absent": A.absent_mask(np.r_[np.ones(10), np.zeros(10)], 0)},
-             "short-critical": {"decode_starvation": np.r_[np.full(2, 2.0), np.zeros(18)]},
-             "short-warning": {"decode_starvation": np.r_[np.full(2, 1.0), np.zeros(18)]},
+             "short-critical": {"impaired": np.r_[np.full(2, 3.0), np.zeros(18)]},
+             "short-warning": {"impaired": np.r_[np.full(2, 2.0), np.zeros(18)]},
              "long": {"kv_pressure": ones}}
     ranked = A.triage(masks, {}, TS, 60 * NS, STEP)
     assert [r.name for r in ranked] == ["long", "short-critical", "short-warning", "dead", "clean"]
@@ -53,15 +57,18 @@ def test_drill_windows_join_close_episodes_and_keep_the_longest():
 def test_heat_map_codes_and_html_escape_labels():
     from stallscope.render import fleet as R
 
-    starv = np.zeros(20)
-    starv[3] = 2
+    impaired = np.zeros(20)
+    impaired[3] = 3
+    load = np.zeros(20)
+    load[3] = 1
     kv = np.zeros(20)
     kv[[5, 6]] = 1
-    masks = {'pod=<b>x</b>': {"decode_starvation": starv, "kv_pressure": kv, "absent": np.r_[np.zeros(19), 1.0]}}
+    masks = {'pod=<b>x</b>': {"impaired": impaired, "load": load, "kv_pressure": kv,
+                              "absent": np.r_[np.zeros(19), 1.0]}}
     ranked = A.triage(masks, {'pod=<b>x</b>': {"pod": "<b>x</b>"}}, TS, 60 * NS, STEP)
     report = A.FleetReport(ranked, int(TS[0]), int(TS[-1]), STEP, 60 * NS, ("pod",), "raw", masks=masks)
     names, z = R.heat_codes(report)
-    assert names == ['pod=<b>x</b>'] and z[0, 3] == 5 and z[0, 5] == 2 and z[0, 19] == 1 and z[0, 0] == 0
+    assert names == ['pod=<b>x</b>'] and z[0, 3] == 7 and z[0, 5] == 2 and z[0, 19] == 1 and z[0, 0] == 0
     html = R.fleet_html(report)
     assert "pod=&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html.split("<h2>Ranking</h2>")[1]
     text = R.fleet_text(report)

@@ -57,7 +57,7 @@ def test_fleet_callback(app):
     src.fleet, src._focus = (lambda: report), {}
     fig, summary = fleet.update(0)
     assert summary.startswith("2 replicas, 1 with episodes; query path: raw")
-    assert list(fig.data[0].y) == ["pod=a", "pod=b"] and fig.data[0].z[0][5] == 3
+    assert list(fig.data[0].y) == ["pod=a", "pod=b"] and fig.data[0].z[0][5] == 3  # kv_pressure critical
     assert fleet.open_replica({"points": [{"y": "pod=a", "x": 0}]}) == "/latency"
     assert src._focus == {"pod": "a"} and src.name.endswith("[pod=a]")
     assert fleet.open_replica({"points": [{"y": "pod=zzz"}]}) is dash.no_update

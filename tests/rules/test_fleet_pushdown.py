@@ -64,7 +64,8 @@ def test_pushdown_signals_equal_local_signals_on_a_starved_replica(tmp_path):
     compared = _assert_equal(local, remote, COMPARED)
     # the columns that drive the detectors were really compared, not all-NaN on both sides
     for col in ("itl_p99", "itl_p99_lo", "itl_stall_share", "prompt_rate", "gen_rate", "long_prefill_rate",
-                "running", "waiting", "ttft_p99", "itl_above_slo_rate"):
+                "running", "waiting", "ttft_p99", "itl_above_slo_rate", "live_gen_rate", "live_prompt_rate",
+                "live_mean_itl"):
         assert compared[col] >= 20, (col, compared[col])
     # the stall windows exist in both: the equality covers a detector decision, not only quiet windows
     assert (remote["itl_stall_share"] >= 0.01).sum() >= 5 and (remote["long_prefill_rate"] > 0).sum() >= 3
@@ -123,25 +124,28 @@ def test_bucket_of_reads_the_bucket_a_quantile_lies_in():
 
 
 def _server_masks(prom_url, th, exprs, by, start, end, step, window):
-    """{kind: severity per grid point (0 = none)} of fleet.episode_exprs evaluated by the server."""
+    """{test: values per grid point (0 = none)} of fleet.episode_exprs evaluated by the server; the
+    impaired test's tagged series as `impaired:<tag>`."""
     runner = Runner(prom_url)
     n = len(Q.grid(start, end, step))
     out = {}
     for kind, expr in F.episode_exprs(th, exprs, by, window=window).items():
-        got = np.zeros(n)
-        for _, t, v in runner.run([fleet_signals.Job("g", kind, expr, start / NS, end / NS, step / NS)]).series.get(kind, []):
+        answer = runner.run([fleet_signals.Job("g", kind, expr, start / NS, end / NS, step / NS)])
+        for labels, t, v in answer.series.get(kind, []):
+            key = f"{kind}:{labels['stallscope_test']}" if "stallscope_test" in labels else kind
+            got = out.setdefault(key, np.zeros(n))
             got[fleet_signals.grid_index(t, start / NS, step / NS)] = v
-        out[kind] = got
     return out
 
 
 @pytest.mark.slow
 @pytest.mark.needs_tool("prometheus")
-def test_episode_tests_on_the_server_equal_the_detectors_flags(tmp_path):
-    """Per grid point: the server's decode-starvation and KV-pressure tests and severities equal the
-    detectors' own (decode_starvation.flags, kv_pressure's mask) on the local signals."""
+def test_episode_tests_on_the_server_equal_the_detectors_window_states(tmp_path):
+    """Per grid point: the server's impaired test (with its severity), prefill load and KV-pressure test
+    equal analyzers/episodes.window_states, the prefill-load evidence and kv_pressure's mask on the
+    local signals."""
     from promserver import PrometheusServer, backfill_openmetrics
-    from stallscope.analyzers import decode_starvation
+    from stallscope.analyzers import episodes
 
     t0 = (int(time.time()) // 3600 - 3) * 3600 * NS
     starved, _ = simulate_starvation(120, t0_ns=t0, streams=8, long_every_s=20.0, long_tokens=4096)
@@ -158,15 +162,21 @@ def test_episode_tests_on_the_server_equal_the_detectors_flags(tmp_path):
             w_ns = int(Q.parse_duration(window) * NS)
             local = signals.compute(samples, thresholds=th, eval_ts=Q.grid(start, end, step), window_ns=w_ns)
             cut = F.iteration_cut(float(local["running"].max()))
-            exprs = F.signal_exprs(th, by=by, window=window, matchers=[("model_name", "=", model)], iteration_cut=cut)
+            live = fleet_signals.live_window(window, 1.0)
+            exprs = F.signal_exprs(th, by=by, window=window, matchers=[("model_name", "=", model)],
+                                   iteration_cut=cut, live_window=live)
             got = _server_masks(prom.url, th, exprs, by, start, end, step, window)
-            stalled, prefill = decode_starvation.flags(local, th)
-            crit = (local["itl_p99_lo"].to_numpy() >= 2 * th["itl_slo_s"]) | (local["itl_stall_share"].to_numpy() >= 0.05)
-            want = np.where(stalled & prefill, np.where(crit, 2, 1), 0)
-            assert (got["decode_starvation"] == want).all(), (model, np.flatnonzero(got["decode_starvation"] != want))
+            st = episodes.window_states(local, float(th["itl_slo_s"]))
+            want = np.select([(st["missed"] | st["frozen"]) & (st["ratio"] >= 2), st["missed"] | st["frozen"],
+                              st["interference"]], [3, 2, 1], 0)
+            codes = F.impaired_codes(*(got.get(f"impaired:{t}", 0) for t in ("share", "p99", "frozen")))
+            assert (codes == want).all(), (model, np.flatnonzero(codes != want), codes, want)
+            load = (local["prompt_rate"].to_numpy() >= th["prefill_tokens_rate_high"]) | (
+                local["long_prefill_rate"].to_numpy() > 0)
+            assert ((got.get("load", np.zeros(len(load))) != 0) == load).all(), model
             kvu, wait, pre = (local[c].to_numpy(dtype=float) for c in ("kv_usage", "waiting", "preempt_rate"))
             hot = ((kvu >= th["kv_usage_high"]) & ((wait >= th["waiting_high"]) | (pre > 0)))
             high = np.nan_to_num(pre) >= th["preemptions_rate_high"]
-            assert (got["kv_pressure"] == np.where(high, 2, np.where(hot, 1, 0))).all(), model
-            decided = want if model == "m" else got["kv_pressure"]  # decisions were really taken
+            assert (got.get("kv_pressure", 0) == np.where(high, 2, np.where(hot, 1, 0))).all(), model
+            decided = codes if model == "m" else got["kv_pressure"]  # decisions were really taken
             assert (decided > 0).sum() >= 10 and (decided == 0).sum() >= 10, (model, np.unique(decided, return_counts=True))

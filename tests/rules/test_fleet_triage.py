@@ -98,7 +98,7 @@ def test_a_failed_replica_group_is_reported_not_dropped(capsys):
     """One group answers 422 (over the server's sample limit): the others are triaged, the failure is
     named per group in stderr and in the JSON, and the failed replica is not ranked as clean."""
     with FakePrometheus(_fake_fleet("0001")) as prom:
-        code = main([*FLEET, "--prometheus", prom.url, "--format", "json", "--max-memory", "400KB"])
+        code = main([*FLEET, "--prometheus", prom.url, "--format", "json", "--max-memory", "1MB"])
     out = capsys.readouterr()
     doc = json.loads(out.out)
     assert code == 0
@@ -120,10 +120,10 @@ def test_transient_5xx_is_retried_with_backoff_then_reported():
     with FakePrometheus(_fake_fleet("0001", status=503, calls=calls)) as prom:
         now = time.time()
         report = fleet_triage.triage(prom.url, load_thresholds(), now - 3600, now, by=("pod", "model_name"),
-                                     max_memory=200_000, retries=2, backoff_s=0.01, drill=False)
+                                     max_memory=400_000, retries=2, backoff_s=0.01, drill=False)
     failing = [q for p, q in calls if p.endswith("query_range") and "0001" in q]
-    assert len(failing) == 3 * 3  # three expressions, each tried 1 + 2 times
-    assert report.stats["retries"] == 6 and list(report.failures.values())[0]["replicas"] == ["pod=vllm-0001,model_name=m"]
+    assert len(failing) == 4 * 3  # four expressions, each tried 1 + 2 times
+    assert report.stats["retries"] == 8 and list(report.failures.values())[0]["replicas"] == ["pod=vllm-0001,model_name=m"]
 
 
 @pytest.fixture(scope="module")
