@@ -32,8 +32,8 @@ WALL_LIMIT_S, RSS_LIMIT = 60.0, 1 << 30
 NS = 10**9
 
 
-def child(cmd: list[str]) -> tuple[int, float, int, str]:
-    """(exit code, wall s, peak RSS bytes, stdout) of a child process (ru_maxrss of that child alone)."""
+def child(cmd: list[str]) -> tuple[int, float, int, str, float]:
+    """(exit code, wall s, peak RSS bytes, stdout, CPU s) of a child process (its own rusage alone)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
@@ -44,7 +44,13 @@ def child(cmd: list[str]) -> tuple[int, float, int, str]:
         err.seek(0)
         if code not in (0, 1):
             sys.exit(f"triage failed ({code}): {err.read()[-2000:]}")
-        return code, wall, usage.ru_maxrss * 1024, out.read()
+        return code, wall, usage.ru_maxrss * 1024, out.read(), usage.ru_utime + usage.ru_stime
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def raw_pull_bytes(url: str, t0: int, series_per_replica: int, replicas: int, hours: float) -> tuple[float, float]:
@@ -68,6 +74,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--max-memory", default="1GB")
     ap.add_argument("--keep", type=Path, help="work directory to keep (the TSDB is reused when present)")
+    ap.add_argument("--selector", help='triage only these replicas, e.g. namespace="ns0" (a quarter of the fleet)')
     args = ap.parse_args()
     import fleet_data
     from promserver import PrometheusServer, promtool
@@ -90,25 +97,32 @@ def main() -> None:
         meta.write_text(json.dumps({"t0": t0, "gen_s": gen_s, "fill_s": fill_s, "om_bytes": om_bytes}))
     injected = truth.injected()
     end = t0 + int(args.hours * 3600)
-    print(f"fleet: {args.replicas} replicas x {args.hours:g} h at 15 s, {len(fleet_data.FAMILIES)} families "
-          f"({om_bytes / 1e9:.2f} GB OpenMetrics); {len(injected)} injected replicas")
-    print(f"  setup: generate {gen_s:.1f} s, promtool backfill {fill_s:.1f} s")
     with PrometheusServer(work, storage=work / "tsdb") as prom:
         series = int(float(prom.query('count({__name__=~"vllm:.+"})', end)[0]["value"][1]))
+        print(f"fleet: {args.replicas} replicas x {args.hours:g} h at 15 s, {series} series "
+              f"({om_bytes / 1e9:.2f} GB OpenMetrics); {len(injected)} injected replicas")
+        print(f"  setup: generate {gen_s:.1f} s, promtool backfill {fill_s:.1f} s")
         cmd = [sys.executable, "-m", "stallscope.cli", "analyze", "--prometheus", prom.url, "--fleet", "--since",
                str(t0 * NS), "--until", str(end * NS), "--format", "json", "--top", "5", "--concurrency",
-               str(args.concurrency), "--max-memory", args.max_memory]
-        code, wall, rss, out = child(cmd)
+               str(args.concurrency), "--max-memory", args.max_memory, *(["--selector", args.selector] if args.selector else [])]
+        cpu0 = cpu_s(prom.proc.pid)
+        code, wall, rss, out, own_cpu = child(cmd)
+        prom_cpu = cpu_s(prom.proc.pid) - cpu0
         doc = json.loads(out)
         raw_bytes, per_point = raw_pull_bytes(prom.url, t0, series / args.replicas, args.replicas, args.hours)
     s = doc["fleet"]["stats"]
     pods = [r["labels"].get("pod") for r in doc["ranking"]]
+    injected &= set(pods)  # the selected replicas only
     found = len(set(pods[:len(injected)]) & injected)
+    print(f"  triaged            {len(pods)} replicas ({args.selector or 'all'}), "
+          f"{len(doc['fleet']['failures'])} failed groups, {s['retries']} retries")
     print(f"  triage wall        {wall:8.1f} s    {wall / WALL_LIMIT_S:5.2f} x the 60 s target")
     print(f"  triage peak RSS    {rss / 2**20:8.0f} MiB  {rss / RSS_LIMIT:5.2f} x the 1 GiB target")
     print(f"  Prometheus exec    {s['server_s']:8.1f} s    (sum over {s['requests']} query_range in "
           f"{s['groups']} groups, concurrency {args.concurrency}); stallscope wall / server time "
           f"{wall / max(s['server_s'], 1e-9):.2f}")
+    print(f"  Prometheus CPU     {prom_cpu:8.1f} s    (its process, during the triage); stallscope CPU "
+          f"{own_cpu:.1f} s ({own_cpu / max(prom_cpu, 1e-9):.2f} x the engine's)")
     print(f"  query phase wall   {s['query_wall_s']:8.1f} s    (the rest: inventory, drill-down of the top 5, start-up)")
     print(f"  received           {s['bytes'] / 1e6:8.1f} MB   {s['samples']} points")
     print(f"  raw pull would be  {raw_bytes / 1e9:8.1f} GB   ({series / args.replicas:.0f} series per replica at 5 s, "

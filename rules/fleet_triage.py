@@ -33,6 +33,8 @@ from stallscope.rules.fleet_signals import bucket_bounds, grid_index, live_windo
 
 NS = 1_000_000_000
 KEYS = ("impaired", "load", "kv_pressure", "presence")
+GROUP_CAP = 25  # replicas per query at most: a day of 25 replicas is a few seconds of server time, well
+                # inside Prometheus' default 2 min query timeout even on a loaded server
 SERIES_LOADED = 90  # raw series one replica's decode-starvation test reads (ITL buckets twice, share terms, rates)
 
 
@@ -114,7 +116,7 @@ def plan(runner: Runner, th: dict, start_s: float, end_s: float, *, by, matchers
     scrape_s = float(round(scrape_s)) if scrape_s > 1 else scrape_s
     loaded = SERIES_LOADED * int(chunk_s / scrape_s + 1)  # raw samples one replica's episode query loads
     size = group_size(min(n_points, MAX_POINTS), 6, max_memory, concurrency, loaded_per_replica=loaded,
-                      max_samples=max_samples)
+                      max_samples=max_samples, cap=GROUP_CAP)
     return Plan(labels, split_groups(labels, cuts, by, size, matchers), by, chosen, les, scrape_s, families)
 
 
@@ -149,7 +151,7 @@ def _masks(answer, p: Plan, n: int, start_s: float, step_s: float) -> dict:
 
 def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | None = None,
            window: str | None = None, by=F.DEFAULT_IDENTITY, matchers=(), top: int = 5, concurrency: int = 4,
-           max_memory: int = 1 << 30, headers: dict | None = None, path: str = "auto", timeout: float = 60.0,
+           max_memory: int = 1 << 30, headers: dict | None = None, path: str = "auto", timeout: float = 300.0,
            progress=None, drill: bool = True, retries: int = 3, backoff_s: float = 0.5,
            max_samples: int = 50_000_000, params: dict | None = None) -> A.FleetReport:
     """The ranked FleetReport of every replica matching `matchers` over start..end (unix s)."""

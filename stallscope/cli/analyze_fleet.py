@@ -37,7 +37,9 @@ def add_arguments(parser) -> None:
     g.add_argument("--max-samples", type=int, default=50_000_000, metavar="N",
                    help="the server's --query.max-samples: replica groups load at most half of it per query "
                         "(default 50000000, Prometheus' default)")
-    g.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus request (default 60)")
+    g.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds per Prometheus request (default 300; the server's --query.timeout, 2 min by "
+                        "default, usually ends a query first)")
 
 
 def parse_size(text: str) -> int:
