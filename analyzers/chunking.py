@@ -12,9 +12,13 @@ assumes, so every starvation finding states which one it used and how it was kno
    them, shorter than the whole prefill. The long prompts are the requests with more than 500 computed prompt
    tokens (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); T is the median of their
    prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL bucket in use.
-   G >= T: off. G < T: on, with the budget estimated as P x G / T (the share of the median long prompt, P
-   tokens, that the longest step held); a step is taken to hold a long prefill when that estimate is at least
-   `1.5 x 512` (the bucket bounds make it coarse; pass `--max-num-batched-tokens` to be exact). Without long
+   G >= T: off. G < T: on, with the budget estimated as P x G' / T (the share of the median long prompt, P
+   tokens, that its slowest step held), where G' is the gap every long prefill caused at least once for half
+   the running streams (the upper bound of the ITL bucket at rank 1 - 0.5 x long prompts x median running /
+   ITL samples), so one outlier gap does not pass for a chunk; a step is taken to hold a long prefill when
+   the estimate is at least `1.5 x 512` (the bucket bounds make it coarse; pass `--max-num-batched-tokens`
+   to be exact). A gap still open is in no histogram yet: when the live counters show the streams frozen with
+   nothing moving for at least 3/4 of T, one step held (nearly) a whole prompt, so chunking reads off after all. Without long
    prompts in the histograms, the stalls decide: about one ITL sample above the SLO per long prefill per
    stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell: vLLM
    counts a prompt's computed tokens in the step where its prefill completes, chunked or not
@@ -52,6 +56,7 @@ class Chunking:
     source: str = "unknown"
     detail: str = ""
     budget_estimate: float | None = None  # inferred from metrics: P x G / T (module docstring, 3)
+    long_prefill_s: float | None = None   # inferred from metrics: T, the long prompts' median prefill time
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS) -> bool | None:
         """Whether one step can compute >= `cut` prompt tokens: True with chunking off or a budget >= cut."""
@@ -127,7 +132,7 @@ def infer_from_histograms(samples) -> Chunking:
     if samples is None or not len(samples):
         return UNKNOWN
     t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
-    names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)]
+    names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)] + ["vllm:num_requests_running"]
     parts = split_metrics(samples, names)
     itl = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in ITL_FAMILIES if f + "_bucket" in parts), None)
     tokens = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in TOKEN_FAMILIES if f + "_bucket" in parts),
@@ -149,7 +154,29 @@ def infer_from_histograms(samples) -> Chunking:
     what = (f"the longest ITL gap (<= {gap:.3g} s) vs the median prefill of the {n_long:.0f} prompts over "
             f"{LONG_PROMPT_BOUND} tokens ({t_long:.3g} s)")
     if gap >= t_long:
-        return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills")
-    est = prompt * gap / t_long
-    return Chunking(True, None, "inferred from metrics", what + f": prefills spread over steps; a step held about "
-                    f"{est:.0f} of a {prompt:.0f}-token prompt", budget_estimate=est)
+        return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills",
+                        long_prefill_s=t_long)
+    running = parts.get("vllm:num_requests_running")
+    streams = float(np.median(running.groupby("ts")["value"].sum())) if running is not None and len(running) else 1.0
+    support = max(0.0, 1.0 - 0.5 * n_long * max(streams, 1.0) / itl[1][-1])
+    _, lo, hi = Q.bucket_quantile(support, itl[0], itl[1][None, :])
+    slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])
+    est = prompt * min(slowest, gap) / t_long
+    return Chunking(True, None, "inferred from metrics", what + f": prefills spread over steps; the slowest step of "
+                    f"each held about {est:.0f} of a {prompt:.0f}-token prompt", budget_estimate=est,
+                    long_prefill_s=t_long)
+
+
+FROZEN_SHARE = 0.75   # a freeze this share of a whole long prefill is one step holding (nearly) all of it
+
+
+def frozen_through_prefill(inferred: Chunking, longest_freeze_s: float) -> Chunking:
+    """An inferred "on" overruled by a live freeze of at least 3/4 of a long prefill with nothing moving: the
+    ITL histogram had not yet recorded that gap (the streams were still frozen), but one step held them about
+    as long as a whole prefill takes (a chunk step holds one chunk's share of it)."""
+    if inferred.enabled and inferred.long_prefill_s and longest_freeze_s >= FROZEN_SHARE * inferred.long_prefill_s:
+        return Chunking(False, None, "inferred from metrics",
+                        f"the streams froze for {longest_freeze_s:.1f} s with nothing moving, as long as a whole "
+                        f"prefill ({inferred.long_prefill_s:.3g} s): one step held the whole prompt",
+                        long_prefill_s=inferred.long_prefill_s)
+    return inferred

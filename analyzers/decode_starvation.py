@@ -11,8 +11,9 @@ Method (the episode and its cause come from stallscope.analyzers.episodes; this 
    `source="local_compute"` where vLLM exports them, and a finding made from `prompt_tokens_total` (before
    0.16) says it could not separate them. With a step trace, the exact offending steps are attached.
 3. The recommendation sizes `--max-num-batched-tokens` so one step (decode + chunk) fits the SLO, from the
-   what-if simulation of the traced workload, else the step trace's fitted cost, else the metrics (prefill
-   time per computed prompt token, less the decode share of a chunked prompt's steps; ITL P50), else a
+   what-if simulation of the traced workload, else the step trace's fitted cost, else the metrics (the cost
+   per computed prompt token fitted over scrape increments, stallscope.analyzers.prefill_cost, less the
+   decode share of a chunked prompt's steps; else prefill time per computed token; ITL P50), else a
    roofline cost passed in by the caller; never the budget already in use (advice.slo_levers otherwise).
    Each target's cost comes from that target alone, so a run gets the same advice analyzed alone or with
    its siblings.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from stallscope.analyzers import prefill_cost
 from stallscope.analyzers.advice import chunked_prefill_recommendation
 from stallscope.analyzers.chunking import Chunking
 from stallscope.analyzers.quantiles import format_quantile
@@ -55,11 +57,12 @@ def flags(signals: pd.DataFrame, thresholds: dict) -> tuple[np.ndarray, np.ndarr
 
 
 def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roofline_cost: dict | None = None,
-                  chunking: Chunking | None = None) -> dict:
+                  chunking: Chunking | None = None, samples: pd.DataFrame | None = None) -> dict:
     """{decode_step_s, prefill_s_per_token, source}: from steps (least squares), metrics, or the roofline.
 
-    From the metrics, a chunked prompt's prefill time spans all its chunk steps, each carrying the running
-    decodes too: with a known budget B the decode share (one decode step per B prompt tokens) is taken out."""
+    From the metrics: a request's prefill time (first scheduled to first token) holds its steps' fixed and
+    decode work too, so one decode step (ITL P50) per prefilled request is taken out, and with a known chunk
+    budget B one more per B computed tokens (a chunked prompt spans all its chunk steps)."""
     if steps is not None and len(steps) >= 8:
         st = steps.dropna(subset=["num_prefill_tokens", "num_decode_tokens"])
         dur = (st["end_ns"] - st["start_ns"]).to_numpy(dtype=float) / 1e9
@@ -74,15 +77,29 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
     prompt = np.nansum(signals["prompt_rate"].to_numpy(dtype=float))
     prefill_time = np.nansum(signals["prefill_time_rate"].to_numpy(dtype=float))
     decode = _nanmedian(signals["itl_p50"])
+    fitted = prefill_cost.fit(samples) if np.isfinite(decode) else None
+    if fitted is not None:
+        per_token, what = fitted["per_token_s"], ""
+        if chunking is not None and chunking.enabled and chunking.budget:
+            per_token = max(per_token - decode / chunking.budget, 0.25 * per_token)
+            what = f", less one decode step per {chunking.budget}-token chunk"
+        return {"decode_step_s": decode, "prefill_s_per_token": per_token,
+                "source": f"the metrics (a least-squares fit of request_prefill_time_seconds on requests and computed "
+                          f"prompt tokens over {fitted['intervals']} scrape intervals{what}; ITL P50 as the decode step)"}
     if prompt > 0 and prefill_time > 0 and np.isfinite(decode):
         tokens = ("computed prompt token" if _computed(signals) else
                   "prompt token; " + NOT_SEPARATED + ": with prefix caching the cost per token reads low")
-        per_token = float(prefill_time / prompt)
+        raw = float(prefill_time / prompt)
+        # a request's prefill time also holds each of its steps' fixed and decode work: one decode step per
+        # request, and with a known chunk budget B one more per B computed tokens
+        steps = np.nansum(signals["prefill_count_rate"].to_numpy(dtype=float)) if "prefill_count_rate" in signals else 0.0
         if chunking is not None and chunking.enabled and chunking.budget:
-            per_token = max(per_token - decode / chunking.budget, 0.25 * per_token)
+            steps += prompt / chunking.budget
             tokens += f", less one decode step per {chunking.budget}-token chunk"
+        per_token = max((prefill_time - decode * steps) / prompt, 0.25 * raw)
         return {"decode_step_s": decode, "prefill_s_per_token": per_token,
-                "source": f"the metrics (request_prefill_time_seconds per {tokens}; ITL P50 as the decode step)"}
+                "source": f"the metrics (request_prefill_time_seconds per {tokens}, less one ITL P50 decode step "
+                          "per prefilled request; ITL P50 as the decode step)"}
     if roofline_cost:
         return dict(roofline_cost)
     return {"decode_step_s": decode if np.isfinite(decode) else 0.0, "prefill_s_per_token": float("nan"),
@@ -151,9 +168,13 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
                 f"requests are RUNNING but the live mean gap per stream reached "
                 f"{_fmt_gap(ev['live_mean_itl_s_max'])} against a {slo * 1e3:.0f} ms SLO (ITL is recorded only "
                 "when a frozen stream gets its next token, so the generation counter shows the stall first).")
-    else:
+    elif ev["itl_p99_bucket_s"][0] >= slo:
         lead = (f"Running streams{where} froze while long prompts were prefilled: ITL P99 reached {ev['itl_p99']} "
                 f"against a {slo * 1e3:.0f} ms SLO (up to {share:.1%} of stream time in gaps above it).")
+    else:
+        lead = (f"Running streams{where} froze while long prompts were prefilled: up to {share:.1%} of stream time "
+                f"sat in gaps above the {slo * 1e3:.0f} ms SLO, though ITL P99 stayed at {ev['itl_p99']} (a freeze "
+                "is one ITL sample per stream, however long it lasts).")
     if chunking.enabled is False:
         how = (f" With {chunking.describe()}, one step computes a whole prompt, and every decode in a step waits for "
                "the whole step, so the step holds every running stream for the prompt's prefill time.")
@@ -161,7 +182,7 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
         how = (f" With {chunking.describe()}, a step still computes up to {chunking.budget} prompt tokens, and every "
                "decode in it waits for the whole step.")
     else:
-        how = (f" {chunking.describe().capitalize()}. Every decode in a step waits for the whole step, so a step "
+        how = (f" {_cap(chunking.describe())}. Every decode in a step waits for the whole step, so a step "
                "that computes a long prompt holds every running stream.")
     text = f"{lead}{how} Decided by: {ep.decided_by}."
     if ev["prompt_tokens_source"] != "local_compute":
@@ -189,3 +210,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
     found = stream_stalls.detect(signals, thresholds=thresholds, steps=steps, roofline_cost=roofline_cost,
                                  budget_advice=budget_advice, chunking=chunking)
     return [f for f in found if f.kind != "scheduler_stall"]
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]

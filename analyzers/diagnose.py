@@ -8,6 +8,7 @@ adds the whole-run ITL/TTFT quantiles of each group with samples, under the grou
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,9 @@ from stallscope.analyzers.advice import budget_advisor
 from stallscope.analyzers.finding import Finding, by_start, to_frame
 from stallscope.analyzers.signals import ITL, TTFT, scrape_interval_ns, split_metrics
 from stallscope.core.config import load_thresholds
+from stallscope.core.errors import InputError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -31,6 +35,7 @@ class Report:
     thresholds: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
     roofline: dict | None = None
+    request_views: dict = field(default_factory=dict)  # {"series", "heatmaps", "summary"}: analyzers/request_views
 
     def findings_frame(self) -> pd.DataFrame:
         """The `findings` frame (for figure shading), in the report's order."""
@@ -49,6 +54,7 @@ def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | No
     th = thresholds or load_thresholds()
     report = Report(thresholds=th)
     sigs = []
+    groups = _enough_scrapes(list(groups), window_s)
     for name, fr in groups:
         samples = fr.get("samples")
         sig, found = _diagnose_one(samples, fr.get("gpu"), fr.get("steps"), th, roofline_cost, window_s,
@@ -59,6 +65,34 @@ def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | No
         report.findings += found
     report.signals = pd.concat(sigs, ignore_index=True) if sigs else None
     return report
+
+
+MIN_WINDOW_SCRAPES = 5  # signals.choose_grid: a window spans at least 4 scrape intervals
+
+
+def _enough_scrapes(groups: list, window_s: float | None) -> list:
+    """The groups whose samples fill one window; a warning names each that does not, and an InputError says
+    how many scrapes a window needs when no group with samples does."""
+    keep, short = [], []
+    for name, fr in groups:
+        samples = fr.get("samples")
+        if samples is None or not len(samples):
+            keep.append((name, fr))
+            continue
+        ts = np.unique(samples["ts"].to_numpy(dtype=np.int64))
+        need = MIN_WINDOW_SCRAPES
+        if window_s is not None and len(ts) > 1:
+            need = max(2, int(np.ceil(window_s * 1e9 / scrape_interval_ns(samples))) + 1)
+        if len(ts) >= need:
+            keep.append((name, fr))
+        else:
+            short.append(f"{name or 'the target'} has {len(ts)} scrape{'s' * (len(ts) != 1)}, a window needs {need}")
+    for text in short:
+        log.warning("%s: not diagnosed (collect for longer, or scrape more often)", text)
+    if short and not any(fr.get("samples") is not None and len(fr["samples"]) for _, fr in keep) \
+            and not any(fr.get("gpu") is not None and len(fr["gpu"]) for _, fr in keep):
+        raise InputError(f"too few scrapes to diagnose: {'; '.join(short)} (collect for longer, or scrape more often)")
+    return keep
 
 
 def _diagnose_one(samples, gpu, steps, th, roofline_cost, window_s, whatif_inputs, chunking=None):

@@ -14,7 +14,8 @@ spans, it gets one cause, and the finding says which evidence decided it.
    completes): long prefill completions, ITL samples above the SLO, preemptions, windows frozen while
    prompt tokens were computed at `prefill_tokens_rate_high` or more, windows frozen with nothing moving.
 3. The cause, first match (`CAUSES`; `decided_by` names the evidence):
-   - `stuck`: nothing at all came out (no token, no computed prompt token) for longer than
+   - `stuck`: nothing came out (fewer than `generation_tokens_rate_low` tokens/s and no computed prompt token
+     over the live window, the test of the VLLMSchedulerStalled rule) for longer than
      `for.VLLMSchedulerStalled`, or for two windows when chunked prefill is known on (no step of a bounded
      budget takes that long): a stuck engine core or a livelock;
    - `preemption`: preemptions number at least half the ITL samples above the SLO (each preempted request
@@ -28,8 +29,10 @@ spans, it gets one cause, and the finding says which evidence decided it.
      chunking off it is a whole prompt's prefill) for less than the stuck bound: decode starvation;
    - `slow_decode`: none of these: the decode step itself is slow.
 4. Severity: `critical` when the worst window is at least twice over (P99 bucket >= 2 x SLO, >= 10 % of
-   stream time above it, or a live mean gap >= 2 x SLO); `warning` when any window missed the SLO or
-   froze; `info` when the episode is interference only.
+   stream time above it, or a live mean gap >= 2 x SLO); `warning` when a window missed the SLO or froze
+   (for `prefill`, any gap above the SLO: the prompt held every stream past it; for the other causes, the
+   stream-time share counts over the SLO's reference window, `windows.short`, so one long gap in a shrunk
+   window is not a missed SLO); `info` otherwise: interference that stays within the SLO.
 """
 
 from __future__ import annotations
@@ -71,8 +74,9 @@ def _col(sig: pd.DataFrame, name: str, fill: float = np.nan) -> np.ndarray:
     return np.where(np.isnan(a), fill, a) if fill == fill else a
 
 
-def window_states(sig: pd.DataFrame, slo: float) -> dict[str, np.ndarray]:
-    """Per-window boolean states (module docstring, 1) and the severity ratio of each window."""
+def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5, ref_scale: float = 1.0) -> dict[str, np.ndarray]:
+    """Per-window boolean states (module docstring, 1) and the severity ratio of each window; `ref_scale` is
+    the window over the SLO's reference window (`windows.short`), at most 1, for `missed_ref`."""
     p99_lo, share = _col(sig, "itl_p99_lo", 0.0), _col(sig, "itl_stall_share", 0.0)
     running, live = _col(sig, "running", 0.0), _col(sig, "live_mean_itl")
     awake = _col(sig, "asleep", 0.0) < 1
@@ -80,18 +84,25 @@ def window_states(sig: pd.DataFrame, slo: float) -> dict[str, np.ndarray]:
     frozen = awake & (running > 0) & (live_gap > slo)
     missed = awake & ((p99_lo >= slo) | (share >= MISSED_SHARE))
     interference = awake & ~missed & ~frozen & (share >= INTERFERENCE_SHARE)
+    missed_ref = awake & ((p99_lo >= slo) | (share * ref_scale >= MISSED_SHARE))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.maximum.reduce([p99_lo / slo, share / (2 * MISSED_SHARE), np.where(frozen, live_gap / slo, 0.0)])
-    nothing = frozen & (_col(sig, "live_gen_rate", 0.0) <= 0) & (_col(sig, "live_prompt_rate", 0.0) <= 0)
+    # the alert rules' test: fewer than `generation_tokens_rate_low` tokens/s and no prompt token over the live
+    # window (rules/render.py); at scrape resolution, no progress for longer than the SLO (a live window longer
+    # than the freeze still holds the tokens from before it)
+    nothing = frozen & (((_col(sig, "live_gen_rate", 0.0) < gen_low) & (_col(sig, "live_prompt_rate", 0.0) <= 0))
+                        | (_col(sig, "nothing_for_s", 0.0) > slo))
     return {"missed": missed, "frozen": frozen, "interference": interference, "ratio": ratio,
-            "nothing_moves": nothing}
+            "nothing_moves": nothing, "missed_ref": missed_ref}
 
 
 def find(sig: pd.DataFrame, *, thresholds: dict, chunking: Chunking, window_ns: int, step_ns: int,
          live_ns: int) -> list[Episode]:
     """The episodes of one target's signals frame (sorted by ts)."""
     slo = float(thresholds["itl_slo_s"])
-    st = window_states(sig, slo)
+    ref = parse_duration(thresholds.get("windows", {}).get("short", "1m")) * 1e9
+    st = window_states(sig, slo, float(thresholds.get("generation_tokens_rate_low", 0.5)),
+                       min(1.0, window_ns / ref) if ref > 0 else 1.0)
     impaired = st["missed"] | st["frozen"] | st["interference"]
     per_window = max(1, window_ns // max(step_ns, 1))
     st["above_excess"] = _above_excess(sig, per_window)
@@ -127,6 +138,7 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
     long_work = st["frozen"][i:j + 1] & (_col(sig, "live_prompt_rate", 0.0)[i:j + 1] >= prefill_rate_high)
     nothing = st["nothing_moves"][i:j + 1]
     run_nothing = max((b - a + 1 for a, b in runs_of(nothing)), default=0)
+    nothing_for = float(np.nanmax(_col(sig, "nothing_for_s", 0.0)[i:j + 1])) if j >= i else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         per_prefill = above_prefill / (long_prefills * streams) if long_prefills > 0 and streams > 0 else float("nan")
     return {"windows": j - i + 1, "windows_missed": int(st["missed"][i:j + 1].sum()),
@@ -134,7 +146,7 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
             "itl_samples_above_slo": above, "itl_samples_above_slo_at_prefills": above_prefill, "preemptions": preempt, "running_median": streams,
             "stalls_per_long_prefill_per_stream": per_prefill,
             "windows_frozen_computing_prompts": int(long_work.sum()), "windows_nothing_moves": int(nothing.sum()),
-            "nothing_moves_s": run_nothing * step_s + live_s if run_nothing else 0.0,
+            "nothing_moves_s": max(run_nothing * step_s + live_s if run_nothing else 0.0, nothing_for),
             "windows_prefill_free": int((_col(sig, "prompt_rate", 0.0)[i:j + 1] <= 0).sum())}
 
 
@@ -178,10 +190,17 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
 
 
 def _severity(cause: str, st: dict, i: int, j: int) -> str:
+    """Module docstring, 4. A long prefill's stall is a missed SLO for every stream it held, so for `prefill`
+    any gap above the SLO counts; for the other causes a few gaps in a short window are interference (info)
+    unless the P99 or the stream-time share over the SLO's reference window (`windows.short`) misses it."""
     if cause == "stuck":
         return "critical"
-    missed = (st["missed"][i:j + 1] | st["frozen"][i:j + 1]).any()
-    if not missed:
+    missed = st["missed"] | st["frozen"]
+    if cause == "prefill":
+        missed = missed | st["interference"]
+    else:
+        missed = st["missed_ref"] | st["frozen"]
+    if not missed[i:j + 1].any():
         return "info"
     return "critical" if np.nanmax(st["ratio"][i:j + 1]) >= 2 else "warning"
 

@@ -9,6 +9,12 @@ Method:
 4. Time %, Avg, Med and StdDev are rounded to 0.1 half away from zero (SQLite `round(x, 1)`).
 5. Rows are sorted by Total desc, then Instances asc, then Name, as nsys orders them.
 
+Exact in bounded memory: `DurationCounts` keeps, per name, how many kernels had each distinct duration
+(ns), merged batch by batch. The median and the standard deviation are computed from those counts,
+which are the same whatever the batch size, so every figure is identical to a one-pass computation.
+The counts grow with the distinct (name, duration) pairs, not with the kernels: a kernel's durations
+spread over a range of nanoseconds that a longer trace fills, not widens.
+
     >>> summarize(trace.kernels).head(3)          # doctest: +SKIP
 """
 
@@ -26,30 +32,84 @@ def round1(x):
     return np.sign(x) * np.floor(np.abs(x) * 10.0 + 0.5) / 10.0
 
 
-def summarize(kernels: pd.DataFrame, *, by: str = "name") -> pd.DataFrame:
-    """One row per kernel name: COLUMNS, sorted as nsys sorts cuda_gpu_kern_sum."""
-    if kernels.empty:
+class DurationCounts:
+    """Per name key: count of each distinct duration (ns), accumulated batch by batch in any order."""
+
+    FOLD_AT = 500_000  # pending pairs (at least; or as many as the table holds) before they are folded in
+
+    def __init__(self):
+        self.key = np.zeros(0, np.int64)
+        self.dur = np.zeros(0, np.int64)
+        self.count = np.zeros(0, np.int64)
+        self.pending: list = []
+        self.pending_rows = 0
+
+    def add(self, key: np.ndarray, dur: np.ndarray) -> None:
+        self.pending.append(_distinct(np.asarray(key, np.int64), np.asarray(dur, np.int64), None))
+        self.pending_rows += len(self.pending[-1][0])
+        if self.pending_rows > max(self.FOLD_AT, len(self.key)):  # amortised: each fold at most doubles the work
+            self._fold()
+
+    def _fold(self) -> None:
+        parts = [(self.key, self.dur, self.count)] + self.pending
+        self.key, self.dur, self.count = _distinct(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
+        self.pending, self.pending_rows = [], 0
+
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(key, duration, count) sorted by key, then duration."""
+        self._fold()
+        return self.key, self.dur, self.count
+
+
+def _distinct(key: np.ndarray, dur: np.ndarray, count: np.ndarray | None) -> tuple:
+    if count is None and len(key) and 0 <= key.min() and key.max() < 2**22 and 0 <= dur.min() and dur.max() < 2**40:
+        uniq, counts = np.unique((key << 40) | dur, return_counts=True)  # one int64 sort instead of two
+        return uniq >> 40, uniq & (2**40 - 1), counts.astype(np.int64)
+    order = np.lexsort((dur, key))
+    key, dur = key[order], dur[order]
+    new = np.r_[True, (key[1:] != key[:-1]) | (dur[1:] != dur[:-1])] if len(key) else np.zeros(0, bool)
+    first = np.nonzero(new)[0]
+    counts = np.diff(np.r_[first, len(key)]) if count is None else np.add.reduceat(count[order], first) if len(first) else count[:0]
+    return key[first], dur[first], counts.astype(np.int64)
+
+
+def summary_frame(counts: DurationCounts, names: np.ndarray) -> pd.DataFrame:
+    """COLUMNS from duration counts keyed by index into `names`, sorted as nsys sorts cuda_gpu_kern_sum."""
+    key, dur, cnt = counts.table()
+    if len(key) == 0:
         return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "float64") for c in COLUMNS})
-    dur = (kernels["end_ns"] - kernels["start_ns"]).astype("int64")
-    key = kernels[by]
-    key = key if isinstance(key.dtype, pd.CategoricalDtype) else key.astype(object)
-    groups = dur.groupby(key.to_numpy() if not isinstance(key.dtype, pd.CategoricalDtype) else key, sort=False,
-                         observed=True)
-    out = pd.DataFrame({
-        "total_ns": groups.sum(),
-        "instances": groups.size(),
-        "avg_ns": groups.mean(),
-        "med_ns": groups.median(),
-        "min_ns": groups.min(),
-        "max_ns": groups.max(),
-        "stddev_ns": groups.std(ddof=1).fillna(0.0),
-    })
-    out.index = out.index.astype(object)
-    out.index.name = "name"
-    out = out.reset_index()
+    first = np.r_[0, np.nonzero(key[1:] != key[:-1])[0] + 1]
+    n = np.add.reduceat(cnt, first)
+    total = np.add.reduceat(dur * cnt, first)
+    mean = total / n
+    dev = dur - np.repeat(mean, np.diff(np.r_[first, len(key)]))
+    var = np.add.reduceat(cnt * dev * dev, first) / np.maximum(n - 1, 1)
+    out = pd.DataFrame({"name": names[key[first]], "total_ns": total, "instances": n, "avg_ns": mean,
+                        "med_ns": _medians(dur, cnt, first, n), "min_ns": dur[first],
+                        "max_ns": dur[np.r_[first[1:], len(key)] - 1], "stddev_ns": np.where(n > 1, np.sqrt(var), 0.0)})
     out["time_pct"] = round1(out["total_ns"] * 100.0 / out["total_ns"].sum())
     for col in ("avg_ns", "med_ns", "stddev_ns"):
         out[col] = round1(out[col])
     out = out.sort_values(["total_ns", "instances", "name"], ascending=[False, True, True], kind="stable")
     return out[COLUMNS].reset_index(drop=True).astype({"total_ns": "int64", "instances": "int64",
-                                                       "min_ns": "int64", "max_ns": "int64"})
+                                                       "min_ns": "int64", "max_ns": "int64", "name": object})
+
+
+def _medians(dur: np.ndarray, cnt: np.ndarray, first: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Per key: the middle duration (mean of the two middle ones for an even count), from sorted counts."""
+    cum = np.cumsum(cnt)
+    before = np.r_[0, cum[:-1]][first]  # kernels of earlier keys
+    lo = np.searchsorted(cum, before + (n - 1) // 2, side="right")  # index of the (n-1)//2-th kernel
+    hi = np.searchsorted(cum, before + n // 2, side="right")
+    return (dur[lo] + dur[hi]) / 2.0
+
+
+def summarize(kernels: pd.DataFrame, *, by: str = "name") -> pd.DataFrame:
+    """One row per kernel name: COLUMNS, sorted as nsys sorts cuda_gpu_kern_sum."""
+    if kernels.empty:
+        return summary_frame(DurationCounts(), np.zeros(0, dtype=object))
+    key = kernels[by]
+    names = key.array if isinstance(key.dtype, pd.CategoricalDtype) else pd.Categorical(key.astype(object))
+    counts = DurationCounts()
+    counts.add(names.codes, (kernels["end_ns"] - kernels["start_ns"]).to_numpy(dtype=np.int64))
+    return summary_frame(counts, np.asarray(names.categories, dtype=object))

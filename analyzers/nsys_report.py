@@ -14,12 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.gpu_gaps import DEFAULT_THRESHOLD_NS, find_gaps, ops_frame
-from stallscope.analyzers.kernel_roles import classify
-from stallscope.analyzers.kernel_summary import summarize
+from stallscope.analyzers.gpu_gaps import DEFAULT_THRESHOLD_NS
+from stallscope.analyzers.kernel_roles import ROLES
+from stallscope.analyzers.nsys_scan import kernel_summary, scan_kernels, stall_rows
 from stallscope.analyzers.trace_stalls import cuda_graph_findings, find_decode_starvation
-from stallscope.analyzers.trace_steps import graph_ops, reconstruct_steps
-from stallscope.collectors.nsight_sqlite import KERNEL, RUNTIME, launch_calls
+from stallscope.collectors.nsight_sqlite import BATCH_ROWS, KERNEL, RUNTIME, Progress, launch_calls
 from stallscope.core.errors import TraceError
 
 PERCENTILES = (50, 90, 99)
@@ -69,39 +68,50 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
-def build_report(trace, *, gap_threshold_ns: int = DEFAULT_THRESHOLD_NS, stall_factor: float = 3.0,
-                 roles_table: dict | None = None, itl_slo_ns: int = 200_000_000) -> dict:
-    """The report of one export (findings as `list[Finding]`, the rest JSON-ready); TraceError when it has
-    no kernel table."""
+def _source(trace) -> dict:
+    return {"kind": "nsys", "path": trace.path, "nsys_version": trace.version,
+            "schema_version": trace.meta.get("EXPORT_SCHEMA_VERSION"),
+            "session_start_utc_ns": trace.session_start_ns, "cuda_graph_trace_mode": trace.graph_trace_mode}
+
+
+def kernel_summary_report(trace, *, batch_rows: int = BATCH_ROWS, progress: Progress | None = None) -> dict:
+    """Only the kernel summary (`--report kern_sum`): `source` and `kernel_summary` of build_report."""
     if KERNEL not in trace.tables:
         raise TraceError(no_kernels_message(trace))
-    kernels = classify(trace.kernels, roles_table)
-    steps, info = reconstruct_steps(kernels, trace.nvtx, trace.graph_launches)
-    ops = pd.concat([kernels, graph_ops(trace.graph_launches)], ignore_index=True) if len(trace.graph_launches) else kernels
-    findings = find_decode_starvation(steps, ops, k=stall_factor, itl_slo_ns=itl_slo_ns,
-                                      session_start_ns=trace.session_start_ns) + cuda_graph_findings(
-        trace.graph_launches, kernels, mode=trace.graph_trace_mode,
+    summary = kernel_summary(trace, batch_rows=batch_rows, progress=progress)
+    return {"source": _source(trace) | {"kernels": int(summary["instances"].sum()), "tables_missing": list(trace.missing)},
+            "kernel_summary": _records(summary)}
+
+
+def build_report(trace, *, gap_threshold_ns: int = DEFAULT_THRESHOLD_NS, stall_factor: float = 3.0,
+                 roles_table: dict | None = None, itl_slo_ns: int = 200_000_000, batch_rows: int = BATCH_ROWS,
+                 progress: Progress | None = None) -> dict:
+    """The report of one export (findings as `list[Finding]`, the rest JSON-ready); TraceError when it has
+    no kernel table. A trace from `open_export` is streamed `batch_rows` kernels at a time (bounded
+    memory); one from `read_export` is analysed as its one frame. Both give the same report."""
+    if KERNEL not in trace.tables:
+        raise TraceError(no_kernels_message(trace))
+    scan = scan_kernels(trace, gap_threshold_ns=gap_threshold_ns, roles_table=roles_table, batch_rows=batch_rows,
+                        progress=progress)
+    findings = find_decode_starvation(
+        scan.steps, lambda intervals: stall_rows(trace, scan, intervals), k=stall_factor, itl_slo_ns=itl_slo_ns,
+        session_start_ns=trace.session_start_ns) + cuda_graph_findings(
+        trace.graph_launches, scan.kernel_ns, mode=trace.graph_trace_mode,
         graph_launch_calls=trace.runtime_names.get("cudaGraphLaunch", 0))
-    gaps = find_gaps(ops_frame(ops, trace.memops), threshold_ns=gap_threshold_ns, overhead=trace.overhead)
-    by_role = kernels.groupby("role", observed=True)["dur_ns"].agg(["sum", "size"])
-    total = float(by_role["sum"].sum()) or 1.0
-    metrics = (trace.gpu_metrics.groupby(["device_id", "metric"])["value"].mean().round(3).reset_index()
-               if len(trace.gpu_metrics) else pd.DataFrame())
+    total = float(scan.role_ns.sum()) or 1.0
+    metrics = trace.gpu_metrics[["device_id", "metric", "value"]].round({"value": 3})
     return {
-        "source": {"kind": "nsys", "path": trace.path, "nsys_version": trace.version,
-                   "schema_version": trace.meta.get("EXPORT_SCHEMA_VERSION"),
-                   "session_start_utc_ns": trace.session_start_ns, "cuda_graph_trace_mode": trace.graph_trace_mode,
-                   "kernels": int(len(kernels)), "memops": int(len(trace.memops)), "nvtx_ranges": int(len(trace.nvtx)),
-                   "graph_launches": int(len(trace.graph_launches)),
-                   "kernels_with_launch_call": int(kernels["launch_ns"].notna().sum()),
+        "source": _source(trace) | {
+                   "kernels": scan.kernels, "memops": int(len(trace.memops)), "nvtx_ranges": int(len(trace.nvtx)),
+                   "graph_launches": int(len(trace.graph_launches)), "kernels_with_launch_call": scan.with_launch,
                    "tables_missing": list(trace.missing), "gpus": _records(trace.gpus),
                    "synthetic": trace.meta.get("SYNTHETIC")},
-        "kernel_summary": _records(summarize(kernels)),
-        "kernel_roles": [{"role": r, "total_ns": int(v["sum"]), "instances": int(v["size"]),
-                          "time_pct": round(100.0 * v["sum"] / total, 1)} for r, v in by_role.iterrows()],
-        "gpu_gaps": {"threshold_ns": int(gap_threshold_ns), "count": int(len(gaps)),
-                     "total_ns": int(gaps["duration_ns"].sum()), "gaps": _records(gaps)},
-        "steps": _steps_section(steps, info),
+        "kernel_summary": _records(scan.summary),
+        "kernel_roles": [{"role": r, "total_ns": int(ns), "instances": int(n), "time_pct": round(100.0 * ns / total, 1)}
+                         for r, ns, n in zip(ROLES, scan.role_ns, scan.role_count) if n],
+        "gpu_gaps": {"threshold_ns": int(gap_threshold_ns), "count": int(len(scan.gaps)),
+                     "total_ns": int(scan.gaps["duration_ns"].sum()), "gaps": _records(scan.gaps)},
+        "steps": _steps_section(scan.steps, scan.info),
         "gpu_metrics": _records(metrics),
         "findings": findings,
     }

@@ -22,7 +22,10 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
    at least 2 scrape intervals; `windows.live` in production, where the window is `windows.short`), and
    `live_mean_itl` = running / live generation rate, the mean gap per running stream right now (inf when
    nothing was generated). Unlike ITL, which is observed only when a stalled stream gets its next token,
-   these counters show a stall while it lasts.
+   these counters show a stall while it lasts. `nothing_for_s`: seconds since the last scrape at which
+   the generation counter rose by at least half the running requests or the computed prompt tokens rose at
+   all to the latest scrape (0 when nothing runs): a lower bound of how long one engine step has been holding
+   everything, at scrape resolution.
 5. Gauges as instant values (5 min lookback): running and waiting summed over engines, KV usage max.
    `waiting` is `num_requests_waiting_by_reason{reason="capacity"}` where scraped (0.20+), else
    `num_requests_waiting`, which also counts deferred requests (`waiting_total`); `asleep` is 1 while an
@@ -49,7 +52,7 @@ COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "it
            "ttft_p99", "ttft_p99_lo", "ttft_p99_hi", "ttft_p50", "itl_rate", "itl_stall_share", "itl_above_slo_rate",
            "prompt_rate", "gen_rate", "preempt_rate", "prefill_time_rate", "long_prefill_rate", "running",
            "waiting", "kv_usage", "prompt_computed", "waiting_total", "asleep", "tokens_per_output", "live_gen_rate",
-           "live_prompt_rate", "live_mean_itl"]
+           "live_prompt_rate", "live_mean_itl", "prefill_count_rate", "nothing_for_s"]
 
 
 def scrape_interval_ns(samples: pd.DataFrame) -> int:
@@ -101,7 +104,8 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     cols: dict[str, dict[str, np.ndarray]] = {}
     parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT, ITERATION)] + [f + "_sum" for f in ITL] + [
         "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
-        "vllm:request_prefill_time_seconds_sum", "vllm:num_requests_running", "vllm:num_requests_waiting",
+        "vllm:request_prefill_time_seconds_sum", "vllm:request_prefill_time_seconds_count",
+        "vllm:num_requests_running", "vllm:num_requests_waiting",
         "vllm:kv_cache_usage_perc", BY_SOURCE, BY_REASON, SLEEP, DRAFTS, ACCEPTED])
     none = samples.iloc[:0]
 
@@ -131,7 +135,8 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
 
     for metric, tag in (("vllm:prompt_tokens_total", "prompt_rate"), ("vllm:generation_tokens_total", "gen_rate"),
                         ("vllm:num_preemptions_total", "preempt_rate"),
-                        ("vllm:request_prefill_time_seconds_sum", "prefill_time_rate")):
+                        ("vllm:request_prefill_time_seconds_sum", "prefill_time_rate"),
+                        ("vllm:request_prefill_time_seconds_count", "prefill_count_rate")):
         for g, v in rate(metric).items():
             put(tag, g, v)
     for metric, tag, agg in (("vllm:num_requests_running", "running", "sum"),
@@ -141,6 +146,7 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
             put(tag, g, v)
     _put_computed_work(cols, put, rate, gauge, len(eval_ts))
     _put_live(cols, put, rows, eval_ts, live_window(window_ns, scrape_interval_ns(samples)))
+    _put_nothing_for(put, rows, eval_ts)
     _put_long_prefill(cols, put, Q.bucket_rates(rows(ITERATION + "_bucket"), ITERATION, eval_ts, window_ns))
     return _frame(cols, eval_ts, window_ns)
 
@@ -184,6 +190,35 @@ def _put_live(cols: dict, put, rows, eval_ts: np.ndarray, live_ns: int) -> None:
         running = cols.get("running", {}).get(g, np.full(len(eval_ts), np.nan))
         with np.errstate(divide="ignore", invalid="ignore"):
             put("live_mean_itl", g, np.where(running > 0, running / gen, np.nan))
+
+
+def _totals(frame: pd.DataFrame) -> dict[str, pd.Series]:
+    """{group: value summed per ts} of one metric's rows."""
+    if not len(frame):
+        return {}
+    target = frame["target"].fillna("").astype(str) if "target" in frame else pd.Series("", index=frame.index)
+    return {Q.group_name({"target": t} if t else {}): part.groupby("ts")["value"].sum()
+            for t, part in frame.groupby(target.to_numpy())}
+
+
+def _put_nothing_for(put, rows, eval_ts: np.ndarray) -> None:
+    """`nothing_for_s` (module docstring, 4)."""
+    gen, running = _totals(rows("vllm:generation_tokens_total")), _totals(rows("vllm:num_requests_running"))
+    prompt = _totals(rows(BY_SOURCE)) or _totals(rows("vllm:prompt_tokens_total"))
+    for g, series in gen.items():
+        ts = series.index.to_numpy(dtype=np.int64)
+        run = running.get(g, pd.Series(dtype=float)).reindex(ts).ffill().fillna(0.0).to_numpy()
+        inc = np.diff(series.to_numpy(dtype=float), prepend=np.nan)
+        moved = ~(inc >= 0) | (inc >= np.maximum(1.0, 0.5 * np.concatenate([[0.0], run[:-1]])))
+        if g in prompt:
+            p = prompt[g].reindex(ts).ffill().to_numpy(dtype=float)
+            moved |= np.diff(p, prepend=np.nan) > 0
+        last = np.maximum.accumulate(np.where(moved, ts, ts[0]))
+        idx = np.searchsorted(ts, eval_ts, side="right") - 1
+        ok = idx >= 0
+        out = np.full(len(eval_ts), np.nan)
+        out[ok] = np.where(run[idx[ok]] > 0, (ts[idx[ok]] - last[idx[ok]]) / NS, 0.0)   # a lower bound
+        put("nothing_for_s", g, out)
 
 
 def _put_long_prefill(cols: dict, put, iteration: dict) -> None:

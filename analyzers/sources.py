@@ -67,6 +67,7 @@ def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | 
     if not frames:
         raise InputError("the sources hold no samples for the given time range: "
                          + ", ".join(str(s) for _, s in given))
+    _check_recognised(frames)
     return frames, sources
 
 
@@ -79,6 +80,23 @@ def arm_chunking(arm) -> C.Chunking | None:
     except ToolkitError as exc:
         log.warning("%s: %s; chunked prefill is inferred from the metrics instead", arm.path, exc)
         return None
+
+
+def _check_recognised(frames: dict) -> None:
+    """Warn for each target that exposes no vLLM family (any spelling) and no DCGM field; raise when none does."""
+    from stallscope.collectors.vllm import is_vllm
+
+    blind = []
+    for name, fr in frames.items():
+        metrics = fr["samples"]["metric"].unique() if len(fr["samples"]) else []
+        if not len(fr["gpu"]) and not any(is_vllm(str(m)) for m in metrics):
+            seen = sorted({str(m) for m in metrics} - {"up", "scrape_duration_seconds"})[:3]
+            log.warning("target %s exposes no vLLM (vllm:, vllm_, ray_vllm:, ray_vllm_) or DCGM family%s", name,
+                        f" (it has {', '.join(seen)}, ...)" if seen else "")
+            blind.append(name)
+    if len(blind) == len(frames):
+        raise InputError(f"no vLLM or DCGM metric recognised in {', '.join(blind)[:300]}: "
+                         "nothing to analyze (is this a vLLM /metrics or dcgm-exporter scrape?)")
 
 
 def run_whatif_inputs(run_dir):
@@ -122,4 +140,23 @@ def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, threshol
     roof, cost = roofline_for(frames, gpu, model, tp)
     out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s)
     out.sources, out.roofline = sources, roof
+    out.request_views = request_views_of(frames)
     return out
+
+
+def request_views_of(frames: dict, grouping: str = "model", selector=None) -> dict:
+    """The request-level views of every target's samples pooled on one timeline, per model by default, of the
+    series `selector` matches (e.g. `model_name=~"a|b"`): {"series": {view key: frame}, "heatmaps": ..., "summary": frame}."""
+    import pandas as pd
+
+    from stallscope.analyzers import request_views as RV
+
+    parts = [fr["samples"] for fr in frames.values() if len(fr["samples"])]
+    if not parts:
+        return {}
+    samples = pd.concat(parts, ignore_index=True)
+    eval_ts, window = RV.default_grid(samples)
+    return {"series": RV.compute(samples, grouping=grouping, selector=selector),
+            "heatmaps": {v.key: RV.heatmap(samples, v, eval_ts, window, selector=selector)
+                         for v in RV.VIEWS if v.heatmap},
+            "summary": RV.summary(samples, grouping=grouping, selector=selector), "window_s": window / 1e9}

@@ -47,10 +47,13 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
             known = C.infer_from_histograms(samples[samples["target"].fillna("") == target])
             known = known if known.enabled is not None else None
         eps = E.find(sig, thresholds=th, chunking=known or C.UNKNOWN, window_ns=window, step_ns=step, live_ns=live)
+        if known is not None and known.source == "inferred from metrics":
+            known = C.frozen_through_prefill(known, max((ep.evidence["nothing_moves_s"] for ep in eps), default=0.0))
         config = known or _inferred(eps)
-        if config is not (known or C.UNKNOWN):  # judge again with what the target's own stalls say
+        if config != (known or C.UNKNOWN) or config.source == "inferred from metrics":  # judge again with it
             eps = E.find(sig, thresholds=th, chunking=config, window_ns=window, step_ns=step, live_ns=live)
-        cost = DS.estimate_cost(sig, steps, roofline_cost, config)
+        own = samples[samples["target"].fillna("") == target] if samples is not None and "target" in samples else None
+        cost = DS.estimate_cost(sig, steps, roofline_cost, config, own)
         out += [_finding(ep, sig, th, cost, config, stalls, budget_advice) for ep in eps]
     return out
 

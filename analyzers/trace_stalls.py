@@ -11,12 +11,16 @@ Method (find_decode_starvation):
 3. Each stall becomes a `decode_starvation` finding: start/end, duration, prefill tokens (from NVTX,
    or an estimate gridX x kBlockM from the attention grid), the top kernels inside by time, how many
    decode steps were delayed (duration // median) and by how much (duration - median: the extra wait
-   of every running stream's next token). Severity is critical when that delay exceeds the ITL SLO.
+   of every running stream's next token). Severity means what it means on the metrics path: the stall is
+   the gap every running stream saw, so under the ITL SLO it is `info` (prefill interference that stays
+   within the SLO, with its numbers), above it `warning`, at twice the SLO or more `critical`.
 
     >>> find_decode_starvation(steps, kernels)        # doctest: +SKIP
 """
 
 from __future__ import annotations
+
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -57,38 +61,57 @@ def _stall_intervals(steps: pd.DataFrame, med: np.ndarray, k: float) -> list[tup
     return [(s, e) for s, e in merged]
 
 
-def _top_kernels(kernels: pd.DataFrame, s: int, e: int, longest: int) -> list[dict]:
-    """Kernels (sorted by start; none longer than `longest` ns) overlapping [s, e), ranked by time inside it."""
-    lo, hi = np.searchsorted(kernels["start_ns"].to_numpy(), [s - longest, e])
-    inside = kernels.iloc[lo:hi]
-    inside = inside[(inside["start_ns"] < e) & (inside["end_ns"] > s)]
-    if inside.empty:
-        return []
-    clipped = np.minimum(inside["end_ns"], e) - np.maximum(inside["start_ns"], s)
-    role = inside["role"].astype(object) if "role" in inside else pd.Series("other", index=inside.index)
-    top = (pd.DataFrame({"name": inside["short_name"].astype(object), "role": role, "ns": clipped})
-           .groupby(["name", "role"]).agg(total_ns=("ns", "sum"), instances=("ns", "size"))
-           .sort_values("total_ns", ascending=False).head(TOP_KERNELS).reset_index())
-    return [{"name": r.name, "role": r.role, "total_ns": int(r.total_ns), "instances": int(r.instances)}
-            for r in top.itertuples()]
+def top_kernels(frames: Iterable[pd.DataFrame], intervals: list[tuple[int, int]]) -> list[list[dict]]:
+    """Per interval [s, e) (sorted, disjoint): the kernels overlapping it, ranked by time inside it
+    (clipped), from `frames` (batches holding at least every kernel that overlaps an interval; start_ns,
+    end_ns, short_name, role), taken one at a time."""
+    sums: list[dict] = [{} for _ in intervals]
+    iv_s, iv_e = np.array([iv[0] for iv in intervals]), np.array([iv[1] for iv in intervals])
+    for f in frames:
+        if not len(f):
+            continue
+        f = f.sort_values("start_ns", kind="stable")
+        start, end = f["start_ns"].to_numpy(), f["end_ns"].to_numpy()
+        name = f["short_name"].astype(object).to_numpy()
+        role = f["role"].astype(object).to_numpy() if "role" in f else np.full(len(f), "other", dtype=object)
+        longest = int((end - start).max())
+        first, last = np.searchsorted(iv_e, start[0], side="right"), np.searchsorted(iv_s, end.max(), side="left")
+        for i in range(first, last):  # the intervals this frame reaches
+            s, e = iv_s[i], iv_e[i]
+            lo, hi = np.searchsorted(start, [s - longest, e])
+            inside = lo + np.nonzero(end[lo:hi] > s)[0]
+            clipped = (np.minimum(end[inside], e) - np.maximum(start[inside], s)).tolist()
+            for key, ns in zip(zip(name[inside], role[inside]), clipped):
+                t = sums[i].setdefault(key, [0, 0])
+                t[0] += ns
+                t[1] += 1
+    return [_ranked(acc) for acc in sums]
+
+
+def _ranked(acc: dict) -> list[dict]:
+    """Top TOP_KERNELS by time; ties keep (name, role) order, as pandas' descending sort of a groupby does."""
+    ranked = sorted(sorted(acc.items()), key=lambda kv: -kv[1][0])[:TOP_KERNELS]
+    return [{"name": n, "role": r, "total_ns": int(t), "instances": int(c)} for (n, r), (t, c) in ranked]
 
 
 def _fmt_ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms"
 
 
-def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: float = 3.0, window: int = 64,
-                           min_decode_steps: int = 5, itl_slo_ns: int = 200_000_000,
+def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame | Callable, *, k: float = 3.0,
+                           window: int = 64, min_decode_steps: int = 5, itl_slo_ns: int = 200_000_000,
                            session_start_ns: int | None = None) -> list[Finding]:
-    """`decode_starvation` findings for stalls longer than k x the decode pace."""
+    """`decode_starvation` findings for stalls longer than k x the decode pace. `kernels`: a frame, or
+    `f(intervals) -> iterable of frames` holding every kernel that overlaps one (a second, partial read)."""
     if steps.empty or int((steps["is_decode"] & ~steps["has_prefill"]).sum()) < min_decode_steps:
         return []
     med = rolling_decode_median(steps, window=window)
-    if not kernels["start_ns"].is_monotonic_increasing:
-        kernels = kernels.sort_values("start_ns", kind="stable")
-    longest = int(kernels["dur_ns"].max()) if len(kernels) else 0
+    intervals = _stall_intervals(steps, med, k)
+    if not intervals:
+        return []
+    tops = top_kernels(kernels(intervals) if callable(kernels) else [kernels], intervals)
     rows = []
-    for s, e in _stall_intervals(steps, med, k):
+    for (s, e), top in zip(intervals, tops):
         inside = steps[(steps["start_ns"] < e) & (steps["end_ns"] > s)]
         pace = float(np.median(med[inside.index])) if len(inside) else float(np.nanmedian(med))
         dur = e - s
@@ -104,7 +127,7 @@ def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: flo
             "prefill_tokens_estimate": grid * K_BLOCK_M if prefill_tokens is None and grid > 1 else None,
             "steps_inside": int(len(inside)), "decode_streams": int(streams.max()) if len(streams) else None,
             "decode_steps_delayed": delayed, "decode_delay_ns": delay,
-            "top_kernels": _top_kernels(kernels, s, e, longest),
+            "top_kernels": top,
         }
         if session_start_ns is not None:
             evidence["start_utc_ns"] = session_start_ns + s
@@ -112,12 +135,16 @@ def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: flo
                f"about {evidence['prefill_tokens_estimate']} prompt tokens (attention gridX {grid} x {K_BLOCK_M})"
                if evidence["prefill_tokens_estimate"] else "prefill work")
         who = f"the {evidence['decode_streams']} running decode streams" if evidence["decode_streams"] else "running decode streams"
+        evidence["itl_slo_ns"] = int(itl_slo_ns)
+        severity = "info" if dur <= itl_slo_ns else "critical" if dur >= 2 * itl_slo_ns else "warning"
+        verdict = (f" That gap is within the {_fmt_ms(itl_slo_ns)} ITL SLO: prefill interference, not a missed SLO."
+                   if severity == "info" else f" That gap is above the {_fmt_ms(itl_slo_ns)} ITL SLO.")
         rows.append(Finding(
-            "decode_starvation", "critical" if delay >= itl_slo_ns else "warning", s, e, "", evidence,
+            "decode_starvation", severity, s, e, "", evidence,
             explanation=(f"For {_fmt_ms(dur)} ({evidence['stall_over_median']}x the median decode step of "
                          f"{_fmt_ms(pace)}) the GPU computed {tok}; {who} got no token meanwhile, so "
                          f"{delayed} decode steps were delayed and each stream's next token came "
-                         f"{_fmt_ms(delay)} late."),
+                         f"{_fmt_ms(delay)} late.{verdict}"),
             recommendation=("Bound the prefill work per step: keep chunked prefill on (vLLM V1 default) and "
                             "lower `--max-num-batched-tokens` (e.g. 512-2048) so a long prompt is split into "
                             "chunks that each add about one decode step; cap long prompts per step with "
@@ -126,14 +153,14 @@ def find_decode_starvation(steps: pd.DataFrame, kernels: pd.DataFrame, *, k: flo
     return rows
 
 
-def cuda_graph_findings(graph_launches: pd.DataFrame, kernels: pd.DataFrame, *, mode: str | None,
+def cuda_graph_findings(graph_launches: pd.DataFrame, kernel_ns: int, *, mode: str | None,
                         graph_launch_calls: int = 0) -> list[Finding]:
-    """One `cuda_graphs_hidden` info finding when work ran as whole-graph launches (kernels invisible)."""
+    """One `cuda_graphs_hidden` info finding when work ran as whole-graph launches (kernels invisible);
+    `kernel_ns`: the kernels' summed duration."""
     n = len(graph_launches)
     if n == 0 and not (graph_launch_calls and mode == "Graph"):
         return []
     graph_ns = int((graph_launches["end_ns"] - graph_launches["start_ns"]).sum()) if n else 0
-    kernel_ns = int(kernels["dur_ns"].sum()) if len(kernels) else 0
     share = graph_ns / (graph_ns + kernel_ns) if graph_ns + kernel_ns else 0.0
     s = int(graph_launches["start_ns"].min()) if n else 0
     e = int(graph_launches["end_ns"].max()) if n else 0

@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""Benchmark: ingest + classify + scan a generated 2M-kernel Nsight Systems export.
+"""Benchmark: `stallscope analyze --nsys` on generated vLLM-like serving exports, side by side with its peers.
 
-Generates (once, cached in --workdir) a synthetic export with the sample-trace generator: a 32-layer
-vLLM-like decoder, 100 decode steps then one 16K-token prefill, repeated, until >= 2,000,000 kernels
-(plus as many runtime rows, NVTX step ranges and memcpys). Each measurement runs in a fresh Python
-process so peak RSS (ru_maxrss) is its own. Prints:
-  - analyze: read_export (with the runtime join) + classify + steps + stall scan + kern_sum + gaps
-  - bare:    one `SELECT` of the same kernel columns, fetchall, in plain sqlite3 (the floor)
-  - nsys:    `nsys stats -r cuda_gpu_kern_sum` on the same file, when nsys is found (STALLSCOPE_NSYS/PATH)
-with the ratios analyze/bare (goal <= 3x) and nsys/analyze (goal >= 5x), and the limits 20 s / 2 GB.
+Generates (once, cached in --workdir) synthetic exports with the sample-trace generator: a 32-layer
+vLLM-like decoder, 100 decode steps then one 16K-token prefill, repeated, until >= --kernels kernels
+(plus as many runtime launch rows, one NVTX step range and one memcpy per step); and a --big one for
+the memory check. Each measurement runs in a fresh Python process, so its peak RSS (ru_maxrss) is its
+own; the fastest of --repeat runs is kept. Prints each figure beside its ratio to the issue's goal:
 
-    python benchmarks/bench_nsight.py [--kernels 2000000] [--workdir /tmp/stallscope-bench]
+  - analyze:  `stallscope analyze --nsys FILE --format json` (everything: read, launch join, classify,
+              steps, stall scan, summary, gaps)
+  - kern_sum: `stallscope analyze --nsys FILE --report kern_sum` (the kernel summary alone)
+  - bare:     a bare columnar read (ADBC -> Arrow) of the columns the pipeline reads, no processing
+  - nsys:     `nsys stats -r cuda_gpu_kern_sum` on the same file, when nsys is found (STALLSCOPE_NSYS/PATH)
+  - big:      analyze on the --big export: peak RSS against the --kernels one's
+
+    python benchmarks/bench_nsight.py [--kernels 3200000] [--big 20000000] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -27,31 +30,47 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LIMIT_S, LIMIT_BYTES = 20.0, 2 * 1024**3
+ISSUE_NSYS_S = (15.7, 16.6)  # issue 17: nsys 2024.2.3 stats -r cuda_gpu_kern_sum, 3.18 M kernels, this machine
+NO_NSYS = ("nsys not found (set STALLSCOPE_NSYS): it is not installable here (NVIDIA's download site is "
+           "unreachable, `apt-cache policy nsight-systems` has no candidate, PyPI's nvidia-nsys-cli is a "
+           "placeholder), so the two ratios to nsys are not measured")
 
-CPU = "lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])"  # user + system seconds
-ANALYZE = f"""
-import json, resource, sys, time
-from stallscope.collectors.nsight_sqlite import read_export
-from stallscope.analyzers.nsys_report import build_report
-cpu = {CPU}
+MEASURE = """
+import io, json, resource, sys, time
+from contextlib import redirect_stdout
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+import stallscope.cli, stallscope.analyzers.nsys_report  # imports are not the work
 t, c = time.perf_counter(), cpu()
-report = build_report(read_export(sys.argv[1]))
+{work}
 dt, dc = time.perf_counter() - t, cpu() - c
 print(json.dumps({{"seconds": dt, "cpu": dc, "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                  "steps": report["steps"]["count"], "findings": len(report["findings"]),
-                  "kernels": report["source"]["kernels"]}}))
+                  **extra}}))
 """
-BARE = f"""
-import json, resource, sqlite3, sys, time
-from stallscope.collectors.nsight_sqlite import KERNEL_IDS, SQL_KERNELS
-cpu = {CPU}
-t, c = time.perf_counter(), cpu()
-rows = sqlite3.connect(sys.argv[1]).execute(SQL_KERNELS.format(ids=KERNEL_IDS)).fetchall()
-dt, dc = time.perf_counter() - t, cpu() - c
-print(json.dumps({{"seconds": dt, "cpu": dc, "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                  "rows": len(rows)}}))
-"""
+WORK = {
+    "analyze": """
+out = io.StringIO()
+with redirect_stdout(out):
+    rc = stallscope.cli.main(["analyze", "--nsys", sys.argv[1], "--format", "json"])
+rep = json.loads(out.getvalue())
+extra = {"rc": rc, "kernels": rep["source"]["kernels"], "steps": rep["steps"]["count"], "findings": len(rep["findings"])}
+""",
+    "kern_sum": """
+out = io.StringIO()
+with redirect_stdout(out):
+    rc = stallscope.cli.main(["analyze", "--nsys", sys.argv[1], "--report", "kern_sum", "--format", "json"])
+extra = {"rc": rc, "names": len(json.loads(out.getvalue())["kernel_summary"])}
+""",
+    "bare": """
+from stallscope.collectors.nsight_sqlite import COLUMN_SETS, PID_MASK, SQL_LAUNCHES, _signed, arrow_batches, connections
+rows = 0
+with connections(sys.argv[1]) as (conn, adb):
+    for batch in arrow_batches(adb, COLUMN_SETS["report"][0]):
+        rows += batch.num_rows
+    for batch in arrow_batches(adb, SQL_LAUNCHES, (_signed(PID_MASK),)):
+        rows += batch.num_rows
+extra = {"rows": rows}
+""",
+}
 
 
 def _generate(path: Path, kernels: int) -> None:
@@ -63,48 +82,85 @@ def _generate(path: Path, kernels: int) -> None:
     plan = [16384 if i % 101 == 100 else 0 for i in range(steps)]
     t = time.perf_counter()
     gen.build_export(path, plan, layers=32)
-    print(f"generated {path} ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s")
+    print(f"generated {path} ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s", flush=True)
 
 
-def _child(code: str, db: Path) -> dict:
+def _export(work: Path, kernels: int) -> Path:
+    db = work / f"serving_{kernels}.sqlite"
+    if not db.exists():
+        _generate(db, kernels)
+    return db
+
+
+def _child(what: str, db: Path) -> dict:
+    code = MEASURE.format(work=WORK[what].strip("\n"))
     out = subprocess.run([sys.executable, "-c", code, str(db)], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _best(what: str, db: Path, repeat: int) -> dict:
+    return min((_child(what, db) for _ in range(repeat)), key=lambda r: r["seconds"])
+
+
+def _nsys(db: Path, work: Path) -> float | None:
+    nsys = os.environ.get("STALLSCOPE_NSYS") or shutil.which("nsys")
+    if not nsys:
+        return None
+    t = time.perf_counter()
+    subprocess.run([nsys, "stats", "-r", "cuda_gpu_kern_sum", "-f", "csv", "-o", str(work / "kern_sum"),
+                    "--force-overwrite", "true", str(db)], check=True, capture_output=True)
+    return time.perf_counter() - t
+
+
+def _load() -> str:
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f}"
+
+
+def _fig(name: str, r: dict) -> str:
+    return f"{name}: {r['seconds']:.2f} s wall, {r['cpu']:.2f} s CPU, peak RSS {r['maxrss'] / 1e9:.3f} GB"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kernels", type=int, default=2_000_000)
+    ap.add_argument("--kernels", type=int, default=3_200_000)
+    ap.add_argument("--big", type=int, default=20_000_000, help="kernels of the memory-check export (0: skip)")
     ap.add_argument("--workdir", default="/tmp/stallscope-bench")
-    ap.add_argument("--repeat", type=int, default=3, help="take the fastest of this many runs (default 3)")
+    ap.add_argument("--repeat", type=int, default=2, help="take the fastest of this many runs (default 2)")
     args = ap.parse_args()
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    db = work / f"serving_{args.kernels}.sqlite"
-    if not db.exists():
-        _generate(db, args.kernels)
-    analyze = min((_child(ANALYZE, db) for _ in range(args.repeat)), key=lambda r: r["seconds"])
-    bare = min((_child(BARE, db) for _ in range(args.repeat)), key=lambda r: r["seconds"])
-    print(f"kernels: {analyze['kernels']:,}  steps: {analyze['steps']:,}  findings: {analyze['findings']}")
-    print(f"analyze (ingest+classify+scan): {analyze['seconds']:.2f} s wall, {analyze['cpu']:.2f} s CPU  peak RSS {analyze['maxrss'] / 2**20:,.0f} MiB  "
-          f"(limits {LIMIT_S:.0f} s, {LIMIT_BYTES / 2**30:.0f} GiB: {analyze['seconds'] / LIMIT_S:.2f}x and "
-          f"{analyze['maxrss'] / LIMIT_BYTES:.2f}x of limit)")
-    print(f"bare sqlite3 scan of the kernel table: {bare['seconds']:.2f} s wall, {bare['cpu']:.2f} s CPU; ratio "
-          f"analyze/bare = {analyze['seconds'] / bare['seconds']:.2f}x wall, {analyze['cpu'] / bare['cpu']:.2f}x CPU "
-          "(goal <= 3x)")
-    nsys = os.environ.get("STALLSCOPE_NSYS") or shutil.which("nsys")
-    if nsys:
-        children = lambda: sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # noqa: E731
-        t, c = time.perf_counter(), children()
-        subprocess.run([nsys, "stats", "-r", "cuda_gpu_kern_sum", "-f", "csv", "-o", str(work / "kern_sum"),
-                        "--force-overwrite", "true", str(db)], check=True, capture_output=True)
-        dt, dc = time.perf_counter() - t, children() - c
-        print(f"nsys stats -r cuda_gpu_kern_sum: {dt:.2f} s wall, {dc:.2f} s CPU; ratio nsys/analyze = "
-              f"{dt / analyze['seconds']:.2f}x wall, {dc / analyze['cpu']:.2f}x CPU (goal >= 5x)")
+    db = _export(work, args.kernels)
+    big = _export(work, args.big) if args.big else None
+    print(f"start {_load()}; {db} ({db.stat().st_size / 1e6:.0f} MB)")
+    res = {w: _best(w, db, args.repeat) for w in ("analyze", "kern_sum", "bare")}
+    nsys_s = _nsys(db, work)
+    a, k, b = res["analyze"], res["kern_sum"], res["bare"]
+    print(f"kernels: {a['kernels']:,}  steps: {a['steps']:,}  findings: {a['findings']}  (fastest of {args.repeat})")
+    print(_fig("analyze --nsys (everything)", a))
+    print(_fig("analyze --nsys --report kern_sum", k))
+    print(_fig("bare columnar read of the needed columns (kernels + runtime launch rows)", b))
+    ok = [a["seconds"] / b["seconds"] <= 2.0, a["maxrss"] <= 0.8e9]
+    print(f"  ratio analyze / bare read = {a['seconds'] / b['seconds']:.2f}x wall, {a['cpu'] / b['cpu']:.2f}x CPU (goal <= 2x)")
+    print(f"  peak RSS {a['maxrss'] / 1e9:.3f} GB = {a['maxrss'] / 0.8e9:.2f}x of the 0.8 GB goal")
+    if nsys_s is None:
+        print(NO_NSYS)
+        lo, hi = ISSUE_NSYS_S
+        print(f"  for reference only, against the issue's nsys figure ({lo}-{hi} s on its 3.18 M-kernel export, "
+              f"taken from the issue, not re-measured): analyze {lo / a['seconds']:.2f}-{hi / a['seconds']:.2f}x "
+              f"(goal >= 3x), kern_sum {lo / k['seconds']:.2f}-{hi / k['seconds']:.2f}x (goal >= 5x)")
     else:
-        print("nsys not found: no comparison with `nsys stats` (set STALLSCOPE_NSYS)")
-    ok = analyze["seconds"] <= LIMIT_S and analyze["maxrss"] <= LIMIT_BYTES
-    print("within limits" if ok else "OVER LIMIT (wall time counts other processes' load: compare the CPU figure)")
-    return 0 if ok else 1
+        print(f"nsys stats -r cuda_gpu_kern_sum: {nsys_s:.2f} s wall; ratio nsys / analyze = {nsys_s / a['seconds']:.2f}x "
+              f"(goal >= 3x), nsys / kern_sum = {nsys_s / k['seconds']:.2f}x (goal >= 5x)")
+        ok += [nsys_s / a["seconds"] >= 3, nsys_s / k["seconds"] >= 5]
+    if big is not None:
+        g = _child("analyze", big)
+        print(_fig(f"analyze --nsys on {g['kernels']:,} kernels ({big.stat().st_size / 1e6:.0f} MB)", g))
+        print(f"  peak RSS vs the {a['kernels']:,}-kernel export: {g['maxrss'] / a['maxrss']:.3f}x (goal <= 1.10x); "
+              f"wall {g['seconds'] / a['seconds']:.2f}x for {g['kernels'] / a['kernels']:.2f}x the kernels")
+        ok.append(g["maxrss"] <= 1.10 * a["maxrss"])
+    print(f"end {_load()}")
+    print("all measured goals met" if all(ok) else "NOT ALL MEASURED GOALS MET (wall time counts other processes' load: compare CPU)")
+    return 0 if all(ok) else 1
 
 
 if __name__ == "__main__":

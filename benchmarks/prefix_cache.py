@@ -7,8 +7,10 @@ gap above the SLO); with caching on, only the uncached tail is computed. Per arm
 trace's truth (analyzers/truth.py), `stallscope analyze --db store.db --format json`'s findings, and the
 cost per prompt token the decode_starvation recommendation uses (its `prefill_s_per_token` evidence, or
 for an arm without the finding the same `estimate_cost` on the same signals) beside the step trace's
-fitted per-prefill-token coefficient (analyzers/step_cost.py). Exit 0 only when caching on has no true
-starvation and no decode_starvation finding, caching off has both, and both costs agree within 25 %.
+whole prefill cost per computed token (analyzers/step_cost.py's fit: its per-token and attention-pair terms
+over the arm's prefill steps; the per-token coefficient alone is printed beside it). Exit 0 only when
+caching on has no true starvation and no decode_starvation finding, caching off has both, and both costs
+agree within 25 %.
 
     python benchmarks/prefix_cache.py --out runs/prefix-cache --json runs/prefix-cache.json
     python benchmarks/prefix_cache.py --load-s 15 --out /tmp/pc      # reduced length (the slow test)
@@ -45,7 +47,7 @@ def recommendation_cost(run: Path, slo: float, found: list[dict]) -> dict:
                 "prompt_tokens_source": ev["prompt_tokens_source"], "from": "finding evidence"}
     samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
     sig = signals.compute(samples, thresholds=load_thresholds(itl_slo_s=slo))
-    cost = decode_starvation.estimate_cost(sig)
+    cost = decode_starvation.estimate_cost(sig, samples=samples)
     return {"prefill_s_per_token": cost["prefill_s_per_token"], "source": cost["source"],
             "prompt_tokens_source": "local_compute" if decode_starvation._computed(sig) else "prompt_tokens_total",
             "from": "estimate_cost (no finding)"}
@@ -81,7 +83,9 @@ def evaluate(run: Path, slo: float) -> dict:
             "fit_s_per_prefill_token": coef, "fit": fit.summary(), "ratio": ratio,
             "fit_prefill_s_per_token_with_attention": marginal,
             "ratio_with_attention": rec["prefill_s_per_token"] / marginal,
-            "within_25pct": abs(ratio - 1.0) <= TOLERANCE}
+            # the criterion: the fit's whole prefill cost per computed token (its token and attention-pair terms),
+            # since the metric (prefill time per computed token) holds both; the coefficient alone is shown beside
+            "within_25pct": abs(rec["prefill_s_per_token"] / marginal - 1.0) <= TOLERANCE}
 
 
 def run(out: Path, *, load_s: float, collect_tail_s: float, interval: str, slo: float, record: bool = True) -> dict:
@@ -112,8 +116,8 @@ def print_report(res: dict) -> None:
               f"{r['prompt_tokens_computed']:.0f} / {r['prompt_tokens_cached']:.0f} | {', '.join(r['findings']) or '-'} | "
               f"{'yes' if r['decode_starvation'] else 'no'} | {r['prompt_tokens_source']} | "
               f"{r['recommendation_s_per_token'] * 1e3:.4f} ms | {r['fit_s_per_prefill_token'] * 1e3:.4f} ms | "
-              f"{r['ratio']:.2f} ({'within' if r['within_25pct'] else 'outside'} 25 %) | "
-              f"{r['fit_prefill_s_per_token_with_attention'] * 1e3:.4f} ms | {r['ratio_with_attention']:.2f} |")
+              f"{r['ratio']:.2f} | {r['fit_prefill_s_per_token_with_attention'] * 1e3:.4f} ms | "
+              f"{r['ratio_with_attention']:.2f} ({'within' if r['within_25pct'] else 'outside'} 25 %) |")
     print()
     for name, ok in res["met"].items():
         print(f"{name}: {'met' if ok else 'NOT met'}")

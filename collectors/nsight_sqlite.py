@@ -1,10 +1,17 @@
-"""Read an Nsight Systems SQLite export (nsys 2022.1 to 2026.2) into typed frames.
+"""Read an Nsight Systems SQLite export (nsys 2022.1 to 2026.2) column by column, as Arrow record batches.
 
 nsys creates tables lazily, so every table is optional: we look in `sqlite_master` first and note what
-is missing instead of failing. Kernel names are ids into `StringIds`; NVTX names are
-`coalesce(StringIds[textId], text)`; a kernel's launching API call is the runtime row with the same
-`correlationId` in the same process (`globalTid & 0xFFFFFFFFFF000000 == globalPid`). Times stay integer
-ns on the trace clock; `session_start_ns` (from TARGET_INFO_SESSION_START_TIME) maps them to wall time.
+is missing instead of failing. Row tables (kernels, runtime, memcpy/memset, NVTX, graph launches) come
+through `adbc-driver-sqlite` as Arrow batches, never as Python tuples; the small tables (metadata,
+StringIds, GPU info, profiler overhead) through `sqlite3`. Kernel names are ids into `StringIds`,
+resolved once per distinct id; NVTX names are `coalesce(StringIds[textId], text)`; a kernel's launching
+API call is the runtime row with the same `correlationId` in the same process (`globalTid &
+0xFFFFFFFFFF000000 == globalPid`), joined in numpy through `LaunchIndex`. Times stay integer ns on the
+trace clock; `session_start_ns` (TARGET_INFO_SESSION_START_TIME) maps them to wall time.
+
+`open_export(path)` reads everything but the kernels; `export.kernel_batches(rows)` then yields the
+kernels as frames in start order, `rows` at a time (bounded memory); `read_export(path)` is both,
+concatenated into one frame.
 
     >>> trace = read_export("sample_traces/starvation.sqlite")      # doctest: +SKIP
     >>> trace.kernels[["start_ns", "dur_ns", "name"]].head()          # doctest: +SKIP
@@ -14,14 +21,17 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
-from itertools import chain
-from dataclasses import dataclass, field
-from typing import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from stallscope.collectors.arrow_sqlite import (BATCH_ROWS, LaunchIndex, arrow_batches, connections,
+                                                 decoded_texts, int_columns, prefetched)
 from stallscope.core.errors import TraceError
 from stallscope.core.schema import validate
 
@@ -34,7 +44,6 @@ NVTX = "NVTX_EVENTS"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # renamed in nsys 2023.4
 log = logging.getLogger(__name__)
 PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid
-CHUNK_ROWS = 250_000
 MAX_NS = 2 ** 60  # a time past this is not on a trace clock (and end - start could overflow int64)
 
 SQL_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
@@ -43,35 +52,39 @@ SQL_COLUMNS = "SELECT name FROM pragma_table_info(?)"
 SQL_META = "SELECT name, value FROM {table}"
 SQL_CAPTURE_GRAPH_MODE = "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%CUDA_GRAPH_TRACE_OPTIONS:MODE'"
 SQL_STRINGS = "SELECT id, coalesce(value, '') FROM StringIds"
-KERNEL_IDS = "deviceId, contextId, streamId, coalesce(demangledName, -1), gridX"
+KERNEL_COLUMNS = ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "name_id", "short_id", "grid_x",
+                  "global_pid", "graph_node_id", "correlation_id", "row_id"]
 SQL_KERNELS = """
-SELECT k.start, k.end, {ids}, coalesce(k.globalPid, 0), coalesce(k.graphNodeId, -1), -1
-FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
+SELECT start, end, deviceId, contextId, streamId, coalesce(demangledName, -1), coalesce(shortName, -1), gridX,
+       coalesce(globalPid, 0), coalesce(graphNodeId, -1), coalesce(correlationId, -1), rowid
+FROM CUPTI_ACTIVITY_KIND_KERNEL
 """
-# (RUNTIME has none of the id columns, so they need no table prefix.)
+COLUMN_SETS = {  # what each reader of kernel batches needs: (SELECT, column names)
+    "all": (SQL_KERNELS, KERNEL_COLUMNS),
+    "report": ("""SELECT start, end, deviceId, contextId, streamId, coalesce(demangledName, -1), gridX,
+                  coalesce(globalPid, 0), coalesce(correlationId, -1), rowid FROM CUPTI_ACTIVITY_KIND_KERNEL""",
+               [c for c in KERNEL_COLUMNS if c not in ("short_id", "graph_node_id")]),
+    "summary": ("SELECT start, end, coalesce(demangledName, -1) FROM CUPTI_ACTIVITY_KIND_KERNEL",
+                ["start_ns", "end_ns", "name_id"]),
+}
+SQL_ROWS_BETWEEN = "rowid BETWEEN ? AND ?"  # OR-ed, one per range: SQLite seeks each on the row-id b-tree
+MAX_RANGES = 100  # ranges per query (2 bound parameters each)
+REREAD_ROWS = 32_768  # rows per batch of a re-read: a few stalls' kernels at a time
+SQL_ORDER = " ORDER BY start, rowid"  # only for an export whose rows are not already in start order
 # the launching call: same correlationId in the same process (globalTid & 0xFFFFFFFFFF000000 == globalPid)
-SQL_KERNELS_WITH_LAUNCH = """
-SELECT k.start, k.end, {ids}, coalesce(k.globalPid, 0), coalesce(k.graphNodeId, -1), coalesce(r.start, -1)
-FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
-LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r
-       ON r.correlationId = k.correlationId AND (r.globalTid & ?) = k.globalPid
+SQL_LAUNCHES = """
+SELECT correlationId, globalTid & ?, start FROM CUPTI_ACTIVITY_KIND_RUNTIME
+WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL AND start IS NOT NULL
 """
-ID_COLUMNS = ["device_id", "context_id", "stream_id", "name_id", "grid_x"]
-SQL_SHORT_NAMES = "SELECT DISTINCT demangledName, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL"
 SQL_RUNTIME_NAMES = "SELECT nameId, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY nameId"
-SQL_MEMOPS = """
-SELECT start, end, deviceId, contextId, streamId, coalesce(globalPid, 0), bytes
-FROM {table}
-"""
+SQL_MEMOPS = "SELECT start, end, deviceId, contextId, streamId, coalesce(globalPid, 0), bytes FROM {table}"
 SQL_GRAPH_TRACE = """
 SELECT start, end, deviceId, contextId, streamId, coalesce(globalPid, 0), graphId, graphExecId
 FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
 """
 SQL_NVTX = """
-SELECT n.start, n.end, n.eventType, coalesce(s.value, n.text) AS name,
-       coalesce(n.globalTid, 0), coalesce(n.domainId, 0)
-FROM NVTX_EVENTS AS n LEFT JOIN StringIds AS s ON s.id = n.textId
-WHERE n.end IS NOT NULL AND n.eventType IN (59, 60, 70, 71)
+SELECT start, end, eventType, coalesce(textId, -1), CAST(text AS BLOB), coalesce(globalTid, 0), coalesce(domainId, 0)
+FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN (59, 60, 70, 71)
 """
 SQL_NVTX_DOMAINS = """
 SELECT coalesce(domainId, 0), coalesce(globalTid, 0) & ?, text FROM NVTX_EVENTS WHERE eventType = 75
@@ -82,8 +95,9 @@ JOIN StringIds AS s ON s.id = p.nameId
 WHERE s.value IN ('CUDA profiling data flush overhead', 'CUDA profiling stop overhead', 'CUDA profiling overhead')
 """
 SQL_GPU_METRICS = """
-SELECT g.timestamp, g.typeId & 255, t.metricName, g.value
+SELECT g.typeId & 255, t.metricName, avg(g.value), count(*)
 FROM GPU_METRICS AS g JOIN TARGET_INFO_GPU_METRICS AS t ON t.typeId = g.typeId AND t.metricId = g.metricId
+GROUP BY 1, 2 ORDER BY 1, 2
 """
 SQL_SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1"
 GPU_INFO_COLUMNS = {"id": "device_id", "name": "name", "smCount": "sm_count", "totalMemory": "memory_bytes",
@@ -95,27 +109,75 @@ Progress = Callable[[str, int, int], None]  # (table, rows done, rows total)
 
 @dataclass(frozen=True)
 class NsysTrace:
-    """Everything read from one export. Frames are empty (with their columns) when a table is absent."""
+    """Everything read from one export. Frames are empty (with their columns) when a table is absent.
+    `kernels` is None on an export opened for streaming (`open_export`): use `kernel_batches`."""
 
     path: str
     tables: frozenset
     meta: dict
-    kernels: pd.DataFrame
+    kernels: pd.DataFrame | None
     memops: pd.DataFrame
     nvtx: pd.DataFrame
     graph_launches: pd.DataFrame
     overhead: pd.DataFrame
-    gpu_metrics: pd.DataFrame
+    gpu_metrics: pd.DataFrame  # mean value and samples per (device_id, metric)
     gpus: pd.DataFrame
     runtime_names: dict  # API name without version suffix -> calls; filled only when kernels are absent or
     #                      whole-graph launches were traced without a GRAPH_TRACE table
     session_start_ns: int | None  # Unix-epoch ns of trace time 0, when the export records it
     graph_trace_mode: str | None  # --cuda-graph-trace mode from META_DATA_CAPTURE (`Graph`, `Node`), None if unrecorded
     missing: list = field(default_factory=list)  # one sentence per absent table
+    strings: dict = field(default_factory=dict, repr=False)  # StringIds: id -> text
+    kernel_rows: int = 0  # rows in the kernel table (before implausible rows are dropped)
 
     @property
     def version(self) -> str:
         return str(self.meta.get("EXPORT_PRODUCT_VERSION", "unknown"))
+
+    def kernel_batches(self, rows: int = BATCH_ROWS, *, with_launches: bool = True, launch_value=None,
+                       progress: Progress | None = None, ordered: bool = False,
+                       columns: str = "all") -> Iterator[pd.DataFrame]:
+        """The kernels, `rows` at a time, in start order (ties in table order), as `kernel_frame`s.
+
+        nsys writes rows in start order; where a file's are not, UnsortedKernels is raised at the first
+        row out of order and the caller starts over with `ordered=True` (SQLite sorts, on disk).
+        `launch_value(masked globalPid, launch start) -> int64 array` replaces `launch_ns` by a smaller
+        per-launch value (the step range that holds the call), so the join keeps O(runs) memory.
+        `columns`: a COLUMN_SETS key; "summary" (start, end, name id) comes in table order, unchecked.
+        The runtime table is read by a second thread while the first kernel batches are read ahead."""
+        if KERNEL not in self.tables:
+            return
+        sql, names = COLUMN_SETS[columns]
+        with_launches = with_launches and "correlation_id" in names
+        with connections(self.path) as (conn, adb), connections(self.path) as (_, adb_runtime), \
+                ThreadPoolExecutor(1) as pool:
+            launches = (pool.submit(LaunchIndex.read, arrow_batches(adb_runtime, SQL_LAUNCHES, (_signed(PID_MASK),)),
+                                    launch_value, RUNTIME)
+                        if with_launches and RUNTIME in self.tables else None)
+            batches = arrow_batches(adb, sql + (SQL_ORDER if ordered else ""), rows=rows)
+            with closing(prefetched(batches)) as ahead:
+                yield from _kernel_frames(ahead, names, self, launches, progress)
+
+    def kernel_rows_between(self, ranges: list[tuple[int, int]]) -> Iterator[pd.DataFrame]:
+        """Kernel frames (no launch calls) of the rows whose row ids lie in the (first, last) `ranges`."""
+        if KERNEL not in self.tables:
+            return
+        dropped = _Dropped(KERNEL)  # counted and warned about by the full read already
+        with connections(self.path) as (conn, adb):
+            for i in range(0, len(ranges), MAX_RANGES):
+                part = ranges[i:i + MAX_RANGES]
+                sql = SQL_KERNELS + " WHERE " + " OR ".join([SQL_ROWS_BETWEEN] * len(part))
+                for batch in arrow_batches(adb, sql, tuple(int(v) for r in part for v in r), rows=REREAD_ROWS):
+                    yield kernel_frame(int_columns(batch, KERNEL_COLUMNS, KERNEL), dropped, None)
+
+    def name_of(self, ids: np.ndarray, *, short: bool = False) -> np.ndarray:
+        """Object array of the strings behind StringIds ids (unknown demangled ids are named as such)."""
+        miss = (lambda i: "") if short else (lambda i: f"<unknown string id {i}>")
+        return np.array([self.strings.get(int(i), miss(int(i))) for i in ids], dtype=object)
+
+
+class UnsortedKernels(Exception):
+    """The kernel table's rows are not in start order: read it again with `ordered=True`."""
 
 
 def check_sqlite_file(path: str) -> None:
@@ -139,66 +201,9 @@ def check_sqlite_file(path: str) -> None:
                          f"of {page_size} bytes ({pages * page_size} bytes)")
 
 
-def _connect(path: str) -> sqlite3.Connection:
-    uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True)
-    conn.text_factory = lambda b: b.decode("utf-8", "replace")  # StringIds may hold invalid UTF-8
-    return conn
-
-
-def _rows(conn, sql, params=()) -> list:
-    return conn.execute(sql, params).fetchall()
-
-
-def _int_matrix(conn, sql, params, ncols, *, table="", total=0, progress: Progress | None = None) -> np.ndarray:
-    """Fetch integer rows chunk by chunk straight into an (n, ncols) int64 array (no list of tuples kept)."""
-    cur = conn.execute(sql, params)
-    parts, done = [], 0
-    while True:
-        chunk = cur.fetchmany(CHUNK_ROWS)
-        if not chunk:
-            break
-        try:
-            parts.append(np.fromiter(chain.from_iterable(chunk), dtype=np.int64, count=len(chunk) * ncols))
-        except (TypeError, ValueError, OverflowError):
-            raise TraceError(f"{table} holds a NULL or a value that is not a 64-bit integer among its times "
-                             f"and ids: {_first_bad(chunk)!r}; not an nsys export") from None
-        done += len(chunk)
-        if progress:
-            progress(table, done, total)
-    return np.concatenate(parts).reshape(-1, ncols) if parts else np.zeros((0, ncols), dtype=np.int64)
-
-
-def _first_bad(rows) -> object:
-    return next((v for row in rows for v in row if not isinstance(v, int) or not -2 ** 63 <= v < 2 ** 63), None)
-
-
-def _int_columns(rows, names: list[str], table: str = "") -> pd.DataFrame:
-    try:
-        arr = rows if isinstance(rows, np.ndarray) else np.array(rows, dtype=np.int64).reshape(-1, len(names))
-    except (TypeError, ValueError, OverflowError):
-        raise TraceError(f"{table} holds a NULL or a value that is not a 64-bit integer among its times and "
-                         f"ids: {_first_bad(rows)!r}; not an nsys export") from None
-    return pd.DataFrame({n: arr[:, i] for i, n in enumerate(names)})
-
-
-def _factorize_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct ids, index of each id among them) like np.unique(return_inverse=True), in O(n) for the
-    small non-negative StringIds ids (falls back to sorting otherwise)."""
-    if len(ids) == 0 or ids.min() < 0 or ids.max() > 50_000_000:
-        return np.unique(ids, return_inverse=True)
-    present = np.bincount(ids)
-    uniq = np.nonzero(present)[0]
-    lut = np.zeros(len(present), dtype=np.int64)
-    lut[uniq] = np.arange(len(uniq))
-    return uniq, lut[ids]
-
-
-def _names(uniq: np.ndarray, inverse: np.ndarray, strings: dict) -> pd.Categorical:
-    """Categorical of the strings behind integer ids (`np.unique` output): one lookup per distinct id."""
-    labels = np.array([strings.get(int(i), f"<unknown string id {int(i)}>") for i in uniq] or [""], dtype=object)
-    cats, label_code = np.unique(labels, return_inverse=True)
-    return pd.Categorical.from_codes(label_code[inverse] if len(uniq) else inverse, categories=cats)
+def _int_frame(adb, sql: str, names: list[str], table: str, params=None) -> pd.DataFrame:
+    parts = [int_columns(b, names, table) for b in arrow_batches(adb, sql, params)]
+    return pd.DataFrame({n: np.concatenate([p[n] for p in parts]) if parts else np.zeros(0, np.int64) for n in names})
 
 
 def strip_api_version(name: str) -> str:
@@ -207,87 +212,139 @@ def strip_api_version(name: str) -> str:
     return head if sep and tail.isdigit() else name
 
 
-def _columns(arr: np.ndarray) -> dict:
-    """Columns of the kernel query as named int64 arrays."""
-    names = ["start_ns", "end_ns", *ID_COLUMNS, "global_pid", "graph_node_id", "launch_ns"]
-    return {n: arr[:, i] for i, n in enumerate(names)}
-
-
-def read_kernels(conn, strings: dict, *, with_launches: bool, progress: Progress | None = None,
-                 total: int = 0) -> pd.DataFrame:
-    """Kernels with resolved names (`name` = demangled, `short_name`) and, when asked, the launch call start."""
-    sql, params = (SQL_KERNELS_WITH_LAUNCH, (_signed(PID_MASK),)) if with_launches else (SQL_KERNELS, ())
-    arr = _int_matrix(conn, sql.format(ids=KERNEL_IDS), params, 5 + len(ID_COLUMNS), table=KERNEL, total=total, progress=progress)
-    cols = _columns(arr)
-    keep = _plausible(cols["start_ns"], cols["end_ns"], KERNEL)
-    if not keep.all():
-        cols = {k: v[keep] for k, v in cols.items()}
-    order = None if np.all(cols["start_ns"][1:] >= cols["start_ns"][:-1]) else np.argsort(cols["start_ns"], kind="stable")
-    if order is not None:
-        cols = {k: v[order] for k, v in cols.items()}
-    uniq, inverse = _factorize_ids(cols.pop("name_id"))
-    short_of = dict(conn.execute(SQL_SHORT_NAMES).fetchall())  # demangled id -> short id (one per name)
-    df = pd.DataFrame(cols)
-    df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    df["pid"] = _pid(df["global_pid"])
-    df["name"] = _names(uniq, inverse, strings)
-    df["short_name"] = _names(uniq, inverse, {i: strings.get(short_of.get(i), "") for i in short_of})
-    df["graph_node_id"] = df["graph_node_id"].where(df["graph_node_id"] >= 0).astype("float64")
-    df["launch_ns"] = df["launch_ns"].where(df["launch_ns"] >= 0).astype("float64")
-    return validate(df, "kernels")
-
-
-def _pid(global_id: pd.Series) -> np.ndarray:
+def _pid(global_id) -> np.ndarray:
     """Process id from a serialized globalPid/globalTid: bits 24..47."""
-    return (global_id.to_numpy(dtype=np.int64) >> 24) & 0xFFFFFF
+    return (np.asarray(global_id, dtype=np.int64) >> 24) & 0xFFFFFF
 
 
 def _signed(mask: int) -> int:
     return mask - (1 << 64) if mask >= 1 << 63 else mask  # SQLite integers are signed 64-bit
 
 
-def _memops(conn, tables) -> pd.DataFrame:
+class _Dropped:
+    """Counts implausible rows across batches; `warn` logs one line per kind, as for one read."""
+
+    WHAT = ("that end before they start (a negative duration is no GPU time)",
+            "with a time outside 0..2^60 ns (not a trace clock)")
+
+    def __init__(self, table: str):
+        self.table, self.counts = table, [0, 0]
+
+    def keep(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Rows to keep: a row that ends before it starts (nsys's reports would take the negative
+        end - start as GPU time) or lies outside 0..2^60 ns (36 years of trace clock) is dropped."""
+        reversed_ = end < start
+        outside = ~reversed_ & ((start < 0) | (end >= MAX_NS))
+        self.counts[0] += int(reversed_.sum())
+        self.counts[1] += int(outside.sum())
+        return ~(reversed_ | outside)
+
+    def warn(self) -> None:
+        for n, what in zip(self.counts, self.WHAT):
+            if n:
+                log.warning("%s: dropped %d row%s %s", self.table, n, "s" * (n != 1), what)
+
+
+def _drop_implausible(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    dropped = _Dropped(table)
+    keep = dropped.keep(df["start_ns"].to_numpy(), df["end_ns"].to_numpy())
+    dropped.warn()
+    return df if keep.all() else df[keep].reset_index(drop=True)
+
+
+def _kernel_frames(batches, names: list[str], trace: NsysTrace, launches: Future | None,
+                   progress: Progress | None) -> Iterator[pd.DataFrame]:
+    dropped, done, last = _Dropped(KERNEL), 0, None
+    in_order = "row_id" in names  # every reader but the summary needs start order
+    for batch in batches:
+        if isinstance(launches, Future):
+            launches = launches.result()
+        frame = kernel_frame(int_columns(batch, names, KERNEL), dropped, launches)
+        starts = frame["start_ns"].to_numpy()
+        if in_order and len(starts) and ((last is not None and starts[0] < last) or np.any(starts[1:] < starts[:-1])):
+            raise UnsortedKernels(trace.path)
+        last = starts[-1] if len(starts) else last
+        done += batch.num_rows
+        if progress:
+            progress(KERNEL, done, trace.kernel_rows)
+        yield frame
+    dropped.warn()
+
+
+def in_start_order(run: Callable[[bool], object]) -> object:
+    """`run(ordered)` once with the table as stored; again with ordered=True if its rows are out of order."""
+    try:
+        return run(False)
+    except UnsortedKernels:
+        return run(True)
+
+
+def kernel_frame(cols: dict, dropped: _Dropped, launches: LaunchIndex | None) -> pd.DataFrame:
+    """One batch of kernel rows as a frame: ids as read, `dur_ns`, `pid` and `launch_ns` (NaN: no call;
+    `launch_value` instead when the LaunchIndex holds values, not call starts)."""
+    keep = dropped.keep(cols["start_ns"], cols["end_ns"])
+    if not keep.all():
+        cols = {k: v[keep] for k, v in cols.items()}
+    df = pd.DataFrame(cols)
+    df["dur_ns"] = cols["end_ns"] - cols["start_ns"]
+    if "global_pid" in cols:
+        df["pid"] = _pid(cols["global_pid"])
+    if "graph_node_id" in cols:
+        node = cols["graph_node_id"]
+        df["graph_node_id"] = np.where(node >= 0, node, np.nan)
+    if launches is None:
+        if "correlation_id" in cols:
+            df["launch_ns"] = np.full(len(df), np.nan)
+    else:
+        found, value = launches.lookup(cols["global_pid"], cols["correlation_id"])
+        df[launches.column] = np.where(found, value, np.nan)
+    return df
+
+
+def named_kernels(trace: NsysTrace, frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with `name` (demangled) and `short_name` categoricals: one string lookup per distinct id."""
+    df = frame.copy()
+    for col, ids, short in (("name", "name_id", False), ("short_name", "short_id", True)):
+        uniq, inverse = np.unique(df[ids].to_numpy(), return_inverse=True)
+        labels = trace.name_of(uniq, short=short) if len(uniq) else np.array([""], dtype=object)
+        cats, code = np.unique(labels.astype(str), return_inverse=True)
+        df[col] = pd.Categorical.from_codes(code[inverse] if len(uniq) else inverse, categories=cats)
+    return validate(df, "kernels")
+
+
+def _memops(adb, tables) -> pd.DataFrame:
     cols = ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "global_pid", "bytes"]
     frames = []
     for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
         if table in tables:
-            df = _drop_implausible(_int_columns(_rows(conn, SQL_MEMOPS.format(table=table)), cols, table), table)
-            df["kind"] = kind
-            frames.append(df)
-    df = pd.concat(frames, ignore_index=True) if frames else _int_columns([], cols).assign(kind=pd.Series(dtype=object))
+            df = _drop_implausible(_int_frame(adb, SQL_MEMOPS.format(table=table), cols, table), table)
+            frames.append(df.assign(kind=kind))
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        {c: np.zeros(0, np.int64) for c in cols}).assign(kind=pd.Series(dtype=object))
     df["pid"] = _pid(df["global_pid"])
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def _plausible(start: np.ndarray, end: np.ndarray, table: str) -> np.ndarray:
-    """Rows to keep: a row that ends before it starts (nsys's reports would take the negative end - start
-    as GPU time) or lies outside 0..2^60 ns (36 years of trace clock) is dropped, with one warning each."""
-    reversed_ = end < start
-    outside = ~reversed_ & ((start < 0) | (end >= MAX_NS))
-    for mask, what in ((reversed_, "that end before they start (a negative duration is no GPU time)"),
-                       (outside, "with a time outside 0..2^60 ns (not a trace clock)")):
-        n = int(mask.sum())
-        if n:
-            log.warning("%s: dropped %d row%s %s", table, n, "s" * (n != 1), what)
-    return ~(reversed_ | outside)
-
-
-def _drop_implausible(df: pd.DataFrame, table: str) -> pd.DataFrame:
-    keep = _plausible(df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), table)
-    return df if keep.all() else df[keep].reset_index(drop=True)
-
-
-def _nvtx(conn) -> pd.DataFrame:
-    rows = _rows(conn, SQL_NVTX)
-    df = pd.DataFrame(rows, columns=["start_ns", "end_ns", "event_type", "name", "global_tid", "domain_id"])
-    for col in ("start_ns", "end_ns", "event_type", "global_tid", "domain_id"):
-        df[col] = df[col].astype("int64")
-    df["name"] = df["name"].fillna("").astype(object)
+def _nvtx(conn, adb, strings: dict) -> pd.DataFrame:
+    ints = ["start_ns", "end_ns", "event_type", "text_id", "global_tid", "domain_id"]
+    parts, texts = [], []
+    for batch in arrow_batches(adb, SQL_NVTX):
+        parts.append(int_columns(pa.RecordBatch.from_arrays(
+            [batch.column(i) for i in (0, 1, 2, 3, 5, 6)], names=ints), ints, NVTX))
+        texts.append(decoded_texts(batch.column(4)))
+    if not parts:
+        return _nvtx_empty()
+    df = pd.DataFrame({n: np.concatenate([p[n] for p in parts]) for n in ints})
+    text = np.concatenate(texts)
+    uniq, inverse = np.unique(df["text_id"].to_numpy(), return_inverse=True)
+    registered = np.array([strings.get(int(i)) for i in uniq], dtype=object)[inverse]
+    df["name"] = np.where(pd.isna(registered), text, registered)
     df["pid"] = _pid(df["global_tid"])
-    domains = {(int(d), int(p)): str(t) for d, p, t in _rows(conn, SQL_NVTX_DOMAINS, (_signed(PID_MASK),))}
+    domains = {(int(d), int(p)): str(t) for d, p, t in conn.execute(SQL_NVTX_DOMAINS, (_signed(PID_MASK),))}
     gpid = df["global_tid"].to_numpy(dtype=np.int64) & _signed(PID_MASK)
-    df["domain"] = [domains.get((d, p), "") if d else "" for d, p in zip(df["domain_id"], gpid)]
+    df["domain"] = [domains.get((d, p), "") if d else "" for d, p in zip(df["domain_id"], gpid)] if domains else ""
+    df = df.drop(columns="text_id")
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
@@ -319,25 +376,26 @@ def _missing(tables) -> list[str]:
     return notes
 
 
-def read_export(path: str, *, with_launches: bool = True, progress: Progress | None = None) -> NsysTrace:
-    """Read one nsys SQLite export. Raises TraceError for files that are not a readable nsys export.
-
-    A missing kernel table is not an error here (the export is still valid); callers that need kernels
-    check `trace.kernels.empty` and `trace.missing`.
-    """
+def open_export(path: str) -> NsysTrace:
+    """Read one nsys SQLite export except its kernels (`kernel_batches` streams those). Raises
+    TraceError for files that are not a readable nsys export; a missing kernel table is not an error
+    here (the export is still valid): callers check `trace.tables` and `trace.missing`."""
     check_sqlite_file(path)
-    try:
-        conn = _connect(path)
-        try:
-            return _read(conn, path, with_launches=with_launches, progress=progress)
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise TraceError(f"{path!r} is not a readable SQLite database ({exc}); the file may be truncated "
-                         "or damaged: export it again with `nsys export --type sqlite`") from None
+    with connections(path) as (conn, adb):
+        return _read(conn, adb, path)
 
 
-def _read(conn, path, *, with_launches, progress) -> NsysTrace:
+def read_export(path: str, *, with_launches: bool = True, progress: Progress | None = None) -> NsysTrace:
+    """Read one nsys SQLite export, kernels included as one frame (`name`, `short_name` resolved)."""
+    trace = open_export(path)
+    frames = in_start_order(lambda ordered: list(trace.kernel_batches(
+        with_launches=with_launches, progress=progress, ordered=ordered)))
+    kernels = pd.concat(frames, ignore_index=True) if frames else kernel_frame(
+        {c: np.zeros(0, np.int64) for c in KERNEL_COLUMNS}, _Dropped(KERNEL), None)
+    return replace(trace, kernels=named_kernels(trace, kernels))
+
+
+def _read(conn, adb, path) -> NsysTrace:
     tables = frozenset(r[0] for r in conn.execute(SQL_TABLES))
     meta_table = next((t for t in META_TABLES if t in tables), None)
     if meta_table is None and not ("StringIds" in tables and any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tables)):
@@ -345,26 +403,21 @@ def _read(conn, path, *, with_launches, progress) -> NsysTrace:
                          f"(no {' or '.join(META_TABLES)} table, no StringIds/CUPTI tables)")
     meta = dict(conn.execute(SQL_META.format(table=meta_table)).fetchall()) if meta_table else {}
     strings = dict(conn.execute(SQL_STRINGS).fetchall()) if "StringIds" in tables else {}
-    if KERNEL in tables:
-        total = conn.execute(SQL_COUNT.format(table=KERNEL)).fetchone()[0] if progress else 0
-        kernels = read_kernels(conn, strings, with_launches=with_launches and RUNTIME in tables,
-                               progress=progress, total=total)
-    else:
-        kernels = read_kernels_empty()
-    graph_launches = pd.DataFrame(
-        _rows(conn, SQL_GRAPH_TRACE) if GRAPH_TRACE in tables else [],
-        columns=["start_ns", "end_ns", "device_id", "context_id", "stream_id", "global_pid", "graph_id",
-                 "graph_exec_id"])
-    graph_launches["pid"] = _pid(graph_launches["global_pid"])
-    overhead = pd.DataFrame(_rows(conn, SQL_OVERHEAD) if {"PROFILER_OVERHEAD", "StringIds"} <= tables else [],
+    kernel_rows = conn.execute(SQL_COUNT.format(table=KERNEL)).fetchone()[0] if KERNEL in tables else 0
+    graphs = (_int_frame(adb, SQL_GRAPH_TRACE, ["start_ns", "end_ns", "device_id", "context_id", "stream_id",
+                                                "global_pid", "graph_id", "graph_exec_id"], GRAPH_TRACE)
+              if GRAPH_TRACE in tables else pd.DataFrame(columns=["start_ns", "end_ns", "device_id", "context_id",
+                                                                  "stream_id", "global_pid", "graph_id", "graph_exec_id"]))
+    graphs["pid"] = _pid(graphs["global_pid"])
+    overhead = pd.DataFrame(conn.execute(SQL_OVERHEAD).fetchall() if {"PROFILER_OVERHEAD", "StringIds"} <= tables else [],
                             columns=["start_ns", "end_ns", "pid"])
     metrics = pd.DataFrame(
-        _rows(conn, SQL_GPU_METRICS) if {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"} <= tables else [],
-        columns=["ts", "device_id", "metric", "value"])
-    runtime_names: dict[str, int] = {}
+        conn.execute(SQL_GPU_METRICS).fetchall() if {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"} <= tables else [],
+        columns=["device_id", "metric", "value", "samples"])
     mode = conn.execute(SQL_CAPTURE_GRAPH_MODE).fetchone() if "META_DATA_CAPTURE" in tables else None
+    runtime_names: dict[str, int] = {}
     # call counts serve two questions only: why no kernels, and graph launches without GRAPH_TRACE
-    if RUNTIME in tables and (kernels.empty or (GRAPH_TRACE not in tables and mode and mode[0] == "Graph")):
+    if RUNTIME in tables and (kernel_rows == 0 or (GRAPH_TRACE not in tables and mode and mode[0] == "Graph")):
         for name_id, calls in conn.execute(SQL_RUNTIME_NAMES):
             key = strip_api_version(str(strings.get(name_id, f"<unknown string id {name_id}>")))
             runtime_names[key] = runtime_names.get(key, 0) + calls
@@ -373,19 +426,11 @@ def _read(conn, path, *, with_launches, progress) -> NsysTrace:
         row = conn.execute(SQL_SESSION_START).fetchone()
         session = int(row[0]) if row and row[0] is not None else None
     return NsysTrace(
-        path=path, graph_trace_mode=str(mode[0]) if mode else None, tables=tables, meta=meta, kernels=kernels, memops=_memops(conn, tables),
-        nvtx=_nvtx(conn) if NVTX in tables else _nvtx_empty(), graph_launches=graph_launches,
-        overhead=overhead, gpu_metrics=metrics, gpus=_gpus(conn, tables), runtime_names=runtime_names,
-        session_start_ns=session, missing=_missing(tables))
-
-
-def read_kernels_empty() -> pd.DataFrame:
-    z = np.zeros(0, dtype=np.int64)
-    df = pd.DataFrame({c: z for c in ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "grid_x",
-                                      "global_pid", "dur_ns", "pid"]})
-    df = df.assign(name=pd.Series(dtype=object), short_name=pd.Series(dtype=object),
-                   graph_node_id=pd.Series(dtype="float64"), launch_ns=pd.Series(dtype="float64"))
-    return validate(df, "kernels")
+        path=path, graph_trace_mode=str(mode[0]) if mode else None, tables=tables, meta=meta, kernels=None,
+        memops=_memops(adb, tables), nvtx=_nvtx(conn, adb, strings) if NVTX in tables else _nvtx_empty(),
+        graph_launches=graphs, overhead=overhead, gpu_metrics=metrics, gpus=_gpus(conn, tables),
+        runtime_names=runtime_names, session_start_ns=session, missing=_missing(tables), strings=strings,
+        kernel_rows=kernel_rows)
 
 
 def _nvtx_empty() -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """Fleet source: a Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir) → the same frames as the store.
 
 The idea: three `query_range` selectors fetch the raw series over the window at resolution `step` —
-`{__name__=~"vllm:.+"}`, `{__name__=~"DCGM_FI_.+"}` and the scrape meta series `up` /
+`{__name__=~"(ray_)?vllm[:_].+"}` (every spelling, `vllm.PREFIXES`), `{__name__=~"DCGM_FI_.+"}` and the scrape meta series `up` /
 `scrape_duration_seconds` — each narrowed by the caller's label selector (instance, model_name, pod,
 …; `model_name` is not applied to DCGM or `up`, which do not carry it). Every returned series then goes
 through the same vocabulary as a scraped text: vLLM's alias table (with the blocks unit of 0.8.x read
@@ -175,11 +175,10 @@ def load(url: str, start_ns: int | None, end_ns: int | None, *, selector: dict[s
     if targets:
         jobs = "|".join(re.escape(t) for t in targets)
         sel, sel_gpu = sel + f',job=~"{jobs}"', sel_gpu + f',job=~"{jobs}"'
-    vllm_series = client.query_range(f'{{__name__=~"vllm:.+"{sel}}}', start_s, end_s, step_s)
+    vllm_series = client.query_range(f'{{__name__=~"{vllm.PROMQL_NAME_RE}"{sel}}}', start_s, end_s, step_s)
     meta = client.query_range(f'{{__name__=~"up|scrape_duration_seconds"{sel_gpu}}}', start_s, end_s, step_s)
     gpu_series = client.query_range(f'{{__name__=~"DCGM_FI_.+"{sel_gpu}}}', start_s, end_s, step_s)
-    blocks = {old for old in vllm.MAY_BE_BLOCKS if any(
-        s["metric"]["__name__"].startswith(old) for s in vllm_series) and "blocks" in client.help_text(old + "_total")}
+    blocks = {old for old, raw in _raw_families(vllm_series).items() if "blocks" in client.help_text(raw + "_total")}
     samples = _samples_rows(vllm_series + meta, blocks)
     gpu = _gpu_rows(gpu_series)
     jobs = sorted(set(samples) | set(gpu))
@@ -188,8 +187,11 @@ def load(url: str, start_ns: int | None, end_ns: int | None, *, selector: dict[s
 
 
 def _samples_rows(series: list[dict], blocks: set[str]) -> dict[str, list]:
-    # alias resolution is per scrape target, as in vllm.parse: (job, instance, name)
-    present = {(s["metric"].get("job"), s["metric"].get("instance"), s["metric"]["__name__"]) for s in series}
+    # spelling and alias resolution is per scrape target, as in vllm.parse: (job, instance) → names
+    present: dict[tuple, set] = {}
+    for s in series:
+        present.setdefault((s["metric"].get("job"), s["metric"].get("instance")), set()).add(s["metric"]["__name__"])
+    dropped = {key: vllm.superseded(names) for key, names in present.items()}
     out: dict[str, list] = {}
     for s in series:
         m = dict(s["metric"])
@@ -198,13 +200,24 @@ def _samples_rows(series: list[dict], blocks: set[str]) -> dict[str, list]:
         if name.endswith("_created"):
             continue
         metric, old = vllm.canonical(name)
-        if old is not None and (s["metric"].get("job"), m.get("instance"), metric) in present:
-            continue  # both spellings scraped: the new name wins, as in vllm.parse
+        if name in dropped[(s["metric"].get("job"), m.get("instance"))]:
+            continue  # both spellings scraped: today's name wins, as in vllm.parse
         if old in blocks:
             m["unit"] = "blocks"
         le = float(m.pop("le")) if "le" in m else math.nan
         for t, v in s["values"]:
             out.setdefault(job, []).append((int(round(float(t) * 1e9)), metric, name, m, le, float(v)))
+    return out
+
+
+def _raw_families(series: list[dict]) -> dict[str, str]:
+    """{old family that may count blocks: its name as scraped (any prefix spelling)} of the series present."""
+    out = {}
+    for s in series:
+        raw = s["metric"]["__name__"]
+        for old in vllm.MAY_BE_BLOCKS:
+            if vllm.spelling(raw).startswith(old):
+                out[old] = raw[:len(raw) - len(vllm.spelling(raw)) + len(old)]
     return out
 
 

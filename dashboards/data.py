@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -247,10 +248,31 @@ class DataSource:
         return self.memo(("rate", metric), lambda: downsample(
             views.counter_rate(self.metric_rows(metric)), self.max_points))
 
-    def quantiles(self, family: str, qs=(0.5, 0.99), window_s: float | None = None) -> pd.DataFrame:
-        """`ts, series, q, value, lower, upper` for a histogram family, e.g. `vllm:inter_token_latency_seconds`."""
-        return self.memo(("quantiles", family, tuple(qs), window_s), lambda: views.quantiles(
-            self.metric_rows(family + "_bucket"), qs, max_points=self.max_points, window_s=window_s))
+    def quantiles(self, family: str, qs=(0.5, 0.99), window_s: float | None = None,
+                  grouping: str = "model") -> pd.DataFrame:
+        """`ts, series, q, value, lower, upper` for a histogram family, e.g. `vllm:inter_token_latency_seconds`,
+        pooled per `grouping` (model, instance or engine)."""
+        return self.memo(("quantiles", family, tuple(qs), window_s, grouping), lambda: views.quantiles(
+            self.metric_rows(family + "_bucket"), qs, max_points=self.max_points, window_s=window_s,
+            grouping=grouping))
+
+    def request_views(self, grouping: str = "model", models: tuple[str, ...] = ()) -> dict:
+        """The request-level views (`analyzers/request_views`) of every target pooled, per `grouping`
+        (model, instance, engine), of `models` only when given (the model picker):
+        {"series": {view key: frame}, "heatmaps": {...}, "summary": frame}."""
+        from stallscope.analyzers.sources import request_views_of
+
+        selector = [("model_name", "=~", "|".join(re.escape(m) for m in models))] if models else None
+        return self.memo(("request_views", grouping, tuple(models)), lambda: request_views_of(
+            {"all": {"samples": self.frames()["samples"]}}, grouping, selector))
+
+    def model_names(self) -> list[str]:
+        """The `model_name` values of the samples (the model picker's options)."""
+        def compute():
+            labels = self.frames()["samples"]["labels"].to_numpy(dtype=object)
+            unique = {id(d): d for d in labels}.values()     # parsers share one dict per series
+            return sorted({d["model_name"] for d in unique if isinstance(d, dict) and d.get("model_name")})
+        return self.memo(("model_names",), compute)
 
     def gpu_metric(self, metric: str) -> pd.DataFrame:
         """`ts, series, value` of one canonical GPU metric, a series per GPU, downsampled."""

@@ -19,6 +19,17 @@ from stallscope.core.errors import InputError
 SERIES_LABELS = ("model_name", "instance", "pod", "engine")
 
 
+def grouping_control(component_id: str):
+    """The one grouping's picker (analyzers/request_views.GROUPINGS): per model by default, instance and engine
+    on drill-down; the same on every page that pools series."""
+    from dash import dcc, html
+
+    options = [{"label": "model", "value": "model"}, {"label": "model, instance", "value": "instance"},
+               {"label": "model, instance, engine", "value": "engine"}]
+    return html.Div([html.Label("group by "), dcc.RadioItems(id=component_id, value="model", inline=True,
+                                                              options=options)], className="note")
+
+
 def series_name(target, labels) -> str:
     """A readable series key: the target plus the identifying labels, e.g. `vllm model_name=small engine=0`."""
     parts = [str(target)] if isinstance(target, str) and target else []
@@ -129,10 +140,12 @@ def counter_rate(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["ts", "series", "value"])
 
 
-def quantiles(bucket_rows: pd.DataFrame, qs, *, max_points: int, window_s: float | None = None) -> pd.DataFrame:
+def quantiles(bucket_rows: pd.DataFrame, qs, *, max_points: int, window_s: float | None = None,
+              grouping: str = "model") -> pd.DataFrame:
     """`ts, series, q, value, lower, upper`: histogram_quantile(q, rate(x_bucket[window])) over time.
 
-    Evaluated on a grid of at most `max_points` times; the window is at least 60 s and at least
+    Pooled per `grouping` (model; instance, engine on drill-down: analyzers/request_views.GROUPINGS), as
+    every face pools. Evaluated on a grid of at most `max_points` times; the window is at least 60 s and at least
     two grid steps, so no observation is skipped. `lower`/`upper` is the bucket the quantile falls
     in: the value is only known to lie inside it.
     """
@@ -150,11 +163,12 @@ def quantiles(bucket_rows: pd.DataFrame, qs, *, max_points: int, window_s: float
         last = bucket_rows.assign(_b=b).groupby(["series", "le", "_b"], sort=False)["ts"].idxmax()
         bucket_rows = bucket_rows.loc[np.sort(last.to_numpy())]
     from stallscope.analyzers.quantiles import quantile_range
+    from stallscope.analyzers.request_views import by_labels
 
     family = str(bucket_rows["metric"].iloc[0])[: -len("_bucket")]
     out = []
     for q in qs:
-        r = quantile_range(bucket_rows, family, q, eval_ts, window_ns, by=("target", *SERIES_LABELS))
+        r = quantile_range(bucket_rows, family, q, eval_ts, window_ns, by=by_labels(bucket_rows, grouping))
         names = [series_name(lab.get("target", ""), lab) for lab in r["labels"]]
         out.append(pd.DataFrame({"ts": r["ts"].to_numpy(dtype=np.int64), "series": names, "q": q,
                                  "value": r["value"].to_numpy(dtype=float),

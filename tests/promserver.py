@@ -133,9 +133,10 @@ __all__ = ["PrometheusServer", "free_port", "promtool", "backfill_openmetrics", 
 
 class FakePrometheus:
     """A loopback HTTP server answering every /api/v1/* GET (and form POST, as `path?form`) with
-    `answer(path)` -> (status, body bytes)."""
+    `answer(path)` -> (status, body bytes); with `content_type="text/plain; version=0.0.4"` it is a static
+    scrape target (e.g. a recorded /metrics body)."""
 
-    def __init__(self, answer):
+    def __init__(self, answer, content_type: str = "application/json"):
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
@@ -151,7 +152,7 @@ class FakePrometheus:
             def _reply(self, got):
                 code, body = got
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

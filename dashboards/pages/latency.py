@@ -1,4 +1,5 @@
-"""Latency: ITL and TTFT P50/P99 per model/instance with bucket bounds, prefill spikes shaded, stalls marked."""
+"""Latency: ITL and TTFT P50/P99 pooled per model (instance, engine on drill-down) with bucket bounds, prefill
+spikes shaded, stalls marked."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ ITL = "vllm:inter_token_latency_seconds"
 TTFT = "vllm:time_to_first_token_seconds"
 
 layout = html.Div([
+    views.grouping_control("latency-grouping"),
     html.P("Bands show the histogram bucket each quantile falls in: the true value lies inside it. "
            "Shaded spans: prompt-token rate above the prefill-load threshold.", className="note"),
     dcc.Graph(id="latency-itl"),
@@ -21,11 +23,13 @@ layout = html.Div([
 ], className="page")
 
 
-@callback(Output("latency-itl", "figure"), Output("latency-ttft", "figure"), Input("app-live", "n_intervals"))
-def update(_tick):
+@callback(Output("latency-itl", "figure"), Output("latency-ttft", "figure"), Input("app-live", "n_intervals"),
+          Input("latency-grouping", "value"))
+def update(_tick, grouping="model"):
     src = data.current()
     t = src.thresholds
     spans = views.spans_above(src.rate("vllm:prompt_tokens_total"), float(t["prefill_tokens_rate_high"]))
-    itl = figs.latency(src.quantiles(ITL), "Inter-token latency (ITL) P50 / P99", slo_s=float(t["itl_slo_s"]), spans=spans)
-    ttft = figs.latency(src.quantiles(TTFT), "Time to first token (TTFT) P50 / P99", slo_s=float(t["ttft_slo_s"]), spans=spans)
+    grouping = grouping or "model"
+    itl = figs.latency(src.quantiles(ITL, grouping=grouping), "Inter-token latency (ITL) P50 / P99", slo_s=float(t["itl_slo_s"]), spans=spans)
+    ttft = figs.latency(src.quantiles(TTFT, grouping=grouping), "Time to first token (TTFT) P50 / P99", slo_s=float(t["ttft_slo_s"]), spans=spans)
     return itl, ttft

@@ -26,6 +26,7 @@ COMMANDS = [
     ("roofline", "stallscope.cli.roofline", "roofline figures for a GPU and a model"),
     ("rules", "stallscope.cli.rules", "render or check the Prometheus alert rules"),
     ("dashboard", "stallscope.cli.dashboard", "serve the Dash web app"),
+    ("grafana", "stallscope.cli.grafana", "write the Grafana dashboard generated from the thresholds"),
     ("whatif", "stallscope.cli.whatif", "simulate chunk budgets and recommend one"),
     ("demo", "stallscope.cli.demo", "reproduce, collect, analyze and show, in one command"),
 ]

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LARGE_FILE_BYTES = 64 * 1024 * 1024  # show a progress bar when reading files at least this big
+LARGE_FILE_BYTES = 128 * 1024 * 1024  # show a progress bar for exports this big (~2 s and more)
 
 
 @dataclass
@@ -40,6 +40,9 @@ def add_arguments(parser) -> None:
                              "is a stall (default 3)")
     parser.add_argument("--kernel-roles", metavar="YAML", help="extra kernel-role patterns, tried before the shipped ones")
     parser.add_argument("--top", type=int, default=15, help="rows of each table in text output (default 15)")
+    parser.add_argument("--report", choices=["all", "kern_sum"], default="all",
+                        help="with --nsys: everything (default), or only the kernel summary, as "
+                             "`nsys stats -r cuda_gpu_kern_sum` (3 columns read: the fastest answer)")
     from stallscope.cli import analyze_metrics
 
     analyze_metrics.add_arguments(parser)  # RUN_DIR, --db, --prometheus, --html, --fail-on, ...
@@ -49,26 +52,30 @@ def add_arguments(parser) -> None:
 
 
 def _progress_for(path: str):
-    """A (callback, context manager) pair: a rich progress bar on stderr for large files, else no-op."""
+    """A (callback, context manager) pair: a rich bar (kernel rows, MB/s) on stderr for exports big
+    enough to take more than ~2 s, when stderr is a terminal; else no-op."""
     from contextlib import nullcontext
 
     try:
-        big = os.path.getsize(path) >= LARGE_FILE_BYTES
+        size = os.path.getsize(path)
     except OSError:
-        big = False
-    if not big:
+        size = 0
+    if size < LARGE_FILE_BYTES or not sys.stderr.isatty():
         return None, nullcontext()
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    bar = Progress(TextColumn("reading {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    bar = Progress(TextColumn("reading {task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("rows  {task.fields[mb_s]:,.0f} MB/s"), TimeElapsedColumn(),
                    console=Console(file=sys.stderr), transient=True)
     tasks: dict[str, int] = {}
 
     def update(table: str, done: int, total: int) -> None:
         if table not in tasks:
-            tasks[table] = bar.add_task(table, total=total or None)
-        bar.update(tasks[table], completed=done)
+            tasks[table] = bar.add_task(table, total=total or None, mb_s=0.0)
+        elapsed = bar.tasks[tasks[table]].elapsed or 0.0
+        mb_s = size * done / max(total, 1) / 1e6 / elapsed if elapsed else 0.0  # share of the file read so far
+        bar.update(tasks[table], completed=done, mb_s=mb_s)
 
     return update, bar
 
@@ -76,7 +83,7 @@ def _progress_for(path: str):
 def _from_nsys(args) -> SourceResult:
     from stallscope.analyzers.kernel_roles import load_table
     from stallscope.analyzers.nsys_report import build_report
-    from stallscope.collectors.nsight_sqlite import read_export
+    from stallscope.collectors.nsight_sqlite import open_export
     from stallscope.core.config import load_thresholds
     from stallscope.core.errors import InputError
 
@@ -84,25 +91,39 @@ def _from_nsys(args) -> SourceResult:
         raise InputError(f"--gap-ms must be >= 0 and --stall-factor > 1 (got {args.gap_ms}, {args.stall_factor})")
     roles = load_table(args.kernel_roles) if args.kernel_roles else None
     slo_ns = int(float(load_thresholds()["itl_slo_s"]) * 1e9)
+    trace = open_export(args.nsys)  # everything but the kernels, which build_report streams in batches
     callback, bar = _progress_for(args.nsys)
+    if getattr(args, "report", "all") == "kern_sum":
+        return _kern_sum(trace, args, callback, bar)
     with bar:
-        trace = read_export(args.nsys, progress=callback)
-    report = build_report(trace, gap_threshold_ns=int(args.gap_ms * 1e6), stall_factor=args.stall_factor,
-                          roles_table=roles, itl_slo_ns=slo_ns)
+        report = build_report(trace, gap_threshold_ns=int(args.gap_ms * 1e6), stall_factor=args.stall_factor,
+                              roles_table=roles, itl_slo_ns=slo_ns, progress=callback)
     from stallscope.render.text import nsys_text
 
     text = nsys_text(report, top=args.top) if args.format == "text" else ""
     return SourceResult(sections=report, findings=report.pop("findings"), text=text, wall_clock=False)
 
 
+def _kern_sum(trace, args, callback, bar) -> SourceResult:
+    from stallscope.analyzers.nsys_report import kernel_summary_report
+    from stallscope.render.text import kern_sum_text
+
+    with bar:
+        report = kernel_summary_report(trace, progress=callback)
+    text = kern_sum_text(report, top=args.top) if args.format == "text" else ""
+    return SourceResult(sections=report, text=text, wall_clock=False)
+
+
 def _from_metrics(args) -> SourceResult:
     from stallscope.cli.analyze_metrics import report
+    from stallscope.render.json import request_views_json
     from stallscope.render.text import report_text
 
     rep = report(args)
     text = report_text(rep) if args.format == "text" else ""
-    return SourceResult(sections={"quantiles": rep.quantiles, "sources": rep.sources}, findings=rep.findings,
-                        text=text, report=rep)
+    return SourceResult(sections={"quantiles": rep.quantiles, "sources": rep.sources,
+                                  "request_views": request_views_json(rep.request_views)},
+                        findings=rep.findings, text=text, report=rep)
 
 
 # (argument dest, reader). Each reader takes the parsed args and returns a SourceResult.

@@ -2,7 +2,8 @@
 
 The idea: the report is a rendering of the analysis result and nothing more. Sections: sources,
 whole-run quantiles (printed no finer than their bucket), findings (explanation, evidence,
-recommendation), then the evidence on one timeline: ITL/TTFT P50/P99 with prefill spikes and findings
+recommendation), the request-level views (whole-run table and a figure per view, as the Dash Requests
+page), then the evidence on one timeline: ITL/TTFT P50/P99 with prefill spikes and findings
 shaded; KV usage, waiting, running and preemptions; the roofline when GPU data exists. Every string
 from the input is HTML-escaped here or in `dashboards.figures`; plotly's JSON escapes `<`, `>` and `/`.
 Plotting lives in `stallscope.render.figures`; this module only assembles.
@@ -64,6 +65,23 @@ def _findings_html(findings) -> str:
     return "\n".join(out)
 
 
+def _request_views_html(views: dict, th: dict) -> list[str]:
+    """The request-level views: the whole-run table, then a figure per view (the Dash Requests page's)."""
+    if not views:
+        return []
+    from stallscope.analyzers import request_views as RV
+    from stallscope.render import figures_requests as FR
+
+    header, rows = FR.summary_rows(views["summary"], RV.VIEWS)
+    out = ["<h2>Request-level views</h2>",
+           f"<p>Pooled per model; the PromQL of each is in docs/grafana.md. Whole run: each expression evaluated "
+           f"once over the run; figures: windows of {views.get('window_s', 0):g} s.</p>", _table(header, rows)]
+    figs = [FR.view_figure(views["series"].get(v.key), v, slo_s=th.get(v.slo) if v.slo else None)
+            for v in RV.VIEWS if len(views["series"].get(v.key, ()))]
+    figs += [FR.heatmap_figure(hm, RV.BY_KEY[k]) for k, hm in views.get("heatmaps", {}).items() if len(hm)]
+    return out + [f.to_html(full_html=False, include_plotlyjs=False) for f in figs]
+
+
 def render_html(report, *, findings=None, title: str = "stallscope analysis") -> str:
     """HTML text of a stallscope.analyzers.diagnose.Report. `findings` (default: the report's) are the
     findings listed, e.g. with an Nsight export's too; the timeline shades the report's own."""
@@ -81,12 +99,13 @@ def render_html(report, *, findings=None, title: str = "stallscope analysis") ->
     parts.append(_table(["name", "source", "samples", "gpu rows", "steps", "from", "to"],
                         [[k, v.get("source", ""), v.get("samples", 0), v.get("gpu", 0), v.get("steps", 0),
                           v.get("start", ""), v.get("end", "")] for k, v in srcs.items()]))
-    parts.append("<h2>Whole-run quantiles</h2>")
+    parts.append("<h2>Whole-run quantiles per diagnosed target</h2>")
     q = report.quantiles
     parts.append(_table(["target", "ITL P50", "ITL P99", "TTFT P50", "TTFT P99", "stream time in ITL gaps > SLO"],
                         [[t, *(v.get(k, {}).get("text", "n/a") for k in ("itl_p50", "itl_p99", "ttft_p50",
                                                                           "ttft_p99", "itl_time_above_slo"))]
                          for t, v in q.items()]))
+    parts += _request_views_html(getattr(report, "request_views", None) or {}, th)
     parts.append(f"<h2>Findings ({len(findings)})</h2>")
     parts.append(_findings_html(findings))
     figs = []

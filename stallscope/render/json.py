@@ -37,6 +37,14 @@ def finding_json(f, *, wall_clock: bool = True) -> dict:
     return out
 
 
+def request_views_json(views: dict) -> list[dict]:
+    """The whole-run request-level views (analyzers/request_views.summary) as records, NaN as null."""
+    summary = (views or {}).get("summary")
+    if summary is None or not len(summary):
+        return []
+    return [jsonable(r) for r in summary.to_dict("records")]
+
+
 def report_json(sections: dict, findings: list[dict]) -> str:
     """The `analyze --format json` document: every source's sections, then every finding's record."""
     return json.dumps({**sections, "findings": findings}, indent=2, default=str) + "\n"

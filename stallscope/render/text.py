@@ -61,6 +61,21 @@ def _table(title: str, header: list[str], rows: list[list], console) -> None:
     console.print(t)
 
 
+def kern_sum_text(report: dict, *, top: int = 15, width: int = 160) -> str:
+    """Plain-text rendering of `analyze --nsys FILE --report kern_sum`: the kernel summary table."""
+    from rich.console import Console
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=width, color_system=None, highlight=False, emoji=False)
+    ks = report["kernel_summary"]
+    _table(f"Kernel summary (cuda_gpu_kern_sum; top {min(top, len(ks))} of {len(ks)}; "
+           f"{report['source']['kernels']} kernels)",
+           ["Time %", "Total (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Name"],
+           [[r["time_pct"], r["total_ns"], r["instances"], r["avg_ns"], r["med_ns"], r["min_ns"], r["max_ns"],
+             r["stddev_ns"], _clip(r["name"])] for r in ks[:top]], con)
+    return buf.getvalue()
+
+
 def nsys_text(report: dict, *, top: int = 15, width: int = 160) -> str:
     """Plain-text rendering of a stallscope.analyzers.nsys_report.build_report dict."""
     from rich.console import Console

@@ -98,13 +98,23 @@ def test_cli_without_a_source_is_a_usage_error(capsys):
 
 
 def test_progress_bar_callback_sees_every_kernel_row(monkeypatch):
+    import io
+
+    from stallscope.analyzers.nsys_report import build_report
     from stallscope.cli import analyze
+    from stallscope.collectors.nsight_sqlite import open_export
 
     monkeypatch.setattr(analyze, "LARGE_FILE_BYTES", 0)  # treat the sample as a large file
     path = str(SAMPLE_TRACES / "starvation.sqlite")
+    monkeypatch.setattr(analyze.sys, "stderr", io.StringIO())  # not a terminal: no bar
+    assert analyze._progress_for(path)[0] is None
+    tty = io.StringIO()
+    tty.isatty = lambda: True
+    monkeypatch.setattr(analyze.sys, "stderr", tty)
     callback, bar = analyze._progress_for(path)
     assert callback is not None
     with bar:
-        trace = read_export(path, progress=callback)
+        report = build_report(open_export(path), progress=callback, batch_rows=1000)  # streamed: 4 batches
     (task,) = bar.tasks
-    assert task.completed == task.total == len(trace.kernels) == 3803
+    assert task.completed == task.total == report["source"]["kernels"] == 3803
+    assert task.fields["mb_s"] > 0

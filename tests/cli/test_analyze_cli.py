@@ -113,7 +113,7 @@ def test_prometheus_source_gives_the_same_diagnosis(tmp_path, capsys):
     assert {f["kind"] for f in out["findings"]} == {"decode_starvation"}
     # long prompts at 5, 15, 25, 35 s: every stall is inside a flagged window
     starts = [f["start"] for f in out["findings"]]
-    assert len(starts) in (1, 2, 3, 4) and sum(f["evidence"].get("long_prefills", 0) > 0 for f in out["findings"])
+    assert len(starts) in (1, 2, 3, 4) and sum(f["evidence"]["episode"]["long_prefills"] > 0 for f in out["findings"])
     assert out["sources"] and all(v["kind"] == "prometheus" for v in out["sources"].values())
 
 
@@ -171,3 +171,17 @@ def test_a_scrapes_file_or_a_store_says_nothing_about_the_what_if(run_dir, tmp_p
         assert main(["analyze", *argv, "--format", "json"]) in (0, 1)   # 1: the critical kv_pressure finding
         assert "kv_pressure" in capsys.readouterr().out
         assert [r.getMessage() for r in caplog.records if "what-if" in r.getMessage()] == []
+
+
+def test_a_store_with_too_few_scrapes_for_a_window_says_how_many_it_needs(run_dir, tmp_path, capsys):
+    lines = (run_dir / "kv" / "auto" / "scrapes.jsonl").read_text().splitlines()
+    short = tmp_path / "short.jsonl"
+    short.write_text("\n".join(lines[:3]) + "\n")               # 3 scrapes, 1 s apart
+    db = tmp_path / "short.db"
+    assert main(["collect", "--db", str(db), "--import", str(short), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["analyze", "--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("stallscope: error: too few scrapes to diagnose: ")
+    assert "has 3 scrapes, a window needs 5 (collect for longer, or scrape more often)" in err[-1]
+    assert main(["analyze", "--db", str(db), "--window", "2s"]) in (0, 1)  # a 2 s window fits 3 scrapes

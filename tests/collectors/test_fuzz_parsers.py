@@ -171,3 +171,34 @@ def test_nsight_kernel_rows_never_make_analyze_exit_3(kernels, strings, sane):
                    if isinstance(s, int) and isinstance(e, int) and 0 <= s <= 2**62 and 0 <= e <= 2**62]
     with tempfile.TemporaryDirectory() as d:
         analyze("--nsys", str(kernel_export(Path(d) / "k.sqlite", kernels, strings)))
+
+
+NASTY_INT = st.one_of(st.integers(0, 10**7), st.sampled_from([None, "t", 1.5, -1, 2**63 - 1, b"\xff"]))
+RUNTIME_ROW = st.tuples(NASTY_INT, NASTY_INT, NASTY_INT)  # correlationId, start (end = start + 1), globalTid
+NVTX_ROW = st.tuples(NASTY_INT, NASTY_INT, st.sampled_from([59, 60, 75, None]), st.sampled_from([1, 99, None, "x"]),
+                     st.sampled_from(["execute_context_1(512)_generation_2(2)", b"\xff\xfe", None, "", 7]))
+
+
+@FUZZ
+@given(st.lists(RUNTIME_ROW, max_size=20), st.lists(NVTX_ROW, max_size=20))
+def test_nsight_runtime_and_nvtx_rows_never_make_analyze_exit_3(runtime, nvtx):
+    """The columnar reader's launch join (runtime rows) and NVTX names (text, blobs, bad UTF-8): any
+    value gives a report or one error line, never a traceback."""
+    import sqlite3
+
+    pid = 7 << 24
+    kernels = [(s, s + 40, 0, 1, 7, 1 + s % 2, 1, 1 + s % 3, pid) for s in range(100, 3000, 100)]
+    with tempfile.TemporaryDirectory() as d:
+        path = kernel_export(Path(d) / "k.sqlite", kernels, {1: "flash_fwd_kernel", 2: "argmax_kernel"})
+        con = sqlite3.connect(path)
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = rowid")
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId)")
+        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, 1)",
+                        [(s, s + 1 if isinstance(s, int) and s < 2**62 else s, tid, c) for c, s, tid in runtime])
+        con.execute("CREATE TABLE NVTX_EVENTS (start, end, eventType, textId, text, globalTid, domainId)")
+        con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, ?, 0)",
+                        [(s, e, t, i, x, pid) for s, e, t, i, x in nvtx])
+        con.commit()
+        con.close()
+        analyze("--nsys", str(path))
+        analyze("--nsys", str(path), "--report", "kern_sum")

@@ -38,7 +38,11 @@ def _traces(fig, name_part=""):
 
 def test_every_page_has_a_callback_test():
     tested = {name[len("test_"):-len("_callback")] for name in globals() if name.endswith("_callback")}
+<<<<<<< HEAD
     assert PAGES == ["fleet", "gpu", "kv_cache", "latency", "overview", "trace", "whatif"]
+=======
+    assert PAGES == ["gpu", "kv_cache", "latency", "overview", "requests", "trace", "whatif"]
+>>>>>>> main
     assert set(PAGES) <= tested, f"pages without a callback test: {set(PAGES) - tested}"
 
 
@@ -77,6 +81,32 @@ def test_overview_callback(source):
     rows = health.children[1:]
     assert [c.children for c in rows[0].children[:2]] == ["vllm", "up"]
     assert rows[0].children[4].children == "4,440"
+
+
+def test_requests_callback(source):
+    from stallscope.analyzers import request_views as RV
+
+    *figs, options = page_module("requests").update("model", 0)
+    assert len(figs) == len(RV.VIEWS) + sum(v.heatmap for v in RV.VIEWS)
+    assert options == [{"label": "small", "value": "small"}]        # the model picker
+    picked = page_module("requests").update("model", 0, ["other"])[[v.key for v in RV.VIEWS].index("itl")]
+    assert not [t for t in picked.data if (t.name or "").startswith("P99")]  # another model: nothing of small
+    itl = figs[[v.key for v in RV.VIEWS].index("itl")]
+    lines = {t.name: t for t in itl.data if t.name}
+    assert set(lines) == {f"{s} model_name=small" for s in ("P50", "P90", "P95", "P99", "mean")}
+    assert any(shape.y0 == 0.2 for shape in itl.layout.shapes)  # the ITL SLO line of thresholds.yaml
+    want = RV.compute(source.frames()["samples"])["itl"]        # the page shows the analyzer's numbers
+    p99 = want[want["series"] == "P99"]["value"].to_numpy()
+    np.testing.assert_allclose(lines["P99 model_name=small"].y, p99)
+    by_engine = page_module("requests").update("engine", 0)[[v.key for v in RV.VIEWS].index("itl")]
+    assert "P99 engine=0,model_name=small,target=vllm" in {t.name for t in by_engine.data}
+
+
+def test_latency_pools_per_model_and_drills_down(source):
+    pooled, _ = page_module("latency").update(0, "model")
+    assert {t.name for t in pooled.data if (t.name or "").startswith("P99")} == {"P99 model_name=small"}
+    drilled, _ = page_module("latency").update(0, "engine")
+    assert {t.name for t in drilled.data if (t.name or "").startswith("P99")} == {"P99 vllm model_name=small engine=0"}
 
 
 def test_latency_callback(source):

@@ -11,7 +11,8 @@ from dashboard_browser import chromium, served, severe_console_errors, wait_for
 
 # (path, element id that the page's callback fills, plotly graphs expected)
 PAGES = [("/", "overview-health", 1), ("/latency", "latency-itl", 2), ("/kv-cache", "kv_cache-usage", 4),
-         ("/gpu", "gpu-power", 4), ("/trace", "trace-summary", 1), ("/whatif", "whatif-body", 0)]
+         ("/gpu", "gpu-power", 4), ("/trace", "trace-summary", 1), ("/whatif", "whatif-body", 0),
+         ("/requests", "requests-itl", 20)]
 
 
 def _open_page(browser, base: str, path: str, filled_id: str, graphs: int) -> None:

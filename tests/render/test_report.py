@@ -47,3 +47,25 @@ def test_report_sections_with_and_without_signals():
             "points": pd.DataFrame({"series": ["h/gpu0"], "intensity": [12.0], "flops": [4e13]})}
     page = report.render_html(Report(roofline=roof), title="t")
     assert "Timeline" in page and "ridge 295 FLOP\\u002fB" in page
+
+
+def test_report_shows_the_request_views_with_the_analyzers_numbers(tmp_path):
+    import re
+
+    from stallscope.analyzers import request_views as RV
+    from stallscope.collectors import loader
+
+    texts = []
+    simulate_starvation(30, texts=texts)
+    write_arm(tmp_path / "run" / "off", texts, target="vllm")
+    out = tmp_path / "r.html"
+    assert main(["analyze", str(tmp_path / "run" / "off"), "--html", str(out), "--format", "json"]) == 1
+    page = out.read_text()
+    assert "<h2>Request-level views</h2>" in page
+    samples = loader.load(tmp_path / "run" / "off")["vllm"]["samples"]
+    s = RV.summary(samples)
+    p99 = s[(s["view"] == "itl") & (s["series"] == "P99")]["text"].item()
+    row = re.search(r"<tr><td>Inter-token latency</td><td>model_name=m</td>(.*?)</tr>", page).group(1)
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert cells[3] == p99 == "25 ms-50 ms"   # P50, P90, P95, P99, mean: the same text the analyzer gives
+    assert "Prefill time (vLLM: Requests Prefill and Decode Time)" in page

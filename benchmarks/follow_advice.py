@@ -1,0 +1,97 @@
+"""Follow the advice (issue 16, "honest cost model"): does the step the recommendation predicts match the step it gets?
+
+For each recorded scenario run with a `decode_starvation` finding, take the recommended
+`--max-num-batched-tokens N` and the step time it predicts (`expected_step_s`: decode step + N x cost per
+prompt token, from `stallscope analyze --db store.db`, as a user runs it), then run the same seeded load
+against the same server with `--enable-chunked-prefill --max-num-batched-tokens N` and measure, from that
+run's own step trace, the steps that computed a full chunk (between 0.9 N and N prompt tokens) beside running
+decodes. Printed per run: predicted vs measured median (and P90), the ratio, and the new run's client-side ITL
+P99, with the 25 % limit beside each ratio.
+
+    python benchmarks/follow_advice.py --runs runs/q1/tiny-nochunk-steady,runs/h3/h3-tiny-nochunk-1300-s3 --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from scenarios import FULL_S, QUICK_S, SCENARIOS, analyze, record
+
+LIMIT = 0.25
+
+
+def advice(run: Path, slo: float) -> dict | None:
+    """The first decode_starvation finding's budget and predicted step, or None."""
+    for f in analyze(run, slo):
+        ev = f["evidence"]
+        if f["kind"] == "decode_starvation" and ev.get("max_num_batched_tokens") and ev.get("expected_step_s"):
+            return {"budget": int(ev["max_num_batched_tokens"]), "predicted_step_s": float(ev["expected_step_s"]),
+                    "prefill_s_per_token": ev.get("prefill_s_per_token"), "source": ev.get("budget_source")}
+    return None
+
+
+def measured(run: Path, budget: int) -> dict:
+    from stallscope.analyzers.step_cost import read_step_trace
+
+    st = read_step_trace(run / "steps.jsonl")
+    full = st[(st["num_prefill_tokens"] >= 0.9 * budget) & (st["num_prefill_tokens"] <= budget)
+              & (st["num_decode_tokens"] > 0)]
+    dur = (full["end_ns"] - full["start_ns"]).to_numpy(dtype=float) / 1e9
+    itl = json.loads((run / "loadgen.json").read_text())["all"]["itl_s"].get("p99")
+    return {"full_chunk_steps": int(len(dur)), "median_s": float(np.median(dur)) if len(dur) else float("nan"),
+            "p90_s": float(np.percentile(dur, 90)) if len(dur) else float("nan"), "itl_p99_s": itl}
+
+
+def follow(run: Path, out: Path, duration: float, slo: float) -> dict:
+    sc = next(s for s in SCENARIOS if s.name == run.name)
+    adv = advice(run, slo)
+    if adv is None:
+        return {"run": str(run), "advice": None}
+    server = [f for f in sc.server if f not in ("--no-enable-chunked-prefill", "--enable-chunked-prefill")]
+    if "--max-num-batched-tokens" in server:
+        k = server.index("--max-num-batched-tokens")
+        server = server[:k] + server[k + 2:]
+    followed = type(sc)(**{**sc.__dict__, "server": (*server, "--enable-chunked-prefill", "--max-num-batched-tokens",
+                                                     str(adv["budget"]))})
+    target = out / run.name
+    if not (target / "store.db").exists():
+        record(followed, target, duration, [] if sc.prefix_caching else ["--no-enable-prefix-caching"])
+    got = measured(target, adv["budget"])
+    ratio = adv["predicted_step_s"] / got["median_s"] if got["median_s"] > 0 else float("nan")
+    return {"run": str(run), "advice": adv, "followed": str(target), "measured": got, "ratio": ratio,
+            "within_25pct": bool(abs(ratio - 1) <= LIMIT)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", required=True, help="comma-separated recorded scenario run directories")
+    ap.add_argument("--out", default="runs/follow-advice")
+    ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load (else {FULL_S:.0f} s)")
+    ap.add_argument("--itl-slo", type=float, default=0.2)
+    ap.add_argument("--json", dest="json_out")
+    args = ap.parse_args()
+    rows = [follow(Path(r), Path(args.out), QUICK_S if args.quick else FULL_S, args.itl_slo)
+            for r in args.runs.split(",")]
+    print("| run | recommended budget | predicted step | measured full-chunk steps (n) median / P90 | "
+          "predicted / measured | limit | ITL P99 after |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["advice"] is None:
+            print(f"| {Path(r['run']).name} | no decode_starvation finding | | | | | |")
+            continue
+        m = r["measured"]
+        print(f"| {Path(r['run']).name} | {r['advice']['budget']} | {r['advice']['predicted_step_s'] * 1e3:.0f} ms | "
+              f"({m['full_chunk_steps']}) {m['median_s'] * 1e3:.0f} / {m['p90_s'] * 1e3:.0f} ms | {r['ratio']:.2f} | "
+              f"{1 - LIMIT:.2f}-{1 + LIMIT:.2f} ({'met' if r['within_25pct'] else 'missed'}) | "
+              f"{m['itl_p99_s'] if m['itl_p99_s'] is None else round(m['itl_p99_s'], 3)} s |")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(rows, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
