@@ -12,7 +12,9 @@ The idea: the server evaluates the windowed quantiles, rates and gauges of `anal
    with the weights as a constant vector keyed by `le` (the bucket bounds are read from the server);
    `long_prefill_rate` is rate(+Inf) - rate(le = the cut), the cut rounded up to a bucket bound per
    replica; the live rates use the live window; gauges are instant (Prometheus' 5 min lookback), the KV
-   usage is `max by`, `waiting` the capacity reason where exported.
+   usage is `max by`, `waiting` the capacity reason where exported. Not pushed down: `nothing_for_s`
+   (seconds since the counters last moved, a scrape-by-scrape scan with no PromQL form); it is cause
+   evidence only, which the drill-down computes from the raw series.
 3. With the recording rules installed (`path="recorded"`), the quantiles and rates are read from the
    recorded series by name: they are grouped by `model_name, instance` (the rules' grouping), so that
    path identifies a replica by those two labels and uses the rules' short window.
@@ -172,6 +174,7 @@ def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, ma
                                  if b_slo else f"0 * {_itl_bucket('+Inf', ids, w, fam)}")
     out["itl_stall_share"] = stall_share_expr(slo, itl_les, ids, w, fam)
     out["prefill_time_rate"] = f"sum by ({ids}) (rate(vllm:request_prefill_time_seconds_sum[{w}]))"
+    out["prefill_count_rate"] = f"sum by ({ids}) (rate(vllm:request_prefill_time_seconds_count[{w}]))"
     out["running"] = f"sum by ({ids}) (vllm:num_requests_running)"
     out["waiting_total"] = f"sum by ({ids}) (vllm:num_requests_waiting)"
     out["waiting"] = (f'sum by ({ids}) (vllm:num_requests_waiting_by_reason{{reason="capacity"}}) '
