@@ -38,11 +38,7 @@ def _traces(fig, name_part=""):
 
 def test_every_page_has_a_callback_test():
     tested = {name[len("test_"):-len("_callback")] for name in globals() if name.endswith("_callback")}
-<<<<<<< HEAD
-    assert PAGES == ["fleet", "gpu", "kv_cache", "latency", "overview", "trace", "whatif"]
-=======
-    assert PAGES == ["gpu", "kv_cache", "latency", "overview", "requests", "trace", "whatif"]
->>>>>>> main
+    assert PAGES == ["fleet", "gpu", "kv_cache", "latency", "overview", "requests", "trace", "whatif"]
     assert set(PAGES) <= tested, f"pages without a callback test: {set(PAGES) - tested}"
 
 
