@@ -32,7 +32,10 @@ SEVERITY = {3: "critical", 2: "warning", 1: "info"}
 
 
 @dataclass(frozen=True)
-class Episode:
+class FlaggedRun:
+    """One run of flagged grid points of one kind: the triage's reading, not a diagnosed episode
+    (analyzers/episodes.Episode, with its cause, comes from the drill-down)."""
+
     kind: str
     severity: str
     start_ns: int
@@ -76,14 +79,14 @@ class FleetReport:
     path: str
     failures: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
-    masks: dict = field(default_factory=dict)  # {replica name: {kind: severity per grid point (0 = none)}}
+    masks: dict = field(default_factory=dict)  # {replica: {test: value per grid point (0 = none)}}
     thresholds: dict = field(default_factory=dict)
 
     def grid(self) -> np.ndarray:
         return np.arange(self.start_ns, self.end_ns + 1, self.step_ns, dtype=np.int64)
 
 
-def replica_episodes(masks: dict[str, np.ndarray], ts: np.ndarray, window_ns: int, step_ns: int) -> list[Episode]:
+def replica_episodes(masks: dict[str, np.ndarray], ts: np.ndarray, window_ns: int, step_ns: int) -> list[FlaggedRun]:
     """Episodes of one replica from {"impaired": code, "load": > 0 where prefill load, "kv_pressure": code,
     "absent": 1} per grid point (0 or NaN = none); see the module docstring."""
     n, gap = len(ts), max(1, int(window_ns // step_ns))
@@ -94,16 +97,16 @@ def replica_episodes(masks: dict[str, np.ndarray], ts: np.ndarray, window_ns: in
     out = []
     for i, j in episodes(impaired > 0, merge_gap=gap):
         kind = "decode_starvation" if load[i:j + 1 + gap].any() else "stream_stall"
-        out.append(Episode(kind, SEVERITY[int(impaired[i:j + 1].max())], int(ts[i]), int(ts[j])))
+        out.append(FlaggedRun(kind, SEVERITY[int(impaired[i:j + 1].max())], int(ts[i]), int(ts[j])))
     kv = col("kv_pressure")
     for i, j in episodes(kv > 0, min_len=2, merge_gap=gap):
-        out.append(Episode("kv_pressure", SEVERITY[3 if kv[i:j + 1].max() >= 2 else 2], int(ts[i]), int(ts[j])))
+        out.append(FlaggedRun("kv_pressure", SEVERITY[3 if kv[i:j + 1].max() >= 2 else 2], int(ts[i]), int(ts[j])))
     for i, j in episodes(col("absent") > 0):
-        out.append(Episode("absent", "warning", int(ts[i]), int(ts[j])))
+        out.append(FlaggedRun("absent", "warning", int(ts[i]), int(ts[j])))
     return out
 
 
-def seconds_by_kind(eps: list[Episode], step_ns: int) -> dict[str, float]:
+def seconds_by_kind(eps: list[FlaggedRun], step_ns: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for e in eps:
         out[e.kind] = out.get(e.kind, 0.0) + (e.end_ns - e.start_ns + step_ns) / 1e9
@@ -134,7 +137,7 @@ def absent_mask(presence: np.ndarray, fleet_first: int) -> np.ndarray:
     return out
 
 
-def drill_windows(eps: list[Episode], window_ns: int, start_ns: int, end_ns: int, *, join_ns: int = 1800 * 10**9,
+def drill_windows(eps: list[FlaggedRun], window_ns: int, start_ns: int, end_ns: int, *, join_ns: int = 1800 * 10**9,
                   most: int = 3) -> list[tuple[int, int]]:
     """[(start, end)] (ns) of the raw pulls for a replica: its non-absent episodes joined when less than
     `join_ns` apart, padded by two windows before (the first window's data) and one after; the `most`

@@ -46,7 +46,7 @@ def test_absence_counts_only_after_the_fleet_reported():
 
 
 def test_drill_windows_join_close_episodes_and_keep_the_longest():
-    mk = A.Episode
+    mk = A.FlaggedRun
     eps = [mk("decode_starvation", "warning", 100 * NS, 160 * NS), mk("kv_pressure", "warning", 1000 * NS, 1100 * NS),
            mk("absent", "warning", 0, 5000 * NS), mk("decode_starvation", "warning", 9000 * NS, 9060 * NS)]
     got = A.drill_windows(eps, 60 * NS, 0, 10_000 * NS, join_ns=1800 * NS, most=1)
