@@ -43,9 +43,12 @@ class Report:
 
 
 def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | None = None,
-             window_s: float | None = None) -> Report:
+             window_s: float | None = None, require_window: bool = False) -> Report:
     """The Report of `(name, {"samples", "gpu", "steps", "whatif_inputs"})` groups, in the given order.
 
+    A group whose samples do not fill one window is left out with a warning naming it; with
+    `require_window` (`stallscope analyze`) an InputError says how many scrapes it needs when no group has
+    enough (a live dashboard keeps showing what it has while a store fills).
     `whatif_inputs` (stallscope.analyzers.budget.WhatifInputs, e.g. a run directory's) sizes the
     decode_starvation budget; without it the budget is simulated from the group's steps and samples.
 
@@ -54,7 +57,7 @@ def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | No
     th = thresholds or load_thresholds()
     report = Report(thresholds=th)
     sigs = []
-    groups = _enough_scrapes(list(groups), window_s)
+    groups = _enough_scrapes(list(groups), window_s, require_window)
     for name, fr in groups:
         samples = fr.get("samples")
         sig, found = _diagnose_one(samples, fr.get("gpu"), fr.get("steps"), th, roofline_cost, window_s,
@@ -70,7 +73,7 @@ def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | No
 MIN_WINDOW_SCRAPES = 5  # signals.choose_grid: a window spans at least 4 scrape intervals
 
 
-def _enough_scrapes(groups: list, window_s: float | None) -> list:
+def _enough_scrapes(groups: list, window_s: float | None, strict: bool) -> list:
     """The groups whose samples fill one window; a warning names each that does not, and an InputError says
     how many scrapes a window needs when no group with samples does."""
     keep, short = [], []
@@ -89,7 +92,7 @@ def _enough_scrapes(groups: list, window_s: float | None) -> list:
             short.append(f"{name or 'the target'} has {len(ts)} scrape{'s' * (len(ts) != 1)}, a window needs {need}")
     for text in short:
         log.warning("%s: not diagnosed (collect for longer, or scrape more often)", text)
-    if short and not any(fr.get("samples") is not None and len(fr["samples"]) for _, fr in keep) \
+    if strict and short and not any(fr.get("samples") is not None and len(fr["samples"]) for _, fr in keep) \
             and not any(fr.get("gpu") is not None and len(fr["gpu"]) for _, fr in keep):
         raise InputError(f"too few scrapes to diagnose: {'; '.join(short)} (collect for longer, or scrape more often)")
     return keep

@@ -48,6 +48,7 @@ from stallscope.core.config import parse_duration
 
 MISSED_SHARE, INTERFERENCE_SHARE = 0.05, 0.01
 CAUSES = ("stuck", "preemption", "prefill_chunks", "prefill", "slow_decode")
+TIMELINE_ROWS = 40   # an episode's evidence timeline: at most this many windows
 TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "prompt_rate", "long_prefill_rate", "gen_rate",
             "preempt_rate", "running", "waiting", "kv_usage")
 
@@ -215,8 +216,12 @@ def _episode(sig, st, i, j, *, slo, thresholds, chunking, window_ns, step_ns, li
     cause, decided = _cause(ev, chunking, stuck_after, nothing_now)
     ts = sig["ts"].to_numpy(dtype=np.int64)
     cols = [c for c in TIMELINE if c in sig]
+    rows = np.arange(i, j + 1)
+    if len(rows) > TIMELINE_ROWS:   # evenly thinned, the worst window always kept
+        worst = i + int(np.nanargmax(np.nan_to_num(st["ratio"][i:j + 1], nan=-1.0)))
+        rows = np.union1d(rows[np.linspace(0, len(rows) - 1, TIMELINE_ROWS - 1).astype(int)], [worst])
     timeline = [{c: (int(v) if c == "ts" else float(v)) for c, v in zip(cols, row)}
-                for row in sig[cols].iloc[i:j + 1].itertuples(index=False)]
+                for row in sig[cols].iloc[rows].itertuples(index=False)]
     target = str(sig["target"].iloc[0]) if "target" in sig and len(sig) else ""
     return Episode(target, i, j, int(ts[i] - window_ns), int(ts[j]), cause, _severity(cause, st, i, j), decided,
                    ev, timeline, ongoing)

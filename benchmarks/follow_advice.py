@@ -9,6 +9,7 @@ decodes. Printed per run: predicted vs measured median (and P90), the ratio, and
 P99, with the 25 % limit beside each ratio.
 
     python benchmarks/follow_advice.py --runs runs/q1/tiny-nochunk-steady,runs/h3/h3-tiny-nochunk-1300-s3 --quick
+    python benchmarks/follow_advice.py --fresh --quick --runs ... --out runs/follow-fresh   # both runs back to back
 """
 
 from __future__ import annotations
@@ -47,8 +48,14 @@ def measured(run: Path, budget: int) -> dict:
             "p90_s": float(np.percentile(dur, 90)) if len(dur) else float("nan"), "itl_p99_s": itl}
 
 
-def follow(run: Path, out: Path, duration: float, slo: float) -> dict:
+def follow(run: Path, out: Path, duration: float, slo: float, fresh: bool = False) -> dict:
+    """`run`'s advice followed; with `fresh`, the scenario is first recorded again under `out/original`, so the
+    run that gives the advice and the run that follows it share the machine's load (back to back)."""
     sc = next(s for s in SCENARIOS if s.name == run.name)
+    if fresh:
+        run = out / "original" / run.name
+        if not (run / "store.db").exists():
+            record(sc, run, duration, [] if sc.prefix_caching else ["--no-enable-prefix-caching"])
     adv = advice(run, slo)
     if adv is None:
         return {"run": str(run), "advice": None}
@@ -73,9 +80,11 @@ def main() -> int:
     ap.add_argument("--out", default="runs/follow-advice")
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load (else {FULL_S:.0f} s)")
     ap.add_argument("--itl-slo", type=float, default=0.2)
+    ap.add_argument("--fresh", action="store_true",
+                    help="record each scenario again right before following its advice (same load on both runs)")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
-    rows = [follow(Path(r), Path(args.out), QUICK_S if args.quick else FULL_S, args.itl_slo)
+    rows = [follow(Path(r), Path(args.out), QUICK_S if args.quick else FULL_S, args.itl_slo, args.fresh)
             for r in args.runs.split(",")]
     print("| run | recommended budget | predicted step | measured full-chunk steps (n) median / P90 | "
           "predicted / measured | limit | ITL P99 after |\n|---|---|---|---|---|---|---|")

@@ -90,8 +90,10 @@ def test_run_directory_source_keeps_arms_apart(demo_run):  # noqa: F811
     found = src.findings()                 # which arm an 8 s run flags is the analyzers' business (issue 6)
     assert len(found) and set(found["target"]) <= {"off/vllm", "on/vllm"}
     assert set(found["kind"]) & {"decode_starvation", "itl_high", "scheduler_stall"}
-    series = src.quantiles("vllm:inter_token_latency_seconds")["series"].unique()
+    series = src.quantiles("vllm:inter_token_latency_seconds", grouping="engine")["series"].unique()
     assert sorted(series) == ["off/vllm model_name=tiny engine=0", "on/vllm model_name=tiny engine=0"]
+    # pooled per model by default (docs/grafana.md, "One grouping"), as vLLM's own panels pool
+    assert list(src.quantiles("vllm:inter_token_latency_seconds")["series"].unique()) == ["model_name=tiny"]
 
 
 def test_demo_run_gets_one_budget_from_whatif_analyze_and_the_dashboard(demo_run, capsys):  # noqa: F811
