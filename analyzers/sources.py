@@ -30,7 +30,8 @@ def iso(ns) -> str:
 
 def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | None = None, *,
                  selector: dict | None = None, resolution=None, steps_path=None,
-                 whatif_inputs=lambda run_dir: None, chunking: C.Chunking | None = None) -> tuple[dict, dict]:
+                 whatif_inputs=lambda run_dir: None, chunking: C.Chunking | None = None,
+                 headers: dict | None = None) -> tuple[dict, dict]:
     """({name: {"samples", "gpu", "steps", "whatif_inputs", "chunking"}}, {name: source description}) of every
     `(kind, source)` given, kind "run", "db" or "prometheus"; `whatif_inputs(run_dir)` gives a run's
     what-if inputs (or None) unless `steps_path` names one step trace for every target. A run directory's
@@ -45,7 +46,7 @@ def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | 
         if kind == "prometheus" and (lo is None) != (hi is None):
             raise InputError("--prometheus needs both --since and --until (or neither: the last hour)")
         loaded = loader.load(src, lo, hi, selector=selector if kind == "prometheus" else None,
-                             step=resolution if kind == "prometheus" else None)
+                             step=resolution if kind == "prometheus" else None, headers=headers)
         prefix = f"{Path(str(src).rstrip('/')).name}/" if len(given) > 1 else ""
         whatif = whatif_inputs(src) if kind == "run" and Path(src).is_dir() and not steps_path else None
         arms = {a.name: a for a in RunDir.open(src).arms} if kind == "run" and Path(src).is_dir() else {}
@@ -130,11 +131,12 @@ def roofline_for(frames: dict, gpu_name, model, tp):
 
 def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, thresholds=None, window_s=None,
                      selector=None, resolution=None, steps_path=None, gpu=None, model=None, tp: int = 1,
-                     chunking: C.Chunking | None = None):
+                     chunking: C.Chunking | None = None, headers: dict | None = None):
     """The Report of `(kind, source)` metric sources (kind "run", "db" or "prometheus"), with the roofline;
-    `chunking` is the configuration the user says the servers ran (chunking.from_flags)."""
+    `chunking` is the configuration the user says the servers ran (chunking.from_flags); `headers` go with
+    every Prometheus API request."""
     frames, sources = load_sources(given, lo, hi, selector=selector, resolution=resolution, steps_path=steps_path,
-                                   whatif_inputs=run_whatif_inputs, chunking=chunking)
+                                   whatif_inputs=run_whatif_inputs, chunking=chunking, headers=headers)
     roof, cost = roofline_for(frames, gpu, model, tp)
     out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s, require_window=True)
     out.sources, out.roofline = sources, roof

@@ -45,6 +45,11 @@ def matchers(selector: dict[str, str], drop: set[str] = frozenset()) -> str:
     return "".join(out)
 
 
+def _status(exc: CollectorError, status: int | None) -> CollectorError:
+    exc.status = status
+    return exc
+
+
 def _step_seconds(step) -> float:
     from stallscope.core.config import parse_duration
     from stallscope.core.errors import ConfigError
@@ -66,24 +71,35 @@ class Client:
         self.timeout = timeout
         self.session = requests.Session()
         self.session.headers.update(headers or {})
+        self.bytes_received = 0  # answer bodies, for the fleet path's accounting
+        self.warnings: list[str] = []  # `warnings` of successful answers (Thanos/Mimir partial responses)
 
-    def _get(self, path: str, params: dict) -> dict:
+    def _get(self, path: str, params: dict, post: bool = False) -> dict:
+        """`data` of one API answer; a failure is one CollectorError whose `status` is the HTTP status
+        (None when unreachable). `post` sends the parameters as a form (long fleet queries)."""
         try:
-            r = self.session.get(f"{self.url}/api/v1/{path}", params=params, timeout=self.timeout)
+            if post:
+                r = self.session.post(f"{self.url}/api/v1/{path}", data=params, timeout=self.timeout)
+            else:
+                r = self.session.get(f"{self.url}/api/v1/{path}", params=params, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise CollectorError(f"Prometheus API {self.url} unreachable: {type(exc).__name__}") from None
+            raise _status(CollectorError(f"Prometheus API {self.url} unreachable: {type(exc).__name__}"), None) from None
+        self.bytes_received += len(r.content)
         try:
             body = r.json()
         except ValueError:
-            raise CollectorError(f"Prometheus API {self.url}/api/v1/{path} answered HTTP {r.status_code} "
-                                 "with a body that is not JSON") from None
+            raise _status(CollectorError(f"Prometheus API {self.url}/api/v1/{path} answered HTTP {r.status_code} "
+                                         "with a body that is not JSON"), r.status_code) from None
         if not isinstance(body, dict):
             raise self._shape(path, f"JSON {json.dumps(body)[:60]} instead of an object")
         if r.status_code != 200 or body.get("status") != "success":
-            raise CollectorError(f"Prometheus API {self.url} rejected {path}: "
-                                 f"{body.get('errorType', r.status_code)}: {str(body.get('error', ''))[:200]}")
+            raise _status(CollectorError(f"Prometheus API {self.url} rejected {path}: "
+                                         f"{body.get('errorType', r.status_code)}: {str(body.get('error', ''))[:200]}"),
+                          r.status_code)
         if not isinstance(body.get("data"), dict):
             raise self._shape(path, "no `data` object")
+        if isinstance(body.get("warnings"), list):
+            self.warnings += [str(w)[:300] for w in body["warnings"]]
         return body["data"]
 
     def _shape(self, path: str, what: str) -> CollectorError:

@@ -118,12 +118,43 @@ class DataSource:
 
     @classmethod
     def from_prometheus(cls, url: str, *, selector: str = "", since_s: float = 3600, live: bool = True,
-                        **kw) -> "DataSource":
+                        fleet: bool = False, **kw) -> "DataSource":
+        """Raw series of the selected targets; with `fleet`, none until the Fleet page focuses one replica
+        (the pages then show that replica's raw series) and the Fleet page triages the whole selector."""
         if not url.startswith(("http://", "https://")):
             raise InputError(f"--prometheus must be an http(s) URL, got {url!r}")
         period = kw.pop("refresh_s", 15)
-        return cls(lambda: views.load_source(prometheus=url, selector=selector, since_s=since_s),
-                   name=f"prometheus {url}", probe=lambda: int(time.time() // period), live=live, **kw)
+        focus: dict = {}
+
+        def load():
+            if fleet and not focus:
+                return {}
+            return views.load_source(prometheus=url, selector=selector, since_s=since_s, focus=focus)
+        src = cls(load, name=f"prometheus {url}", probe=lambda: int(time.time() // period), live=live, **kw)
+        src._focus = focus
+        src.fleet = lambda: views.fleet_triage(url, selector, since_s, src.thresholds)
+        return src
+
+    def focus(self, labels: dict) -> None:
+        """Show one replica (its identity labels as equality matchers) on every page from now on."""
+        if getattr(self, "_focus", None) is None:
+            raise InputError(f"{self.name} is not a Prometheus source: it cannot focus a replica")
+        self._focus.clear()
+        self._focus.update(labels)
+        with self._lock:
+            self._snap = None
+        self.name = self.name.split(" [", 1)[0] + " [" + ", ".join(f"{k}={v}" for k, v in labels.items()) + "]"
+
+    def fleet_report(self):
+        """The fleet triage of this source (a Prometheus source), recomputed at most every 5 minutes; None
+        for other sources."""
+        if getattr(self, "fleet", None) is None:
+            return None
+        key = int(time.time() // 300)
+        cached = getattr(self, "_fleet_cache", None)
+        if cached is None or cached[0] != key:
+            self._fleet_cache = (key, self.fleet())
+        return self._fleet_cache[1]
 
     def with_trace(self, path) -> "DataSource":
         """This source with its steps frame read from an nsys export or a step-trace JSONL."""

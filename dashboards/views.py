@@ -39,13 +39,24 @@ def series_name(target, labels) -> str:
 
 
 # --- sources --------------------------------------------------------------------------------
-def load_source(*, db=None, prometheus=None, selector: str = "", since_s: float = 3600) -> dict:
-    """`{"samples", "gpu"}` from a store (`db=`) or a Prometheus API (`prometheus=`, last `since_s` seconds)."""
+def load_source(*, db=None, prometheus=None, selector: str = "", since_s: float = 3600, focus=None) -> dict:
+    """`{"samples", "gpu"}` from a store (`db=`) or a Prometheus API (`prometheus=`, last `since_s` seconds;
+    `focus`: one replica's identity labels, added to the selector)."""
     from stallscope.collectors import loader
     if db is not None:
         return merge_targets(loader.load(db))
     now = time.time_ns()
-    return merge_targets(loader.load(prometheus, now - int(since_s * 1e9), now, selector=selector_dict(selector)))
+    return merge_targets(loader.load(prometheus, now - int(since_s * 1e9), now,
+                                     selector={**selector_dict(selector), **(focus or {})}))
+
+
+def fleet_triage(url: str, selector: str, since_s: float, thresholds: dict):
+    """The fleet triage (stallscope.rules.fleet_triage) of the last `since_s` seconds, without drill-down."""
+    from stallscope.analyzers.quantiles import parse_selector
+    from stallscope.rules.fleet_triage import triage
+
+    now = time.time()
+    return triage(url, thresholds, now - since_s, now, matchers=parse_selector(selector), drill=False)
 
 
 def selector_dict(text: str) -> dict:

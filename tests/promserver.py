@@ -132,8 +132,9 @@ __all__ = ["PrometheusServer", "free_port", "promtool", "backfill_openmetrics", 
 
 
 class FakePrometheus:
-    """A loopback HTTP server answering every /api/v1/* GET with `answer(path)` -> (status, body bytes); with
-    `content_type="text/plain; version=0.0.4"` it is a static scrape target (e.g. a recorded /metrics body)."""
+    """A loopback HTTP server answering every /api/v1/* GET (and form POST, as `path?form`) with
+    `answer(path)` -> (status, body bytes); with `content_type="text/plain; version=0.0.4"` it is a static
+    scrape target (e.g. a recorded /metrics body)."""
 
     def __init__(self, answer, content_type: str = "application/json"):
         class Handler(BaseHTTPRequestHandler):
@@ -141,7 +142,15 @@ class FakePrometheus:
                 pass
 
             def do_GET(self):
-                code, body = answer(self.path)
+                self._reply(answer(self.path))
+
+            def do_POST(self):  # a form-encoded query (the fleet path): answered as the same GET
+                length = int(self.headers.get("Content-Length") or 0)
+                form = self.rfile.read(length).decode()
+                self._reply(answer(f"{self.path}?{form}"))
+
+            def _reply(self, got):
+                code, body = got
                 self.send_response(code)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))

@@ -46,6 +46,9 @@ def add_arguments(parser) -> None:
     from stallscope.cli import analyze_metrics
 
     analyze_metrics.add_arguments(parser)  # RUN_DIR, --db, --prometheus, --html, --fail-on, ...
+    from stallscope.cli import analyze_fleet
+
+    analyze_fleet.add_arguments(parser)  # --fleet, --group-by, --concurrency, --max-memory, --header, ...
 
 
 def _progress_for(path: str):
@@ -131,6 +134,10 @@ def run(args) -> int:
     from stallscope.core.errors import InputError
     from stallscope.render.json import finding_json, report_json
 
+    if getattr(args, "fleet", False):  # fleet triage replaces the raw pull of --prometheus
+        from stallscope.cli import analyze_fleet
+
+        return analyze_fleet.run(args)
     results = [reader(args) for dest, reader in SOURCES if getattr(args, dest, None)]
     if not results:
         raise InputError("nothing to analyze: give a RUN_DIR, --db FILE, --prometheus URL or --nsys FILE")

@@ -98,7 +98,9 @@ def report(args):
         raise InputError(f"--max-num-batched-tokens must be >= 1, got {args.max_num_batched_tokens}")
     from stallscope.analyzers.chunking import from_flags
     from stallscope.analyzers.sources import diagnose_sources
+    from stallscope.cli.analyze_fleet import parse_headers
 
     return diagnose_sources(given, lo, hi, thresholds=th, window_s=window_s, selector=selector,
                             resolution=args.resolution, steps_path=args.steps, gpu=args.gpu, model=args.model,
-                            tp=args.tp, chunking=from_flags(args.chunked_prefill, args.max_num_batched_tokens))
+                            tp=args.tp, chunking=from_flags(args.chunked_prefill, args.max_num_batched_tokens),
+                            headers=parse_headers(getattr(args, "header", None)))

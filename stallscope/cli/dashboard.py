@@ -16,6 +16,9 @@ def add_arguments(p) -> None:
     src.add_argument("--prometheus", metavar="URL", help="a Prometheus/Thanos/Mimir base URL")
     p.add_argument("--selector", default="", help='label matchers for --prometheus, e.g. model_name="m"')
     p.add_argument("--since", default="1h", help="how far back to read from --prometheus (default 1h)")
+    p.add_argument("--fleet", action="store_true",
+                   help="with --prometheus: triage every replica on the Fleet page and load raw series only "
+                        "for the replica clicked there (docs/fleet.md)")
     p.add_argument("--trace", metavar="FILE", help="steps for the Trace page: an nsys SQLite export or a step-trace JSONL")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
@@ -36,7 +39,8 @@ def build_source(args):
         source = DataSource.from_run(args.run)
     else:
         source = DataSource.from_prometheus(args.prometheus, selector=args.selector,
-                                            since_s=parse_duration(args.since), live=live)
+                                            since_s=parse_duration(args.since), live=live,
+                                            fleet=bool(getattr(args, "fleet", False)))
     if getattr(args, "trace", None):
         source = source.with_trace(args.trace)
     return source
@@ -73,6 +77,8 @@ def run(args) -> int:
 
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port must be 0-65535, got {args.port}")
+    if getattr(args, "fleet", False) and not args.prometheus:
+        raise InputError("--fleet needs --prometheus URL")
     token = resolve_token(args.host, args.auth_token)
     source = build_source(args)
     source.frames()  # fail on a bad source now, with one line, not on the first page view

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dash
 import numpy as np
 import pandas as pd
 import pytest
@@ -37,8 +38,29 @@ def _traces(fig, name_part=""):
 
 def test_every_page_has_a_callback_test():
     tested = {name[len("test_"):-len("_callback")] for name in globals() if name.endswith("_callback")}
-    assert PAGES == ["gpu", "kv_cache", "latency", "overview", "requests", "trace", "whatif"]
+    assert PAGES == ["fleet", "gpu", "kv_cache", "latency", "overview", "requests", "trace", "whatif"]
     assert set(PAGES) <= tested, f"pages without a callback test: {set(PAGES) - tested}"
+
+
+def test_fleet_callback(app):
+    """The heat map of the source's fleet triage; a click focuses that replica and opens its Latency page."""
+    from stallscope.analyzers import fleet as A
+
+    ts = np.arange(10, dtype=np.int64) * 60 * 10**9
+    masks = {"pod=a": {"kv_pressure": np.r_[np.zeros(4), np.full(4, 2.0), np.zeros(2)]}, "pod=b": {}}
+    ranked = A.triage(masks, {"pod=a": {"pod": "a"}, "pod=b": {"pod": "b"}}, ts, 60 * 10**9, 60 * 10**9)
+    report = A.FleetReport(ranked, int(ts[0]), int(ts[-1]), 60 * 10**9, 60 * 10**9, ("pod",), "raw", masks=masks)
+    src = data.use(DataSource.from_frames(F.all_frames(), name="synthetic"))
+    fleet = page_module("fleet")
+    fig, summary = fleet.update(0)
+    assert fig == {} and "needs a Prometheus source" in summary
+    src.fleet, src._focus = (lambda: report), {}
+    fig, summary = fleet.update(0)
+    assert summary.startswith("2 replicas, 1 with episodes; query path: raw")
+    assert list(fig.data[0].y) == ["pod=a", "pod=b"] and fig.data[0].z[0][5] == 3  # kv_pressure critical
+    assert fleet.open_replica({"points": [{"y": "pod=a", "x": 0}]}) == "/latency"
+    assert src._focus == {"pod": "a"} and src.name.endswith("[pod=a]")
+    assert fleet.open_replica({"points": [{"y": "pod=zzz"}]}) is dash.no_update
 
 
 def test_overview_callback(source):

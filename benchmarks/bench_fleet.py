@@ -1,0 +1,136 @@
+"""Fleet triage at scale: N vLLM replicas x H hours in a real Prometheus, ranked with PromQL push-down.
+
+The fleet is tests/fleet_data.py's (the series the triage signals need, vLLM's names and ITL buckets, 15 s
+scrapes, injected starvation / KV-pressure / dead / reset replicas), backfilled with promtool. Figures:
+  1. generation and backfill time (the setup, not the product);
+  2. `stallscope analyze --prometheus URL --fleet --format json` as a child process: wall time and peak RSS,
+     against the targets 60 s and 1 GB;
+  3. Prometheus' own time answering the same queries (the sum of `stats.timings.execTotalTime` over every
+     query_range, from `stats=all`) beside stallscope's wall: the ratio shows our overhead to the engine's work;
+  4. bytes received by the triage, and what the raw-pull path (`analyze --prometheus` without --fleet:
+     every `vllm:` series at its 5 s step) would transfer for the same range, from one replica-hour pulled
+     for real and scaled; also at 300 series per replica, a real vLLM's count;
+  5. recall: every injected replica in the top K (K = the number injected).
+
+    python benchmarks/bench_fleet.py [--replicas 1000] [--hours 24] [--concurrency 4] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+WALL_LIMIT_S, RSS_LIMIT = 60.0, 1 << 30
+NS = 10**9
+
+
+def child(cmd: list[str]) -> tuple[int, float, int, str, float]:
+    """(exit code, wall s, peak RSS bytes, stdout, CPU s) of a child process (its own rusage alone)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if code not in (0, 1):
+            sys.exit(f"triage failed ({code}): {err.read()[-2000:]}")
+        return code, wall, usage.ru_maxrss * 1024, out.read(), usage.ru_utime + usage.ru_stime
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def raw_pull_bytes(url: str, t0: int, series_per_replica: int, replicas: int, hours: float) -> tuple[float, float]:
+    """(bytes the raw path would transfer for the fleet, bytes per point) from one replica-hour pulled with
+    the raw path's own query at its default 5 s step."""
+    import requests
+
+    r = requests.get(f"{url}/api/v1/query_range", params={
+        "query": '{__name__=~"vllm:.+",pod="vllm-0001"}', "start": t0 + 3600, "end": t0 + 7200, "step": "5"},
+        timeout=120)
+    r.raise_for_status()
+    points = sum(len(s["values"]) for s in r.json()["data"]["result"])
+    per_point = len(r.content) / points
+    return series_per_replica * replicas * hours * 720 * per_point, per_point
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replicas", type=int, default=1000)
+    ap.add_argument("--hours", type=float, default=24.0)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--max-memory", default="1GB")
+    ap.add_argument("--keep", type=Path, help="work directory to keep (the TSDB is reused when present)")
+    ap.add_argument("--selector", help='triage only these replicas, e.g. namespace="ns0" (a quarter of the fleet)')
+    args = ap.parse_args()
+    import fleet_data
+    from promserver import PrometheusServer, promtool
+
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench_fleet_"))
+    work.mkdir(parents=True, exist_ok=True)
+    meta = work / "meta.json"
+    if meta.exists():
+        t0, gen_s, fill_s, om_bytes = (json.loads(meta.read_text())[k] for k in ("t0", "gen_s", "fill_s", "om_bytes"))
+        truth = fleet_data.plan(args.replicas, args.hours, t0)
+    else:
+        t0 = (int(time.time()) // 3600) * 3600 - int(args.hours * 3600) - 3600
+        t = time.perf_counter()
+        truth = fleet_data.write(work / "fleet.om", args.replicas, args.hours, t0)
+        gen_s, om_bytes = time.perf_counter() - t, (work / "fleet.om").stat().st_size
+        t = time.perf_counter()
+        fleet_data.backfill(work / "fleet.om", work / "tsdb", promtool())
+        fill_s = time.perf_counter() - t
+        (work / "fleet.om").unlink()
+        meta.write_text(json.dumps({"t0": t0, "gen_s": gen_s, "fill_s": fill_s, "om_bytes": om_bytes}))
+    injected = truth.injected()
+    end = t0 + int(args.hours * 3600)
+    with PrometheusServer(work, storage=work / "tsdb") as prom:
+        series = int(float(prom.query('count({__name__=~"vllm:.+"})', end)[0]["value"][1]))
+        print(f"fleet: {args.replicas} replicas x {args.hours:g} h at 15 s, {series} series "
+              f"({om_bytes / 1e9:.2f} GB OpenMetrics); {len(injected)} injected replicas")
+        print(f"  setup: generate {gen_s:.1f} s, promtool backfill {fill_s:.1f} s")
+        cmd = [sys.executable, "-m", "stallscope.cli", "analyze", "--prometheus", prom.url, "--fleet", "--since",
+               str(t0 * NS), "--until", str(end * NS), "--format", "json", "--top", "5", "--concurrency",
+               str(args.concurrency), "--max-memory", args.max_memory, *(["--selector", args.selector] if args.selector else [])]
+        cpu0 = cpu_s(prom.proc.pid)
+        code, wall, rss, out, own_cpu = child(cmd)
+        prom_cpu = cpu_s(prom.proc.pid) - cpu0
+        doc = json.loads(out)
+        raw_bytes, per_point = raw_pull_bytes(prom.url, t0, series / args.replicas, args.replicas, args.hours)
+    s = doc["fleet"]["stats"]
+    pods = [r["labels"].get("pod") for r in doc["ranking"]]
+    injected &= set(pods)  # the selected replicas only
+    found = len(set(pods[:len(injected)]) & injected)
+    print(f"  triaged            {len(pods)} replicas ({args.selector or 'all'}), "
+          f"{len(doc['fleet']['failures'])} failed groups, {s['retries']} retries")
+    print(f"  triage wall        {wall:8.1f} s    {wall / WALL_LIMIT_S:5.2f} x the 60 s target")
+    print(f"  triage peak RSS    {rss / 2**20:8.0f} MiB  {rss / RSS_LIMIT:5.2f} x the 1 GiB target")
+    print(f"  Prometheus exec    {s['server_s']:8.1f} s    (sum over {s['requests']} query_range in "
+          f"{s['groups']} groups, concurrency {args.concurrency}); stallscope wall / server time "
+          f"{wall / max(s['server_s'], 1e-9):.2f}")
+    print(f"  Prometheus CPU     {prom_cpu:8.1f} s    (its process, during the triage); stallscope CPU "
+          f"{own_cpu:.1f} s ({own_cpu / max(prom_cpu, 1e-9):.2f} x the engine's)")
+    print(f"  query phase wall   {s['query_wall_s']:8.1f} s    (the rest: inventory, drill-down of the top 5, start-up)")
+    print(f"  received           {s['bytes'] / 1e6:8.1f} MB   {s['samples']} points")
+    print(f"  raw pull would be  {raw_bytes / 1e9:8.1f} GB   ({series / args.replicas:.0f} series per replica at 5 s, "
+          f"{per_point:.1f} B per point; {raw_bytes / max(s['bytes'], 1):.0f} x the triage); at 300 series per "
+          f"replica {300 * args.replicas * args.hours * 720 * per_point / 1e9:.1f} GB")
+    print(f"  recall             {found}/{len(injected)} injected replicas in the top {len(injected)}; "
+          f"exit {code}")
+
+
+if __name__ == "__main__":
+    main()
