@@ -28,7 +28,7 @@ spans, it gets one cause, and the finding says which evidence decided it.
      more while the streams were frozen, or the streams are frozen with nothing moving (one engine step in progress; with
      chunking off it is a whole prompt's prefill) for less than the stuck bound: decode starvation;
    - `slow_decode`: none of these: the decode step itself is slow.
-4. Severity: `critical` when the worst window is at least twice over (P99 bucket >= 2 x SLO, >= 10 % of
+4. Severity: `critical` when the worst window is at least twice over (P99 bucket >= 2 x SLO, >= 20 % of
    stream time above it, or a live mean gap >= 2 x SLO); `warning` when a window missed the SLO or froze
    (for `prefill`, any gap above the SLO: the prompt held every stream past it; for the other causes, the
    stream-time share counts over the SLO's reference window, `windows.short`, so one long gap in a shrunk
