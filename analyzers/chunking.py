@@ -77,6 +77,11 @@ class Chunking:
         detail = f": {self.detail}" if self.detail else ""
         return f"chunked prefill {state}{budget} ({self.source}{detail})"
 
+    def sentence(self) -> str:
+        """`describe()` starting a sentence."""
+        text = self.describe()
+        return text[:1].upper() + text[1:]
+
     def as_evidence(self) -> dict:
         return {"chunked_prefill": self.enabled, "max_num_batched_tokens_in_use": self.budget,
                 "config_source": self.source, "budget_estimate": self.budget_estimate}

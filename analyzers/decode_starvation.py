@@ -182,7 +182,7 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
         how = (f" With {chunking.describe()}, a step still computes up to {chunking.budget} prompt tokens, and every "
                "decode in it waits for the whole step.")
     else:
-        how = (f" {_cap(chunking.describe())}. Every decode in a step waits for the whole step, so a step "
+        how = (f" {chunking.sentence()}. Every decode in a step waits for the whole step, so a step "
                "that computes a long prompt holds every running stream.")
     text = f"{lead}{how} Decided by: {ep.decided_by}."
     if ev["prompt_tokens_source"] != "local_compute":
@@ -210,7 +210,3 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
     found = stream_stalls.detect(signals, thresholds=thresholds, steps=steps, roofline_cost=roofline_cost,
                                  budget_advice=budget_advice, chunking=chunking)
     return [f for f in found if f.kind != "scheduler_stall"]
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]

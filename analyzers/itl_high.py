@@ -54,7 +54,7 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
         budget = int(est) if math.isfinite(est) and est >= 1 else None  # estimated from the slow steps
         ev["max_num_batched_tokens_in_use_estimated"] = budget
     free = ep.evidence["windows_prefill_free"]
-    explanation = (f"{tail}. {_cap(chunking.describe())}: no step computed a long prompt, so this is not decode "
+    explanation = (f"{tail}. {chunking.sentence()}: no step computed a long prompt, so this is not decode "
                    f"starvation; the chunk steps themselves are slower than the SLO here (decode steps take about "
                    f"{d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and every running stream waits "
                    f"for each of them. Decided by: {ep.decided_by}.")
@@ -67,7 +67,3 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
                                  cost["source"])
         ev.update(extra)
     return explanation, text
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]

@@ -42,17 +42,18 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
     out = []
     for target, sig in signals.groupby("target", sort=True):
         sig = sig.sort_values("ts").reset_index(drop=True)
+        own = samples[samples["target"].fillna("") == target] if samples is not None and "target" in samples else None
         known = chunking if chunking is not None and chunking.enabled is not None else None
-        if known is None and samples is not None and "target" in samples:
-            known = C.infer_from_histograms(samples[samples["target"].fillna("") == target])
+        if known is None and own is not None:
+            known = C.infer_from_histograms(own)
             known = known if known.enabled is not None else None
-        eps = E.find(sig, thresholds=th, chunking=known or C.UNKNOWN, window_ns=window, step_ns=step, live_ns=live)
+        first = known or C.UNKNOWN
+        eps = E.find(sig, thresholds=th, chunking=first, window_ns=window, step_ns=step, live_ns=live)
         if known is not None and known.source == "inferred from metrics":
             known = C.frozen_through_prefill(known, max((ep.evidence["nothing_moves_s"] for ep in eps), default=0.0))
         config = known or _inferred(eps)
-        if config != (known or C.UNKNOWN) or config.source == "inferred from metrics":  # judge again with it
+        if config != first:  # the causes depend on the configuration: judge again with the one that holds
             eps = E.find(sig, thresholds=th, chunking=config, window_ns=window, step_ns=step, live_ns=live)
-        own = samples[samples["target"].fillna("") == target] if samples is not None and "target" in samples else None
         cost = DS.estimate_cost(sig, steps, roofline_cost, config, own)
         out += [_finding(ep, sig, th, cost, config, stalls, budget_advice) for ep in eps]
     return out
