@@ -1,7 +1,7 @@
 """Step-cost model: how long one engine step takes, as a function of what the scheduler put in it.
 
     step_time_s = intercept + a·prefill_tokens + b·decode_reqs + c·kv_tokens_read
-                  + d·prefill_attn_pairs + e·decode_kv_padded
+                  + d·prefill_attn_pairs + e·decode_kv_padded + f·prefill_reqs
 
 1. Features come from the batch: `prefill_tokens` (prompt tokens computed, all chunks),
    `decode_reqs` (one token each), `kv_tokens_read` (Σ over scheduled requests of the context
@@ -9,7 +9,9 @@
    (Σ over prefill chunks of `num_scheduled × (num_computed_tokens + num_scheduled)`: the
    query-key products of chunked attention, which dominate long prompts on compute-bound hardware),
    and `decode_kv_padded` (decode requests × the longest decode context: what a decode kernel that
-   pads its batch to the longest block table reads, as the reference engine's does). The fit keeps
+   pads its batch to the longest block table reads, as the reference engine's does), and `prefill_reqs`
+   (requests with a prompt chunk in the step: each one's set-up, prefix-cache lookup and attention call
+   cost something whatever its length). The fit keeps
    whichever terms the measurements support.
 2. Fitted by non-negative least squares on measured steps (`end_ns - start_ns`), iteratively
    reweighted by 1/predicted duration so the error minimised is relative: millisecond decode steps
@@ -37,7 +39,7 @@ from stallscope.core import schema
 from stallscope.core.errors import InputError
 from stallscope.engine import step_trace
 
-FEATURES = ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs", "decode_kv_padded")
+FEATURES = ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs", "decode_kv_padded", "prefill_reqs")
 
 
 @dataclass(frozen=True)
@@ -102,19 +104,20 @@ def batch_features(chunks) -> dict:
     `chunks` is an iterable of `(num_computed_tokens_before, num_scheduled, is_prefill)`.
 
     >>> batch_features([(0, 256, True), (40, 1, False), (10, 1, False)])
-    {'prefill_tokens': 256, 'decode_reqs': 2, 'kv_tokens_read': 308, 'prefill_attn_pairs': 65536, 'decode_kv_padded': 82}
+    {'prefill_tokens': 256, 'decode_reqs': 2, 'kv_tokens_read': 308, 'prefill_attn_pairs': 65536, 'decode_kv_padded': 82, 'prefill_reqs': 1}
     """
-    prefill = decode = kv = pairs = longest = 0
+    prefill = decode = kv = pairs = longest = reqs = 0
     for computed, n, is_prefill in chunks:
         kv += computed + n
         if is_prefill:
             prefill += n
+            reqs += 1
             pairs += n * (computed + n)
         else:
             decode += 1
             longest = max(longest, computed + n)
     return {"prefill_tokens": prefill, "decode_reqs": decode, "kv_tokens_read": kv, "prefill_attn_pairs": pairs,
-            "decode_kv_padded": decode * longest}
+            "decode_kv_padded": decode * longest, "prefill_reqs": reqs}
 
 
 def read_step_trace(path: str | Path) -> pd.DataFrame:
@@ -131,8 +134,9 @@ def step_features(steps: pd.DataFrame) -> pd.DataFrame:
 
     With a `num_scheduled_tokens` column ({request_id: tokens}), each request's context is rebuilt
     by accumulating its scheduled tokens; a request that decoded and is then scheduled more than one
-    token was preempted and is recomputing, so its context restarts at 0. Without that column the
-    KV features are NaN.
+    token was preempted and is recomputing, so its context restarts at 0. A request's prefix-cache
+    hit (`num_cached_tokens`, {request_id: tokens} in the step that schedules it) is context its first
+    chunk attends to without computing it. Without `num_scheduled_tokens` the KV features are NaN.
     """
     steps = steps.sort_values("start_ns", kind="stable").reset_index(drop=True)
     out = pd.DataFrame({
@@ -140,13 +144,15 @@ def step_features(steps: pd.DataFrame) -> pd.DataFrame:
         "prefill_tokens": steps["num_prefill_tokens"].to_numpy(dtype=float),
         "decode_reqs": steps["num_decode_tokens"].to_numpy(dtype=float),
     })
-    kv, pairs, padded = (np.full(len(steps), np.nan) for _ in range(3))
+    kv, pairs, padded, reqs = (np.full(len(steps), np.nan) for _ in range(4))
     if "num_scheduled_tokens" in steps:
         computed: dict = {}
         decoding: set = set()
-        for i, sched in enumerate(steps["num_scheduled_tokens"]):
+        cached_col = steps["num_cached_tokens"] if "num_cached_tokens" in steps else [None] * len(steps)
+        for i, (sched, cached) in enumerate(zip(steps["num_scheduled_tokens"], cached_col)):
             if not isinstance(sched, dict):
                 continue
+            cached = cached if isinstance(cached, dict) else {}
             chunks = []
             for rid, n in sched.items():
                 n = int(n)
@@ -154,15 +160,19 @@ def step_features(steps: pd.DataFrame) -> pd.DataFrame:
                 if is_prefill and rid in decoding:  # recompute after preemption
                     computed[rid] = 0
                     decoding.discard(rid)
+                if rid in cached and rid not in decoding:   # scheduled (again): its cached prefix is context
+                    computed[rid] = max(computed.get(rid, 0), int(cached[rid]))
                 chunks.append((computed.get(rid, 0), n, is_prefill))
                 computed[rid] = computed.get(rid, 0) + n
                 if not is_prefill:
                     decoding.add(rid)
             f = batch_features(chunks)
             kv[i], pairs[i], padded[i] = f["kv_tokens_read"], f["prefill_attn_pairs"], f["decode_kv_padded"]
+            reqs[i] = f["prefill_reqs"]
     out["kv_tokens_read"] = kv
     out["prefill_attn_pairs"] = pairs
     out["decode_kv_padded"] = padded
+    out["prefill_reqs"] = reqs
     return out
 
 

@@ -68,7 +68,7 @@ def evaluate(run: Path, slo: float) -> dict:
     coef = fit.coef_s.get("prefill_tokens", 0.0)
     feats = step_features(steps)
     feats = {k: feats[k][feats["prefill_tokens"] > 0].to_numpy() for k in fit.coef_s}
-    no_prefill = {k: v * (k not in ("prefill_tokens", "prefill_attn_pairs")) for k, v in feats.items()}
+    no_prefill = {k: v * (k not in ("prefill_tokens", "prefill_attn_pairs", "prefill_reqs")) for k, v in feats.items()}
     # the fit's whole prefill cost (the token and attention-pair terms) per computed prompt token
     marginal = float(np.sum(fit.predict(**feats) - fit.predict(**no_prefill)) / feats["prefill_tokens"].sum())
     ratio = rec["prefill_s_per_token"] / coef if coef > 0 else float("inf")

@@ -184,6 +184,9 @@ HELD_OUT_3 = [
              exercises="a 1,200-token shared prefix with prefix caching off: every prompt is a long prefill"),
 ]
 SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3
+# A run is flagged for a kind when analyze reports the kind at any severity (the detection); the "no warning
+# on runs meeting the SLO" target counts warnings and criticals only (the severity), docs/accuracy.md.
+DETECTED_AT = "info"
 
 
 def record_run(out: Path, *, server: list[str], load: list[str], interval: str, load_s: float,
@@ -244,18 +247,36 @@ def evaluate(sc: Scenario, run: Path, slo: float) -> dict:
     interval = parse_duration(sc.interval)
     true = truth.episodes(read_step_trace(run / "steps.jsonl"), slo, run_end_ns=run_end)
     findings = analyze(run, slo)
-    itl_p99 = json.loads((run / "loadgen.json").read_text())["all"]["itl_s"].get("p99")
-    row = {"scenario": sc.name, "run": str(run), "itl_p99_s": itl_p99, "window_s": window / 1e9,
+    load = json.loads((run / "loadgen.json").read_text())
+    row = {"scenario": sc.name, "run": str(run), "itl_p99_s": analyzed_itl_p99(load, int(samples["ts"].min()), run_end),
+           "itl_p99_whole_load_s": load["all"]["itl_s"].get("p99"), "window_s": window / 1e9,
            "interval_s": interval, "truth": sorted(k for k, v in true.items() if v),
-           "flagged": sorted(k for k in truth.KINDS if truth.flagged(findings, k)),
+           "flagged": sorted(k for k in truth.KINDS if truth.flagged(findings, k, DETECTED_AT)),
+           "warned": sorted(k for k in truth.KINDS if truth.flagged(findings, k, "warning")),
            "all_findings": sorted({f["kind"] for f in findings}),
            "contradictions": truth.contradictions(truth.merge(true["decode_starvation"] + true["kv_pressure"]), findings)}
     for kind in truth.KINDS:
-        found = truth.flagged(findings, kind)
+        found = truth.flagged(findings, kind, DETECTED_AT)
         ttd = truth.times_to_detect(true[kind], found, window)
         row[kind] = {**truth.episode_scores(true[kind], found), "ttd_s": ttd,
                      "ttd_vs_target": [t / (2 * interval + window / 1e9) for t in ttd if t is not None]}
     return row
+
+
+def analyzed_itl_p99(load: dict, start_ns: int, end_ns: int) -> float | None:
+    """Client-side ITL P99 over the span the store covers: every gap between two chunks of a stream that ends
+    inside it, and each stream's gap still open at its end (a stall the data ends inside is a gap at least
+    that long; loadgen's own P99 covers its whole run and never sees the open gap)."""
+    lo, hi, gaps = start_ns / 1e9, end_ns / 1e9, []
+    for rec in load.get("records", []):
+        ts = np.asarray(rec.get("chunk_ts") or [], dtype=float)
+        if len(ts) >= 2:
+            g = np.diff(ts)
+            gaps.extend(g[(ts[1:] > lo) & (ts[1:] <= hi)].tolist())
+        before = ts[ts <= hi]
+        if len(before) and before[-1] >= lo and (len(before) < len(ts) or not rec.get("done", True)):
+            gaps.append(hi - before[-1])      # the stream's next chunk came after the data ended
+    return float(np.percentile(gaps, 99)) if gaps else None
 
 
 def summarize(rows: list[dict], slo: float) -> dict:
@@ -264,7 +285,7 @@ def summarize(rows: list[dict], slo: float) -> dict:
 
     runs = truth.run_scores([(set(r["truth"]), set(r["flagged"])) for r in rows])
     false_met = [r["scenario"] + (" (true starvation)" if "decode_starvation" in r["truth"] else "") for r in rows
-                 if r["itl_p99_s"] is not None and r["itl_p99_s"] <= slo and "decode_starvation" in r["flagged"]]
+                 if r["itl_p99_s"] is not None and r["itl_p99_s"] <= slo and "decode_starvation" in r["warned"]]
     ttd = [x for r in rows for x in r["decode_starvation"]["ttd_vs_target"]]  # live stalls: starvation episodes
     missed = sum(r["decode_starvation"]["ttd_s"].count(None) for r in rows)
     out = {f"{k}_{m}": {"value": runs[k][m], "target": 0.95, "ratio": runs[k][m] / 0.95, "counts": runs[k]}

@@ -135,3 +135,19 @@ def test_the_live_dashboard_shows_a_stall_still_going_on():
     assert list(out["kind"]) == ["decode_starvation"]
     ev = out.iloc[0]["evidence"]
     assert ev["ongoing"] and ev["episode"]["nothing_moves_s"] >= 8 and out.iloc[0]["end_ns"] == T0_NS + 39 * 10**9
+
+
+def test_prefill_interference_within_the_slo_is_info_and_a_missed_or_frozen_window_is_not():
+    import numpy as np
+
+    from stallscope.analyzers.episodes import _severity
+
+    def st(missed_ref=(0, 0, 0), frozen=(0, 0, 0), ratio=(0.3, 0.4, 0.3)):
+        z = np.zeros(3, dtype=bool)
+        return {"missed": z, "interference": np.ones(3, dtype=bool), "missed_ref": np.array(missed_ref, dtype=bool),
+                "frozen": np.array(frozen, dtype=bool), "ratio": np.array(ratio, dtype=float)}
+    for cause in ("prefill", "prefill_chunks", "slow_decode"):
+        assert _severity(cause, st(), 0, 2) == "info"                       # a few gaps above it, P99 met
+        assert _severity(cause, st(missed_ref=(0, 1, 0)), 0, 2) == "warning"
+        assert _severity(cause, st(frozen=(0, 0, 1), ratio=(0.3, 0.4, 2.5)), 0, 2) == "critical"
+    assert _severity("stuck", st(), 0, 2) == "critical"

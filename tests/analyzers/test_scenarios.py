@@ -143,3 +143,24 @@ def test_one_scenario_end_to_end(tmp_path):
     recall = doc["summary"]["decode_starvation_recall"]["value"]
     assert recall == (1.0 if "decode_starvation" in row["flagged"] else 0.0)
     assert doc["summary"]["contradictions_within_episodes"]["value"] == row["contradictions"]
+
+
+def test_flagged_at_info_counts_every_severity():
+    f = [finding("decode_starvation", 0, 1, severity="info"), finding("kv_pressure", 0, 1, severity="warning")]
+    assert truth.flagged(f, "decode_starvation", "info") == [f[0]]
+    assert truth.flagged(f, "decode_starvation") == []
+
+
+def test_the_analyzed_itl_p99_counts_gaps_inside_the_store_and_the_gap_still_open_at_its_end():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from scenarios import analyzed_itl_p99
+
+    # one stream: 10 ms gaps from t=0 to t=1, then nothing until t=5 (the store ends at t=3, inside that gap)
+    ts = [i * 0.01 for i in range(101)] + [5.0]
+    load = {"records": [{"chunk_ts": ts, "done": True}]}
+    inside = analyzed_itl_p99(load, int(0.5e9), int(0.9e9))       # only the 10 ms gaps ending in (0.5, 0.9]
+    assert inside == pytest.approx(0.01)
+    ends_in_stall = analyzed_itl_p99(load, int(0.5e9), int(3e9))   # 50 gaps of 10 ms + the open 2 s one
+    gaps = [0.01] * 50 + [2.0]
+    assert ends_in_stall == pytest.approx(float(__import__("numpy").percentile(gaps, 99)))
+    assert analyzed_itl_p99({"records": []}, 0, 1) is None

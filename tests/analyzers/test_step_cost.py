@@ -14,7 +14,7 @@ from stallscope.analyzers.step_cost import (
 )
 from stallscope.core.errors import InputError
 
-TRUE = {"intercept": 0.004, "prefill_tokens": 2e-5, "decode_reqs": 3e-4, "kv_tokens_read": 1e-6,
+TRUE = {"intercept": 0.004, "prefill_reqs": 2e-3, "prefill_tokens": 2e-5, "decode_reqs": 3e-4, "kv_tokens_read": 1e-6,
         "prefill_attn_pairs": 4e-9, "decode_kv_padded": 0.0}
 
 
@@ -72,7 +72,7 @@ def test_fit_recovers_known_coefficients(tmp_path):
     model = fit_step_cost(steps, source="synthetic")
     assert model.n_steps == 300
     assert model.intercept_s == pytest.approx(TRUE["intercept"], rel=0.02)
-    for name in ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs"):
+    for name in ("prefill_tokens", "decode_reqs", "kv_tokens_read", "prefill_attn_pairs", "prefill_reqs"):
         assert model.coef_s[name] == pytest.approx(TRUE[name], rel=0.05), name
     assert model.coef_s.get("decode_kv_padded", 0.0) < 1e-9  # not in the truth: (nearly) dropped
     assert model.mape < 0.01 and model.r2 > 0.999
@@ -191,3 +191,16 @@ def test_busy_gaps_never_span_two_concatenated_traces():
     assert busy_gaps_s(both).tolist() == pytest.approx([0.002] * 4)
     # without the trace column the 10-minute hole is still no engine overhead: longer than any step
     assert busy_gaps_s(both.drop(columns="trace")).tolist() == pytest.approx([0.002] * 4)
+
+
+def test_a_prefix_cache_hit_is_context_the_first_chunk_attends_to():
+    """A request scheduled with 1,024 cached tokens computes 64 more that attend to all 1,088; one scheduled again
+    after its decode is unaffected; a request without a hit starts at 0."""
+    steps = pd.DataFrame({"start_ns": [0, 10, 20], "end_ns": [5, 15, 25], "num_prefill_tokens": [64 + 32, 0, 0],
+                          "num_decode_tokens": [0, 2, 2],
+                          "num_scheduled_tokens": [{"a": 64, "b": 32}, {"a": 1, "b": 1}, {"a": 1, "b": 1}],
+                          "num_cached_tokens": [{"a": 1024, "b": 0}, {}, {}]})
+    f = step_features(steps)
+    assert f["prefill_attn_pairs"].tolist()[0] == 64 * (1024 + 64) + 32 * 32
+    assert f["prefill_reqs"].tolist() == [2, 0, 0]
+    assert f["kv_tokens_read"].tolist() == [1024 + 64 + 32, (1088 + 1) + (32 + 1), (1089 + 1) + (33 + 1)]
