@@ -13,7 +13,7 @@ from dash import Input, Output, callback, dcc, html
 from stallscope.dashboards import data
 from stallscope.render import fleet as render
 
-dash.register_page(__name__, path="/fleet", name="Fleet", order=6)
+dash.register_page(__name__, path="/fleet", name="Fleet", order=7)
 
 layout = html.Div([
     dcc.Location(id="fleet-nav", refresh=True),

@@ -9,7 +9,7 @@ from dash import Input, Output, callback, dcc, html
 from stallscope.dashboards import data, views
 from stallscope.render import figures as figs
 
-dash.register_page(__name__, path="/gpu", name="GPU", order=3)
+dash.register_page(__name__, path="/gpu", name="GPU", order=4)
 
 layout = html.Div([
     html.P("Decode-dominated load reads weights and KV (DRAM active high) while tensor cores idle; "

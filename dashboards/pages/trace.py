@@ -9,7 +9,7 @@ from dash import Input, Output, State, callback, dcc, html
 from stallscope.dashboards import data
 from stallscope.render import figures as figs
 
-dash.register_page(__name__, path="/trace", name="Trace", order=4)
+dash.register_page(__name__, path="/trace", name="Trace", order=5)
 
 layout = html.Div([
     html.P("Each bar is one engine step: its width is the step's wall time, its height the same in ms. "

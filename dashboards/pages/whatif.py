@@ -16,7 +16,7 @@ from stallscope.dashboards import data
 from stallscope.render.figures import empty_figure
 from stallscope.core.errors import ToolkitError
 
-dash.register_page(__name__, path="/whatif", name="What-if", order=5)
+dash.register_page(__name__, path="/whatif", name="What-if", order=6)
 
 DEFAULT_BUDGETS = (256, 512, 1024, 2048, 4096)   # slider marks until the data names its candidates
 

@@ -42,6 +42,13 @@ def test_every_page_has_a_callback_test():
     assert set(PAGES) <= tested, f"pages without a callback test: {set(PAGES) - tested}"
 
 
+def test_the_navigation_has_one_place_per_page(app):
+    orders = [page["order"] for page in dash.page_registry.values()]
+    assert len(orders) == len(PAGES) and len(set(orders)) == len(orders), orders
+    names = [page["name"] for page in sorted(dash.page_registry.values(), key=lambda p: p["order"])]
+    assert names == ["Overview", "Latency", "KV cache", "Requests", "GPU", "Trace", "What-if", "Fleet"]
+
+
 def test_fleet_callback(app):
     """The heat map of the source's fleet triage; a click focuses that replica and opens its Latency page."""
     from stallscope.analyzers import fleet as A
