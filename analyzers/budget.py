@@ -9,7 +9,9 @@ all call `recommend_budget(inputs, itl_slo_s)`, so one run directory and one SLO
 2. `candidate_budgets` is the list simulated when none is given: 256, 512, 1,024, 2,048, 4,096 and
    the run's own chunked budget, none below the block size (the engine rejects those).
 3. `stallscope.analyzers.whatif.predict` simulates each candidate and `whatif.recommend` applies the
-   rule (docs/whatif.md, "Recommendation").
+   rule (docs/whatif.md, "Recommendation") among the budgets whose slowest long-prompt step
+   (stallscope.analyzers.chunk_step) fits the SLO less the headroom: a freeze once per long prompt is
+   one ITL sample per stream, which P99 cannot see.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from stallscope.analyzers.chunk_step import largest_budget_within, slowest_step_s
 from stallscope.analyzers.step_cost import StepCostModel, fit_step_cost
 from stallscope.analyzers.whatif import DEFAULT_HEADROOM, predict, recommend
 from stallscope.analyzers.workload import (Workload, intake_delays, workload_from_loadgen, workload_from_samples,
@@ -179,11 +182,15 @@ def arm_engine_config(arm: Arm) -> EngineConfig | None:
 
 def recommend_budget(inputs: WhatifInputs, itl_slo_s: float, *, budgets=None, include_unchunked: bool = False,
                      seed: int = 0, noise: bool = True, headroom: float = DEFAULT_HEADROOM) -> dict:
-    """Simulate every budget (default: `candidate_budgets` of the inputs) and recommend one.
+    """Simulate every budget (default: `candidate_budgets` of the inputs, plus the largest whose slowest
+    long-prompt step fits the SLO less the headroom) and recommend one: `whatif.recommend`'s rule among the
+    budgets whose slowest long-prompt step (stallscope.analyzers.chunk_step) fits that bound, since ITL P99
+    cannot see a freeze that comes once per long prompt; among all of them when none fits.
 
-    Returns {"predictions": frame (one row per budget, `whatif.PREDICTION_COLUMNS`), "recommendation":
-    `whatif.recommend`'s dict, "budgets": the chunked budgets simulated}. Cached per inputs object, so
-    the findings of several arms of one run simulate once.
+    Returns {"predictions": frame (one row per budget, `whatif.PREDICTION_COLUMNS` and
+    `slowest_step_s`), "recommendation": `whatif.recommend`'s dict plus `predicted_slowest_step_s` and
+    `step_bound_s`, "budgets": the chunked budgets simulated}. Cached per inputs object, so the findings
+    of several arms of one run simulate once.
 
     >>> from stallscope.analyzers.workload import LengthDist
     >>> w = Workload(LengthDist.fixed(16), LengthDist.fixed(32), sessions=2, duration_s=2.0)
@@ -191,11 +198,22 @@ def recommend_budget(inputs: WhatifInputs, itl_slo_s: float, *, budgets=None, in
     >>> recommend_budget(i, 0.2)["recommendation"]["max_num_batched_tokens"]
     4096
     """
+    bound_s = itl_slo_s * (1.0 - headroom)
     if budgets is None:
-        budgets = candidate_budgets(inputs.run_budgets, block_size=inputs.shape.block_size)
+        fits = largest_budget_within(inputs.cost, inputs.workload, bound_s)
+        budgets = candidate_budgets(inputs.run_budgets, block_size=inputs.shape.block_size) + (
+            [fits] if fits and fits >= inputs.shape.block_size else [])
     budgets = tuple(check_budgets(budgets, block_size=inputs.shape.block_size))
     preds = _predict(inputs, budgets, bool(include_unchunked), int(seed), bool(noise)).copy()
-    return {"predictions": preds, "recommendation": recommend(preds, itl_slo_s, headroom), "budgets": list(budgets)}
+    preds["slowest_step_s"] = [slowest_step_s(inputs.cost, inputs.workload, b) if on else float("nan")
+                               for b, on in zip(preds["max_num_batched_tokens"], preds["enable_chunked_prefill"])]
+    slow = preds["slowest_step_s"].to_numpy(dtype=float)
+    ok = ~preds["enable_chunked_prefill"].to_numpy(dtype=bool) | np.isnan(slow) | (slow <= bound_s)
+    within = preds[ok] if preds[ok]["enable_chunked_prefill"].any() else preds
+    rec = recommend(within, itl_slo_s, headroom)
+    rec["predicted_slowest_step_s"] = slowest_step_s(inputs.cost, inputs.workload, rec["max_num_batched_tokens"])
+    rec["step_bound_s"] = bound_s
+    return {"predictions": preds, "recommendation": rec, "budgets": list(budgets)}
 
 
 @functools.lru_cache(maxsize=8)

@@ -251,6 +251,7 @@ def fit_step_cost(steps: pd.DataFrame, *, source: str = "steps", min_steps: int 
     ok &= (feats["prefill_tokens"] + feats["decode_reqs"]) > 0
     names = [n for n in FEATURES if feats[n][ok].notna().all() and feats[n][ok].abs().sum() > 0]
     feats = feats[ok]
+    names = _separable(feats, names)
     if len(feats) < min_steps:
         raise InputError(f"{source}: {len(feats)} usable steps, need at least {min_steps} to fit a step-cost model")
     y = feats["duration_s"].to_numpy()
@@ -279,6 +280,29 @@ def fit_step_cost(steps: pd.DataFrame, *, source: str = "steps", min_steps: int 
         residual_bins=_bin_residuals(pred, resid),
         gaps=tuple(float(g) for g in gaps),
     )
+
+
+SEPARABLE = 0.01   # smallest / largest singular value of the prefill steps' normalised prefill columns
+
+
+def _separable(feats: pd.DataFrame, names: list[str]) -> list[str]:
+    """`names` less the prefill terms the prefill steps cannot tell apart: when every prefill computes a prompt
+    of one of two sizes from context 0, a per-request, a per-token and an attention term are collinear (and
+    with one size, the last two), so any split of them fits and none extrapolates to other chunks. Dropped
+    in order, `prefill_reqs` then `prefill_attn_pairs`, until the rest are separable; what remains prices a
+    prompt's tokens at the trace's own average (a chunk of a long prompt is then priced at the whole prompt's
+    average cost per token)."""
+    pf = feats[feats["prefill_tokens"] > 0]
+    for drop in ("prefill_reqs", "prefill_attn_pairs"):
+        cols = [n for n in ("prefill_reqs", "prefill_tokens", "prefill_attn_pairs") if n in names]
+        if drop not in cols or len(pf) < len(cols):
+            continue
+        x = pf[cols].to_numpy(dtype=float)
+        x = x / np.abs(x).max(axis=0)
+        sv = np.linalg.svd(x, compute_uv=False)
+        if sv[-1] < SEPARABLE * sv[0]:
+            names = [n for n in names if n != drop]
+    return names
 
 
 def _bin_residuals(pred: np.ndarray, resid: np.ndarray, *, width_decades: float = 0.5, min_per_bin: int = 10) -> tuple:

@@ -225,9 +225,11 @@ def record(sc: Scenario, run: Path, duration: float, extra_server: list[str]) ->
                collect_s=sc.collect_s(duration))
 
 
-def analyze(run: Path, slo: float) -> list[dict]:
-    """The findings of `stallscope analyze --db store.db --format json` (exit 1 is `--fail-on critical`)."""
-    res = subprocess.run(SS + ["analyze", "--db", str(run / "store.db"), "--format", "json", "--itl-slo", str(slo)],
+def analyze(run: Path, slo: float, steps: bool = False) -> list[dict]:
+    """The findings of `stallscope analyze --db store.db --format json` (exit 1 is `--fail-on critical`); with
+    `steps`, the run's step trace is given too (`--steps steps.jsonl`)."""
+    extra = ["--steps", str(run / "steps.jsonl")] if steps else []
+    res = subprocess.run(SS + ["analyze", "--db", str(run / "store.db"), *extra, "--format", "json", "--itl-slo", str(slo)],
                          capture_output=True, text=True)
     if res.returncode not in (0, 1):
         raise RuntimeError(f"analyze {run} exited {res.returncode}: {res.stderr[-400:]}")

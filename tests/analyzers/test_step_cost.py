@@ -204,3 +204,23 @@ def test_a_prefix_cache_hit_is_context_the_first_chunk_attends_to():
     assert f["prefill_attn_pairs"].tolist()[0] == 64 * (1024 + 64) + 32 * 32
     assert f["prefill_reqs"].tolist() == [2, 0, 0]
     assert f["kv_tokens_read"].tolist() == [1024 + 64 + 32, (1088 + 1) + (32 + 1), (1089 + 1) + (33 + 1)]
+
+
+def test_prefill_terms_the_trace_cannot_separate_are_dropped(tmp_path):
+    """Every prefill a whole prompt of one size from context 0: tokens, attention pairs and requests are
+    collinear, so only the per-token term is fitted (the trace's own average per token)."""
+    lines, t = [], 1_700_000_000_000_000_000
+    for step in range(60):          # step 0 admits the four decoding requests (one token each)
+        rid, prefill = f"r{step}", step % 3 == 1
+        sched = {rid: 1200} if prefill else {f"d{k}": 1 for k in range(4)}
+        dur = 0.004 + (1200 * 2e-5 + 1200 * 1200 * 1e-8 if prefill else 4 * 3e-4)
+        lines.append({"step": step, "start_ns": t, "end_ns": t + int(dur * 1e9), "num_prefill_tokens": 1200 if prefill else 4 * (step == 0),
+                      "num_decode_tokens": 0 if prefill or step == 0 else 4, "num_running": 5, "num_waiting": 0, "num_preempted": 0,
+                      "kv_blocks_used": 0, "num_gpu_blocks": 512, "num_scheduled_tokens": sched})
+        t += int(dur * 1e9) + 300_000
+    path = tmp_path / "steps.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    model = fit_step_cost(read_step_trace(path))
+    assert "prefill_attn_pairs" not in model.coef_s and "prefill_reqs" not in model.coef_s
+    whole = model.predict(prefill_tokens=1200, kv_tokens_read=1200)
+    assert whole == pytest.approx(0.004 + 1200 * 2e-5 + 1200 * 1200 * 1e-8, rel=0.02)     # 42.4 ms, as measured

@@ -184,6 +184,21 @@ def test_request_overhead_shifts_ttft():
     assert s["num_requests"] == 12
 
 
+def test_a_freeze_p99_cannot_see_still_bounds_the_budget():
+    """Two long prompts in 8 s: their 160 ms whole-prompt steps are 12 ITL samples among thousands, so every
+    budget meets a 50 ms P99; the slowest step of a long prompt's prefill still has to fit the SLO."""
+    from stallscope.analyzers.budget import inputs_from_frames, recommend_budget
+
+    w = fixed(16, 100, sessions=6, long_prompt_tokens=1500, long_output_tokens=4, long_every_s=4.0, duration_s=8.0)
+    res = simulate(w, LINEAR, max_num_batched_tokens=2048, enable_chunked_prefill=False, record_steps=True,
+                   shape=SchedulerConfig(num_gpu_blocks=2000))
+    out = recommend_budget(inputs_from_frames(pd.DataFrame(res.steps)), 0.05)
+    preds, rec = out["predictions"].set_index("max_num_batched_tokens"), out["recommendation"]
+    assert (preds["itl_p99_s"] <= 0.04).all()                        # P99 alone would pick 4,096: one whole step
+    assert preds.loc[4096, "slowest_step_s"] == pytest.approx(0.16, abs=0.002)
+    assert rec["max_num_batched_tokens"] == 256 and rec["predicted_slowest_step_s"] == pytest.approx(0.035, abs=1e-4)
+
+
 def test_analyze_takes_the_starvation_budget_from_the_simulation():
     """A starvation trace (chunking off, long prompts): the trace alone yields the budget, and the
     decode_starvation finding's recommendation and evidence carry it."""
@@ -200,12 +215,17 @@ def test_analyze_takes_the_starvation_budget_from_the_simulation():
     # a chunk step is 10 ms + 0.1 ms per scheduled prompt token: 256 -> ~35 ms, 512 -> ~61 ms > 50 ms
     assert rec["max_num_batched_tokens"] == 256 and rec["meets_slo"]
     assert rec["predicted_itl_p99_s"] == pytest.approx(0.0354, abs=0.002)
+    # 256 is also the largest multiple of 64 whose slowest long-prompt step fits 40 ms (the SLO less 20 %):
+    # 256 - 6 decodes = 250 prompt tokens -> 35 ms; 320 -> 314 -> 41.4 ms
     assert inputs.cost.mape < 1e-6 and res["budgets"] == [256, 512, 1024, 2048, 4096]
+    assert rec["predicted_slowest_step_s"] == pytest.approx(0.0352, abs=1e-4) and rec["step_bound_s"] == pytest.approx(0.04)
+    assert inputs.cost.coef_s["prefill_tokens"] == pytest.approx(1e-4)   # two prompt sizes: no attention term
     text, evidence = budget_advisor(steps, None, 0.05)()
     assert "--max-num-batched-tokens 256" in text and "simulating" in text
     assert evidence["max_num_batched_tokens"] == 256
     assert evidence["budget_source"] == "what-if simulation of the step trace"
     assert evidence["whatif_budgets"] == [256, 512, 1024, 2048, 4096]
+    assert evidence["expected_step_s"] == pytest.approx(rec["predicted_slowest_step_s"])
     # without per-request detail (an nsys steps frame) there is no simulated advice
     assert budget_advisor(steps.drop(columns="num_scheduled_tokens"), None, 0.05) is None
 
