@@ -118,9 +118,9 @@ def whatif_budget_advice(inputs, slo_s: float) -> tuple[str, dict]:
     rec, budgets, cost = res["recommendation"], res["budgets"], inputs.cost
     n = rec["max_num_batched_tokens"]
     verdict = "meets" if rec["meets_slo"] else "is the lowest simulated but misses"
-    slowest = rec.get("predicted_slowest_step_s", float("nan"))
+    slowest = rec.get("predicted_slowest_step_s")
     step = (f", and its slowest step of a long prompt's prefill {slowest * 1e3:.0f} ms (the longest freeze a stream "
-            f"sees; bound {rec['step_bound_s'] * 1e3:.0f} ms)" if math.isfinite(slowest) else "")
+            f"sees; bound {rec['step_bound_s'] * 1e3:.0f} ms)" if slowest is not None else "")
     text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: simulating the workload of {inputs.source} "
             f"through the engine's scheduler at budgets {', '.join(map(str, budgets))} predicts ITL P99 "
             f"{rec['predicted_itl_p99_s'] * 1e3:.0f} ms at {n}{step}, which {verdict} the {slo_s * 1e3:.0f} ms SLO"
@@ -131,7 +131,7 @@ def whatif_budget_advice(inputs, slo_s: float) -> tuple[str, dict]:
     evidence = {"max_num_batched_tokens": n, "budget_source": f"what-if simulation of {inputs.source}",
                 "whatif_predicted_itl_p99_s": rec["predicted_itl_p99_s"], "whatif_meets_slo": rec["meets_slo"],
                 "whatif_budgets": budgets}
-    if math.isfinite(slowest):
+    if slowest is not None:
         evidence.update(expected_step_s=slowest, expected_step="the slowest step of a long prompt's prefill "
                         "(the step-cost fit of the trace, each chunk at its context beside the running decodes)")
     return text, evidence

@@ -175,14 +175,19 @@ def _print_text(result: dict) -> None:
                   f"long prompts {w['long_prompt_tokens']} every {w['long_every_s']:g} s; {w['duration_s']:g} s simulated")
     table = Table(title="predicted per --max-num-batched-tokens (times in ms; off = chunked prefill off)")
     for col in ("budget", "TTFT P99", "TTFT long P50", "TTFT long P99", "TTFT short P50", "TTFT short P99",
-                "ITL P50", "ITL P99", "output tok/s"):
+                "ITL P50", "ITL P99", "slowest long-prompt step", "output tok/s"):
         table.add_column(col, justify="right")
     for r in result["predictions"]:
         budget = str(r["max_num_batched_tokens"]) if r["enable_chunked_prefill"] else "off"
+        slow = r.get("slowest_step_s")
         table.add_row(budget, _ms(r["ttft_p99_s"]), _ms(r["ttft_long_p50_s"]), _ms(r["ttft_long_p99_s"]), _ms(r["ttft_short_p50_s"]),
-                      _ms(r["ttft_short_p99_s"]), _ms(r["itl_p50_s"]), _ms(r["itl_p99_s"]), f"{r['output_tok_s']:.1f}")
+                      _ms(r["ttft_short_p99_s"]), _ms(r["itl_p50_s"]), _ms(r["itl_p99_s"]),
+                      _ms(slow if slow is not None and slow == slow else None), f"{r['output_tok_s']:.1f}")
     console.print(table)
     rec = result["recommendation"]
     mark = "recommend" if rec["meets_slo"] else "no budget meets the SLO; closest"
-    console.print(f"{mark}: {rec['flags']}  ({rec['reason']})")
+    slowest = rec.get("predicted_slowest_step_s")
+    bound = (f"; its slowest long-prompt step {slowest * 1e3:.0f} ms, bound {rec['step_bound_s'] * 1e3:.0f} ms"
+             if slowest is not None else "")
+    console.print(f"{mark}: {rec['flags']}  ({rec['reason']}{bound})")
 
