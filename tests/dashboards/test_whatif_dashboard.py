@@ -24,9 +24,11 @@ def test_whatif_slider_callback_reads_each_budget(page):
     # the synthetic steps: 16 decodes of 30 ms, a 4096-token whole-prompt prefill of 600 ms every 50 steps
     assert body.id == "whatif-ready" and "400 recorded steps" in body.children
     assert "workload from step counts" in body.children and "--max-num-batched-tokens" in body.children
-    # no run directory: inputs from the steps alone, and the default candidates (no budget of the run's own)
+    # no run directory: inputs from the steps alone, the default candidates (no budget of the run's own) and 896,
+    # the largest whose slowest long-prompt step fits 160 ms: 30 ms + (896 - 16 decodes) x 0.139 ms = 152 ms
     max_index, marks, start = page.slider(0, None)
-    assert (max_index, list(marks.values())) == (4, ["256", "512", "1024", "2048", "4096"])
+    assert (max_index, list(marks.values())) == (5, ["256", "512", "896", "1024", "2048", "4096"])
+    assert marks[start] == "896"
     assert f"--max-num-batched-tokens {marks[start]} (" in body.children   # the slider starts on the recommendation
     fig, text = page.curves(0, 0)
     assert text.startswith("--max-num-batched-tokens 256: ITL P99")
@@ -37,8 +39,8 @@ def test_whatif_slider_callback_reads_each_budget(page):
     assert itl == sorted(itl)                      # a larger budget never lowers the predicted ITL P99 here
     off = next(t for t in fig.data if t.name == "ITL P99, chunking off")
     assert off.y[0] == pytest.approx(0.63, abs=0.05)   # the 600 ms prefill step + a 30 ms decode step
-    _, text4 = page.curves(4, 0)
-    assert text4.startswith("--max-num-batched-tokens 4096") and "misses" in text4
+    _, text5 = page.curves(5, 0)
+    assert text5.startswith("--max-num-batched-tokens 4096") and "misses" in text5
 
 
 def test_whatif_page_without_steps_says_why(page):
