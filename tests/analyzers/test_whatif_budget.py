@@ -72,22 +72,24 @@ def test_whatif_analyze_and_dashboard_recommend_the_same_budget(run_dir, capsys)
     from stallscope.dashboards.data import DataSource
 
     cli = _whatif_cli(capsys, "--from", str(run_dir))
-    # candidates: the defaults plus the `on` arm's own 128; a chunk of B tokens costs
-    # 10 ms + 0.2 ms x B, so 512 (~112 ms) is the largest under the 200 ms SLO and 1024 (~215 ms) is not
-    assert [p["max_num_batched_tokens"] for p in cli["predictions"]] == [128, 256, 512, 1024, 2048, 4096]
+    # candidates: the defaults, the `on` arm's own 128, and 704: a chunk of B tokens costs
+    # 10 ms + 0.2 ms x B, so 704 (~150 ms) is the largest multiple of 64 whose slowest long-prompt step fits
+    # 160 ms (the SLO less 20 %); 1024 (~215 ms) is over the SLO
+    assert [p["max_num_batched_tokens"] for p in cli["predictions"]] == [128, 256, 512, 704, 1024, 2048, 4096]
     rec = cli["recommendation"]
-    assert rec["max_num_batched_tokens"] == 512 and rec["meets_slo"] and rec["itl_slo_s"] == 0.2
+    assert rec["max_num_batched_tokens"] == 704 and rec["meets_slo"] and rec["itl_slo_s"] == 0.2
+    assert rec["predicted_slowest_step_s"] == pytest.approx(0.1496, abs=0.002) and rec["step_bound_s"] == pytest.approx(0.16)
     assert cli["step_cost"]["mape"] < 1e-3 and cli["workload"]["source"].endswith("off/loadgen.json")
 
     assert main(["analyze", str(run_dir), "--format", "json"]) == 1
     found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["kind"] == "decode_starvation"]
     assert found and {f["target"] for f in found} == {"off/vllm"}
     for f in found:
-        assert f["evidence"]["max_num_batched_tokens"] == 512
+        assert f["evidence"]["max_num_batched_tokens"] == 704
         assert f["evidence"]["budget_source"] == f"what-if simulation of the run {run_dir}"
-        assert f["evidence"]["whatif_budgets"] == [128, 256, 512, 1024, 2048, 4096]
+        assert f["evidence"]["whatif_budgets"] == [128, 256, 512, 704, 1024, 2048, 4096]
         assert f["evidence"]["whatif_predicted_itl_p99_s"] == pytest.approx(rec["predicted_itl_p99_s"])
-        assert "--max-num-batched-tokens 512`" in f["recommendation"]
+        assert "--max-num-batched-tokens 704`" in f["recommendation"]
 
     src = DataSource.from_run(run_dir)
     create_app(src)
@@ -95,14 +97,14 @@ def test_whatif_analyze_and_dashboard_recommend_the_same_budget(run_dir, capsys)
     page = page_module("whatif")
     assert "steps" in src.frames() and "num_scheduled_tokens" in src.frames()["steps"]
     res = page.result(src)
-    assert res["recommendation"]["max_num_batched_tokens"] == 512 and res["budgets"] == [128, 256, 512, 1024, 2048, 4096]
+    assert res["recommendation"]["max_num_batched_tokens"] == 704 and res["budgets"] == [128, 256, 512, 704, 1024, 2048, 4096]
     assert res["recommendation"]["predicted_itl_p99_s"] == pytest.approx(rec["predicted_itl_p99_s"])
-    assert "--max-num-batched-tokens 512" in page.update(0).children
-    assert page.slider(0, None) == (5, {i: str(b) for i, b in enumerate(res["budgets"])}, 2)   # starts on 512
-    assert page.curves(None, 0)[1].startswith("--max-num-batched-tokens 512: ITL P99")
+    assert "--max-num-batched-tokens 704" in page.update(0).children
+    assert page.slider(0, None) == (6, {i: str(b) for i, b in enumerate(res["budgets"])}, 3)   # starts on 704
+    assert page.curves(None, 0)[1].startswith("--max-num-batched-tokens 704: ITL P99")
     overview = src.findings()
     starving = overview[overview["kind"] == "decode_starvation"]
-    assert len(starving) and all(e["max_num_batched_tokens"] == 512 for e in starving["evidence"])
+    assert len(starving) and all(e["max_num_batched_tokens"] == 704 for e in starving["evidence"])
 
 
 def test_when_no_budget_meets_the_slo_all_three_pick_the_lowest_itl(run_dir, capsys):
@@ -137,8 +139,8 @@ def test_one_arm_of_the_run_agrees_too(run_dir, capsys):
     from stallscope.dashboards.data import DataSource
 
     cli = _whatif_cli(capsys, "--from", str(run_dir / "off"))
-    # one arm: its own steps and loadgen, no chunked budget of its own, so the defaults alone
-    assert [p["max_num_batched_tokens"] for p in cli["predictions"]] == [256, 512, 1024, 2048, 4096]
+    # one arm: its own steps and loadgen, no chunked budget of its own, so the defaults and the step bound
+    assert [p["max_num_batched_tokens"] for p in cli["predictions"]] == [256, 512, 704, 1024, 2048, 4096]
     main(["analyze", str(run_dir / "off"), "--format", "json"])
     found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["kind"] == "decode_starvation"]
     assert found and {f["evidence"]["max_num_batched_tokens"] for f in found} == \
@@ -148,7 +150,7 @@ def test_one_arm_of_the_run_agrees_too(run_dir, capsys):
     data.use(src)
     res = page_module("whatif").result(src)
     assert res["recommendation"]["max_num_batched_tokens"] == cli["recommendation"]["max_num_batched_tokens"]
-    assert res["budgets"] == [256, 512, 1024, 2048, 4096]
+    assert res["budgets"] == [256, 512, 704, 1024, 2048, 4096]
 
 
 def test_candidate_budgets_add_the_run_budget_and_respect_the_block_size():
