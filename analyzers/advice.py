@@ -56,6 +56,7 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                  f"{(chunks - 1) * decode_step_s * 1e3:.0f} ms to its TTFT")
     text += f". Cost figures from {source}."
     return text, {"max_num_batched_tokens": n, "expected_step_s": step_s, "budget_source": source,
+                  "expected_step": f"a step of {n} prompt tokens beside the decodes, at the average cost per prompt token",
                   "prefill_s_per_token": prefill_s_per_token}
 
 
