@@ -89,6 +89,7 @@ def check_data(prom, truth, t0: int, hours: float, replicas=(0, 1, 3, 6)) -> dic
     picks = sorted({int(np.searchsorted(ts, first)) + 4, int(np.searchsorted(ts, first)) + 8,
                     *np.linspace(40, len(ts) - 40, 6).astype(int).tolist()})
     out: dict[str, str] = {}
+    differ: dict[str, list] = {}
     for r in replicas:
         want = fleet_data.replica_series(r, ts, truth)
         for i in picks:
@@ -104,9 +105,13 @@ def check_data(prom, truth, t0: int, hours: float, replicas=(0, 1, 3, 6)) -> dic
                 expect = ([float(v) for v in values[i]] if values.ndim == 2 else [float(values[i])])
                 stored = [have[k] for k in sorted(have, key=lambda le: float(le) if le else 0.0)]
                 if len(stored) != len(expect) or not np.allclose(stored, expect, rtol=1e-12, atol=1e-9):
-                    out[family] = f"differs (replica {r} at t0 + {int(ts[i] - t0)} s)"
-                else:
-                    out.setdefault(family, "equal")
+                    differ.setdefault(family, []).append(f"vllm-{r:04d}")
+    checked = len(replicas) * len(picks)
+    for family in want:
+        if out.get(family) != "absent":
+            pods = differ.get(family, [])
+            out[family] = (f"differs at {len(pods)} of {checked} replica-times ({', '.join(sorted(set(pods)))})"
+                           if pods else f"equal at {checked} replica-times")
     return out
 
 
