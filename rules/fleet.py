@@ -267,3 +267,33 @@ def inventory_expr(by, range_: str, matchers=()) -> str:
     """One instant query: every replica seen over the range, valued by its peak running requests."""
     ids = ", ".join(label_list(by))
     return with_matchers(f"max by ({ids}) (max_over_time(vllm:num_requests_running[{range_}]))", matchers)
+
+
+# the DCGM ratios the single-replica path reads (collectors/dcgm.CANONICAL: factor to base units, every field
+# spelling); memory_bound judges dram_active and tensor_active, roofline reads both
+DCGM_RATIOS = ("dram_active", "tensor_active", "sm_active", "sm_occupancy", "gr_engine_active", "fp16_active",
+               "gpu_util", "mem_copy_util")
+DCGM_IDENTITY = ("namespace", "pod")  # dcgm-exporter's pod mapping; its `instance` is the exporter's own
+DCGM_BLANK = 2147483632.0  # 0x7FFFFFF0, DCGM's smallest blank sentinel of a gauge (collectors/dcgm.blank)
+
+
+def dcgm_exprs(th: dict, *, by=DCGM_IDENTITY, matchers=()) -> dict[str, str]:
+    """{gpu frame metric: PromQL}: each DCGM ratio per replica identity and GPU (`gpu` kept, as
+    memory_bound judges each GPU), in base units, blank sentinels dropped; `memory_bound` answers 1 where
+    dram_active >= dram_active_high and tensor_active <= tensor_active_low (memory_bound's GPU test; its
+    decode-dominated condition is the vLLM signals' part). Instant values: on the same grid they are the
+    values `analyze --prometheus` pulls, except at a blank sample, which the push-down leaves absent
+    where the pull carries the previous step's value forward (Prometheus' lookback over a dropped row)."""
+    from stallscope.collectors.dcgm import FIELDS
+
+    ids = ", ".join((*label_list(by), "gpu"))
+    sel = matcher_text(matchers)
+    out = {}
+    for metric in DCGM_RATIOS:  # each spelling: blanks dropped in its own units, then scaled
+        terms = [f"({field}{{{sel}}} < {DCGM_BLANK!r})" if factor == 1.0 else
+                 f"{factor!r} * ({field}{{{sel}}} < {DCGM_BLANK!r})"
+                 for field, (name, factor) in FIELDS.items() if name == metric]
+        out[metric] = f"max by ({ids}) ({' or '.join(terms)})"
+    out["memory_bound"] = (f"(({out['dram_active']}) >= {float(th['dram_active_high'])!r} and on ({ids}) "
+                           f"({out['tensor_active']}) <= {float(th['tensor_active_low'])!r}) * 0 + 1")
+    return out
