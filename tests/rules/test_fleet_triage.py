@@ -11,6 +11,8 @@ import pytest
 from promserver import FakePrometheus, matrix
 from stallscope.cli import main
 from stallscope.core.config import load_thresholds
+from stallscope.collectors.prometheus_fleet import Runner
+from stallscope.rules import fleet as F
 from stallscope.rules import fleet_triage
 
 NS = 1_000_000_000
@@ -213,6 +215,11 @@ def test_recorded_path_ranks_the_ci_fleet_as_the_raw_path(fleet_40x6h, tmp_path)
         raw = fleet_triage.triage(prom.url, th, rec.start_ns / NS - 60, end, path="raw", drill=False)
         with pytest.raises(InputError, match="identity labels .* only, not 'job'"):
             fleet_triage.triage(prom.url, th, t0, end, path="recorded", matchers=[("job", "=", "vllm")], drill=False)
+        runner = Runner(prom.url)
+        assert fleet_triage.choose_path(runner, th, "auto", ("pod", "model_name"), [], t0, end, 60, 60) == "raw"
+        assert fleet_triage.choose_path(runner, th, "auto", F.DEFAULT_IDENTITY, [], t0, end, 120, 120) == "raw"
+        assert fleet_triage.choose_path(runner, th, "auto", F.DEFAULT_IDENTITY, [("pod", "=~", "vllm-00.*")],
+                                        t0, end, 60, 60) == "recorded"
     assert (rec.path, raw.path) == ("recorded", "raw") and rec.start_ns == raw.start_ns and rec.end_ns == raw.end_ns
     assert rec.stats["groups"] < raw.stats["groups"] and not rec.failures and not raw.failures
 
@@ -222,6 +229,26 @@ def test_recorded_path_ranks_the_ci_fleet_as_the_raw_path(fleet_40x6h, tmp_path)
     assert ranking(rec) == ranking(raw)
     k = len(truth.injected())
     assert {r.labels["pod"] for r in rec.replicas[:k]} == truth.injected()
+
+
+def test_rules_cli_renders_the_fleet_group_from_the_thresholds(tmp_path, capsys):
+    """`stallscope rules --group fleet` prints the stallscope-fleet group promtool accepts; the short window
+    names the series and sets the group's interval (one sample per window)."""
+    import yaml
+
+    from stallscope.rules import fleet_recorded
+
+    out = tmp_path / "fleet.yaml"
+    assert main(["rules", "--group", "fleet", "--window-short", "30s", "-o", str(out)]) == 0
+    (group,) = yaml.safe_load(out.read_text())["groups"]
+    th = load_thresholds(windows={"short": "30s"})
+    assert group["name"] == "stallscope-fleet" and group["interval"] == "30s"
+    assert [r["record"] for r in group["rules"]] == [fleet_recorded.names(th)[k] for k in
+                                                     ("presence", "impaired", "load", "long_prefill", "kv_pressure")]
+    assert all(r["record"].endswith("30s") and "[30s]" in r["expr"] for r in group["rules"])
+    capsys.readouterr()
+    assert main(["rules", "--check", str(out)]) == 0
+    assert "SUCCESS: 5 rules found" in capsys.readouterr().out
 
 
 def test_thanos_params_reach_the_server_and_partial_responses_are_reported(capsys):
