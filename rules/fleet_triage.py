@@ -76,9 +76,15 @@ def choose_path(runner: Runner, th: dict, path: str, by, matchers, start_s: floa
     why = FR.usable(th, by, matchers, window_s, step_s)
     if why is None:
         found = runner.instant(FR.probe(th, matchers, F.R.fmt_duration(max(1.0, end_s - start_s))), end_s)
-        if found and found[0][1] > 0:
-            return "recorded"
-        why = f"no recorded series {FR.names(th)['presence']} for the selector"
+        why = None if found and found[0][1] > 0 else f"no recorded series {FR.names(th)['presence']} for the selector"
+    if why is None and path == "auto":  # the rules must cover the start where the raw series do
+        at = start_s + min(300.0, (end_s - start_s) / 2)
+        raw = runner.instant(F.with_matchers("count(vllm:num_requests_running)", matchers), at)
+        rec = runner.instant(f"count({FR.names(th)['presence']}{{{F.matcher_text(matchers)}}})", at)
+        if raw and raw[0][1] > 0 and not (rec and rec[0][1] > 0):
+            why = "the recorded series begin after the range starts"
+    if why is None:
+        return "recorded"
     if path == "recorded":
         raise InputError(f"--fleet-path recorded: {why} (install rules/{FR.FILE}: docs/fleet.md)")
     return "raw"
