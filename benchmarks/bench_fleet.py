@@ -128,6 +128,56 @@ def settle(prom, quiet_cpu_s: float = 1.0, period_s: float = 20.0, limit_s: floa
     return time.perf_counter() - t
 
 
+PROM_ARGS = ["--query.timeout=30m"]  # the rule backfill asks a whole 2 h block of the fleet per query
+
+
+def fleet_setup(args, work: Path) -> dict:
+    """meta.json of the work directory: a copied TSDB (--reuse-tsdb), the one kept there, or a new fleet
+    generated and backfilled (t0, gen_s, fill_s, om_bytes)."""
+    import fleet_data
+    from promserver import promtool
+
+    meta = work / "meta.json"
+    if args.reuse_tsdb and not meta.exists():
+        t = time.perf_counter()
+        shutil.copytree(args.reuse_tsdb / "tsdb", work / "tsdb", ignore=shutil.ignore_patterns("queries.active"))
+        shutil.copy(args.reuse_tsdb / "meta.json", meta)
+        print(f"  copied {args.reuse_tsdb}/tsdb in {time.perf_counter() - t:.1f} s")
+    if not meta.exists():
+        t0 = (int(time.time()) // 3600) * 3600 - int(args.hours * 3600) - 3600
+        t = time.perf_counter()
+        fleet_data.write(work / "fleet.om", args.replicas, args.hours, t0)
+        gen_s, om_bytes = time.perf_counter() - t, (work / "fleet.om").stat().st_size
+        t = time.perf_counter()
+        fleet_data.backfill(work / "fleet.om", work / "tsdb", promtool())
+        fill_s = time.perf_counter() - t
+        (work / "fleet.om").unlink()
+        meta.write_text(json.dumps({"t0": t0, "gen_s": gen_s, "fill_s": fill_s, "om_bytes": om_bytes}))
+    return json.loads(meta.read_text())
+
+
+def recorded_setup(args, work: Path, info: dict, truth, end: int) -> None:
+    """Backfill rules/fleet.rules.yaml (timed, with Prometheus' CPU), restart and wait for compaction;
+    the figures go into meta.json, so a later run triages again without repeating it."""
+    import fleet_data
+    from promserver import PrometheusServer, promtool
+
+    t0 = info["t0"]
+    with PrometheusServer(work, storage=work / "tsdb", extra_args=PROM_ARGS) as prom:
+        if args.reuse_tsdb:
+            info["data_check"] = check_data(prom, truth, t0, args.hours)
+        cpu0, t = cpu_s(prom.proc.pid), time.perf_counter()
+        rules = fleet_data.backfill_rules(ROOT / "rules" / "fleet.rules.yaml", prom.url, t0, end, work / "tsdb",
+                                          work, promtool())
+        info.update(rules_fill_s=time.perf_counter() - t, rules_fill_cpu_s=cpu_s(prom.proc.pid) - cpu0,
+                    rules_file=rules.name)
+    with PrometheusServer(work, storage=work / "tsdb", extra_args=PROM_ARGS) as prom:
+        cpu0 = cpu_s(prom.proc.pid)
+        info["compact_s"] = settle(prom)
+        info["compact_cpu_s"] = cpu_s(prom.proc.pid) - cpu0
+    (work / "meta.json").write_text(json.dumps(info))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replicas", type=int, default=1000)
@@ -141,55 +191,23 @@ def main() -> None:
                     help="the triage's --fleet-path; recorded backfills rules/fleet.rules.yaml first")
     args = ap.parse_args()
     import fleet_data
-    from promserver import PrometheusServer, promtool
+    from promserver import PrometheusServer
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench_fleet_"))
     work.mkdir(parents=True, exist_ok=True)
-    meta = work / "meta.json"
-    if args.reuse_tsdb and not meta.exists():
-        t = time.perf_counter()
-        shutil.copytree(args.reuse_tsdb / "tsdb", work / "tsdb", ignore=shutil.ignore_patterns("queries.active"))
-        shutil.copy(args.reuse_tsdb / "meta.json", meta)
-        print(f"  copied {args.reuse_tsdb}/tsdb in {time.perf_counter() - t:.1f} s")
-    if meta.exists():
-        t0, gen_s, fill_s, om_bytes = (json.loads(meta.read_text())[k] for k in ("t0", "gen_s", "fill_s", "om_bytes"))
-        truth = fleet_data.plan(args.replicas, args.hours, t0)
-    else:
-        t0 = (int(time.time()) // 3600) * 3600 - int(args.hours * 3600) - 3600
-        t = time.perf_counter()
-        truth = fleet_data.write(work / "fleet.om", args.replicas, args.hours, t0)
-        gen_s, om_bytes = time.perf_counter() - t, (work / "fleet.om").stat().st_size
-        t = time.perf_counter()
-        fleet_data.backfill(work / "fleet.om", work / "tsdb", promtool())
-        fill_s = time.perf_counter() - t
-        (work / "fleet.om").unlink()
-        meta.write_text(json.dumps({"t0": t0, "gen_s": gen_s, "fill_s": fill_s, "om_bytes": om_bytes}))
-    injected = truth.injected()
-    end = t0 + int(args.hours * 3600)
-    info = json.loads(meta.read_text())
-    prom_args = ["--query.timeout=30m"]  # the rule backfill asks a whole 2 h block of the fleet per query
+    info = fleet_setup(args, work)
+    t0, end = info["t0"], info["t0"] + int(args.hours * 3600)
+    truth = fleet_data.plan(args.replicas, args.hours, t0)
     if args.path == "recorded" and "rules_fill_s" not in info:
-        with PrometheusServer(work, storage=work / "tsdb", extra_args=prom_args) as prom:
-            if args.reuse_tsdb:
-                info["data_check"] = check_data(prom, truth, t0, args.hours)
-            cpu0, t = cpu_s(prom.proc.pid), time.perf_counter()
-            rules = fleet_data.backfill_rules(ROOT / "rules" / "fleet.rules.yaml", prom.url, t0, end, work / "tsdb",
-                                              work, promtool())
-            info.update(rules_fill_s=time.perf_counter() - t, rules_fill_cpu_s=cpu_s(prom.proc.pid) - cpu0,
-                        rules_file=rules.name)
-        with PrometheusServer(work, storage=work / "tsdb", extra_args=prom_args) as prom:
-            cpu0 = cpu_s(prom.proc.pid)
-            info["compact_s"] = settle(prom)
-            info["compact_cpu_s"] = cpu_s(prom.proc.pid) - cpu0
-        meta.write_text(json.dumps(info))
-    with PrometheusServer(work, storage=work / "tsdb", extra_args=prom_args) as prom:
+        recorded_setup(args, work, info, truth, end)
+    with PrometheusServer(work, storage=work / "tsdb", extra_args=PROM_ARGS) as prom:
         series = int(float(prom.query('count({__name__=~"vllm:.+"})', end)[0]["value"][1]))
         print(f"fleet: {args.replicas} replicas x {args.hours:g} h at 15 s, {series} series "
-              f"({om_bytes / 1e9:.2f} GB OpenMetrics); {len(injected)} injected replicas")
-        print(f"  setup: generate {gen_s:.1f} s, promtool backfill {fill_s:.1f} s")
+              f"({info['om_bytes'] / 1e9:.2f} GB OpenMetrics); {len(truth.injected())} injected replicas")
+        print(f"  setup: generate {info['gen_s']:.1f} s, promtool backfill {info['fill_s']:.1f} s")
         if args.reuse_tsdb and "data_check" not in info:
             info["data_check"] = check_data(prom, truth, t0, args.hours)
-            meta.write_text(json.dumps(info))
+            (work / "meta.json").write_text(json.dumps(info))
         for family, verdict in sorted(info.get("data_check", {}).items()):
             print(f"  data vs the current generator: {family:42s} {verdict}")
         if args.path == "recorded":
@@ -204,8 +222,13 @@ def main() -> None:
         cpu0 = cpu_s(prom.proc.pid)
         code, wall, rss, out, own_cpu = child(cmd)
         prom_cpu = cpu_s(prom.proc.pid) - cpu0
-        doc = json.loads(out)
         raw_bytes, per_point = raw_pull_bytes(prom.url, t0, series / args.replicas, args.replicas, args.hours)
+    report(args, json.loads(out), truth.injected(), code, wall, rss, own_cpu, prom_cpu, raw_bytes, per_point, series)
+
+
+def report(args, doc: dict, injected: set, code: int, wall: float, rss: int, own_cpu: float, prom_cpu: float,
+           raw_bytes: float, per_point: float, series: int) -> None:
+    """Each figure beside its ratio to the target or to the engine's work."""
     s = doc["fleet"]["stats"]
     pods = [r["labels"].get("pod") for r in doc["ranking"]]
     injected &= set(pods)  # the selected replicas only

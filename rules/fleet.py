@@ -183,11 +183,12 @@ def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, ma
     out["tokens_per_output"] = (f"1 + sum by ({ids}) (rate(vllm:spec_decode_num_accepted_tokens_total[{w}])) / "
                                 f"({drafts} > 0)")
     if iteration_cut:
-        out["long_prefill_rate"] = _long_prefill(iteration_cut, ids, w)
+        out["long_prefill_rate"] = long_prefill_expr(iteration_cut, ids, w)
     return {col: with_matchers(expr, matchers) for col, expr in out.items()}
 
 
-def _long_prefill(cut: str, ids: str, w: str) -> str:
+def long_prefill_expr(cut: str, ids: str, w: str) -> str:
+    """Engine steps above the `cut` bucket per second (rate(+Inf) - rate(le = cut)), by the identity."""
     return f"clamp_min({_bucket(ITERATION, '+Inf', ids, w)} - {_bucket(ITERATION, cut, ids, w)}, 0)"
 
 

@@ -54,7 +54,7 @@ def group(th: dict) -> dict:
     live = R.check(th)["windows"]["live"]
     tests = F.episode_exprs(th, F.signal_exprs(th, by=IDENTITY, window=w, live_window=live), IDENTITY,
                             F.ITL_LES, w)
-    long_prefill = " or ".join(f'label_replace(({F._long_prefill(cut, ids, w)}) > 0, "cut", "{cut}", "", "")'
+    long_prefill = " or ".join(f'label_replace(({F.long_prefill_expr(cut, ids, w)}) > 0, "cut", "{cut}", "", "")'
                                for cut in CUTS)
     n = names(th)
     rules = [{"record": n["presence"], "expr": F.presence_expr(IDENTITY, w)},
