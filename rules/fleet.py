@@ -15,9 +15,8 @@ The idea: the server evaluates the windowed quantiles, rates and gauges of `anal
    usage is `max by`, `waiting` the capacity reason where exported. Not pushed down: `nothing_for_s`
    (seconds since the counters last moved, a scrape-by-scrape scan with no PromQL form); it is cause
    evidence only, which the drill-down computes from the raw series.
-3. With the recording rules installed (`path="recorded"`), the quantiles and rates are read from the
-   recorded series by name: they are grouped by `model_name, instance` (the rules' grouping), so that
-   path identifies a replica by those two labels and uses the rules' short window.
+3. `rules/fleet_recorded.py` renders the window tests of 4. as recording rules (rules/fleet.rules.yaml),
+   from these same functions; where they are installed the triage reads them by name (`path="recorded"`).
 4. `episode_exprs` composes the detectors' window tests from the same expressions (same thresholds):
    impaired streams (analyzers/episodes.py's window states and severity), prefill load (the evidence of
    decode starvation) and KV pressure; the server answers only the windows that fail a test.
@@ -38,7 +37,6 @@ from stallscope.core.errors import InputError
 from stallscope.rules import render as R
 
 DEFAULT_IDENTITY = ("namespace", "pod", "instance", "model_name", "engine")
-RECORDED_IDENTITY = ("model_name", "instance")
 ITL = "vllm:inter_token_latency_seconds"
 ITL_LEGACY = "vllm:time_per_output_token_seconds"
 TTFT = "vllm:time_to_first_token_seconds"
@@ -87,7 +85,7 @@ def with_matchers(expr: str, matchers) -> str:
 
 def _rule_expr(th: dict, record: str, quantile: str | None = None) -> str:
     """The rendered `expr` of one recording rule (of the short window)."""
-    for rule in R.render_files(th)["vllm.rules.yaml"]["groups"][0]["rules"]:
+    for rule in R.vllm_recording_rules(th):
         if rule.get("record") == record and (quantile is None or rule.get("labels", {}).get("quantile") == quantile):
             return rule["expr"]
     raise KeyError(record)  # pragma: no cover - render.py always renders these
@@ -185,9 +183,13 @@ def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, ma
     out["tokens_per_output"] = (f"1 + sum by ({ids}) (rate(vllm:spec_decode_num_accepted_tokens_total[{w}])) / "
                                 f"({drafts} > 0)")
     if iteration_cut:
-        out["long_prefill_rate"] = (f"clamp_min({_bucket(ITERATION, '+Inf', ids, w)} - "
-                                    f"{_bucket(ITERATION, iteration_cut, ids, w)}, 0)")
+        out["long_prefill_rate"] = long_prefill_expr(iteration_cut, ids, w)
     return {col: with_matchers(expr, matchers) for col, expr in out.items()}
+
+
+def long_prefill_expr(cut: str, ids: str, w: str) -> str:
+    """Engine steps above the `cut` bucket per second (rate(+Inf) - rate(le = cut)), by the identity."""
+    return f"clamp_min({_bucket(ITERATION, '+Inf', ids, w)} - {_bucket(ITERATION, cut, ids, w)}, 0)"
 
 
 def iteration_cut(peak_running: float, tokens_per_output: float = 1.0, les=ITERATION_LES) -> str:
@@ -196,27 +198,6 @@ def iteration_cut(peak_running: float, tokens_per_output: float = 1.0, les=ITERA
     cut = max(512.0, 2.0 * float(peak_running if math.isfinite(peak_running) else 0.0)
               * float(tokens_per_output if math.isfinite(tokens_per_output) else 1.0))
     return first_bound_at_or_above(les, cut) or "+Inf"
-
-
-def recorded_exprs(th: dict, matchers=()) -> dict[str, str]:
-    """{column: PromQL} over the installed recording rules' series (grouped by model_name, instance)."""
-    short = R.fmt_duration(parse_duration(th["windows"]["short"]))
-    ids = ", ".join(RECORDED_IDENTITY)
-    sel = matcher_text(matchers)
-    out = {}
-    for tag, metric in (("itl", "vllm_inter_token_latency_seconds"), ("ttft", "vllm_time_to_first_token_seconds")):
-        for q, col in (("0.99", f"{tag}_p99"), ("0.5", f"{tag}_p50")):
-            out[col] = f'sum by ({ids}) ({R.name_quantile(metric, short)}{{quantile="{q}"{"," + sel if sel else ""}}})'
-    for col, metric in (("prompt_rate", "vllm_prompt_tokens"), ("gen_rate", "vllm_generation_tokens"),
-                        ("preempt_rate", "vllm_num_preemptions")):
-        out[col] = f"sum by ({ids}) ({R.name_rate(metric, short)}{{{sel}}})"
-    return out
-
-
-def recorded_probe(th: dict) -> str:
-    """The recorded series whose presence says the rules are installed (the ITL P99 of the short window)."""
-    short = R.fmt_duration(parse_duration(th["windows"]["short"]))
-    return R.name_quantile("vllm_inter_token_latency_seconds", short)
 
 
 def quantile_above(q: float, bound: str, by: str, w: str, families=(ITL, ITL_LEGACY)) -> str:
@@ -232,8 +213,7 @@ def _tag(expr: str, tag: str) -> str:
 
 def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES, window: str | None = None,
                   itl_families=(ITL, ITL_LEGACY)) -> dict[str, str]:
-    """{test: PromQL} answering only where a window fails it, composed from `exprs` (signal_exprs, or
-    recorded_exprs over it) with analyzers/episodes.py's window states and kv_pressure's mask:
+    """{test: PromQL} answering only where a window fails it, composed from `exprs` (signal_exprs) with analyzers/episodes.py's window states and kv_pressure's mask:
 
     - `impaired`, unless the engine sleeps, as up to three tagged series: `share` (its value, where
       itl_stall_share >= 1 %: interference from 1 %, missed from 5 %, critical from 20 %), `p99` (2 where
@@ -247,12 +227,10 @@ def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES, window: 
     slo = float(th["itl_slo_s"])
     b1, b2 = first_bound_at_or_above(itl_les, slo), first_bound_at_or_above(itl_les, 2 * slo)
     tests = [_tag(f"({exprs['itl_stall_share']}) >= {E.INTERFERENCE_SHARE!r}", "share")]
-    if b1 and "histogram_quantile" in exprs["itl_p99"]:
+    if b1:
         fam = tuple(itl_families)
         crit = f"({_itl_bucket(b2, ids, w, fam)} < bool 0.99 * {_itl_bucket('+Inf', ids, w, fam)})" if b2 else "0"
         tests.append(_tag(f"({crit} + 2) and on ({ids}) {quantile_above(0.99, b1, ids, w, fam)}", "p99"))
-    elif b1:  # the recorded P99: its value against the bounds
-        tests.append(_tag(f"((({exprs['itl_p99']}) > {b1}) > bool {b2 or '+Inf'}) + 2", "p99"))
     running, gen = f"({exprs['running']})", f"({exprs['live_gen_rate']})"
     frozen = f"(({running} > 0) and on ({ids}) ({gen} < {running} / {slo!r}))"
     tests.append(_tag(f"(({gen} <= bool {running} / {2 * slo!r}) + 2) and on ({ids}) {frozen}", "frozen"))
@@ -290,3 +268,33 @@ def inventory_expr(by, range_: str, matchers=()) -> str:
     """One instant query: every replica seen over the range, valued by its peak running requests."""
     ids = ", ".join(label_list(by))
     return with_matchers(f"max by ({ids}) (max_over_time(vllm:num_requests_running[{range_}]))", matchers)
+
+
+# the DCGM ratios the single-replica path reads (collectors/dcgm.CANONICAL: factor to base units, every field
+# spelling); memory_bound judges dram_active and tensor_active, roofline reads both
+DCGM_RATIOS = ("dram_active", "tensor_active", "sm_active", "sm_occupancy", "gr_engine_active", "fp16_active",
+               "gpu_util", "mem_copy_util")
+DCGM_IDENTITY = ("namespace", "pod")  # dcgm-exporter's pod mapping; its `instance` is the exporter's own
+DCGM_BLANK = 2147483632.0  # 0x7FFFFFF0, DCGM's smallest blank sentinel of a gauge (collectors/dcgm.blank)
+
+
+def dcgm_exprs(th: dict, *, by=DCGM_IDENTITY, matchers=()) -> dict[str, str]:
+    """{gpu frame metric: PromQL}: each DCGM ratio per replica identity and GPU (`gpu` kept, as
+    memory_bound judges each GPU), in base units, blank sentinels dropped; `memory_bound` answers 1 where
+    dram_active >= dram_active_high and tensor_active <= tensor_active_low (memory_bound's GPU test; its
+    decode-dominated condition is the vLLM signals' part). Instant values: on the same grid they are the
+    values `analyze --prometheus` pulls, except at a blank sample, which the push-down leaves absent
+    where the pull carries the previous step's value forward (Prometheus' lookback over a dropped row)."""
+    from stallscope.collectors.dcgm import FIELDS
+
+    ids = ", ".join((*label_list(by), "gpu"))
+    sel = matcher_text(matchers)
+    out = {}
+    for metric in DCGM_RATIOS:  # each spelling: blanks dropped in its own units, then scaled
+        terms = [f"({field}{{{sel}}} < {DCGM_BLANK!r})" if factor == 1.0 else
+                 f"{factor!r} * ({field}{{{sel}}} < {DCGM_BLANK!r})"
+                 for field, (name, factor) in FIELDS.items() if name == metric]
+        out[metric] = f"max by ({ids}) ({' or '.join(terms)})"
+    out["memory_bound"] = (f"(({out['dram_active']}) >= {float(th['dram_active_high'])!r} and on ({ids}) "
+                           f"({out['tensor_active']}) <= {float(th['tensor_active_low'])!r}) * 0 + 1")
+    return out

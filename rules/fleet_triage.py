@@ -4,9 +4,10 @@ The idea: never pull raw series for the fleet. Steps:
 
 1. Inventory (two instant queries over the range): every replica matching the selector, grouped by the
    identity labels, with its peak running requests (the long-prefill cut) and its scrape count.
-2. Path: with the recording rules installed (their ITL P99 series exists) and a selector on
-   `model_name`/`instance` only, the quantiles and rates are read from the recorded series and a replica
-   is `model_name, instance`; else everything is evaluated from the raw series (`path` says which).
+2. Path: with the fleet recording rules installed (`rules/fleet.rules.yaml`, `fleet_recorded`: their
+   presence series exists), the default identity, the rules' window and vLLM's default ITL buckets, the
+   window tests are read from the recorded series by name on a grid aligned to the rule evaluations;
+   else they are evaluated from the raw series (`path` says which).
 3. Replicas are split into groups (one regex matcher on the identity label with the most distinct values,
    sized for `--max-memory`), the range into chunks under Prometheus' point limit; each group x chunk
    runs the episode tests of `fleet.episode_exprs` and a presence count (`collectors/prometheus_fleet`).
@@ -29,6 +30,7 @@ from stallscope.collectors.prometheus_api import MAX_POINTS
 from stallscope.core.config import parse_duration
 from stallscope.core.errors import CollectorError, InputError, ToolkitError
 from stallscope.rules import fleet as F
+from stallscope.rules import fleet_recorded as FR
 from stallscope.rules.fleet_signals import bucket_bounds, grid_index, live_window, replica_name
 
 NS = 1_000_000_000
@@ -36,6 +38,7 @@ KEYS = ("impaired", "load", "kv_pressure", "presence")
 GROUP_CAP = 25  # replicas per query at most: a day of 25 replicas is a few seconds of server time, well
                 # inside Prometheus' default 2 min query timeout even on a loaded server
 SERIES_LOADED = 90  # raw series one replica's decode-starvation test reads (ITL buckets twice, share terms, rates)
+RECORDED_CAP, RECORDED_LOADED = 250, 8  # the recorded path: a handful of recorded series per replica
 
 
 @dataclasses.dataclass
@@ -49,6 +52,7 @@ class Plan:
     itl_les: list
     scrape_s: float
     itl_families: tuple = (F.ITL, F.ITL_LEGACY)
+    aligned_s: float | None = None  # the recorded path: a rule evaluation time (the grid goes through it)
 
 
 def inventory(runner: Runner, by, matchers, start_s: float, end_s: float) -> tuple[dict, dict, dict]:
@@ -62,24 +66,38 @@ def inventory(runner: Runner, by, matchers, start_s: float, end_s: float) -> tup
     return labels, {replica_name(lab, by): v for lab, v in peaks}, {replica_name(lab, by): v for lab, v in counts}
 
 
-def choose_path(runner: Runner, th: dict, path: str, matchers, start_s: float, end_s: float) -> str:
+def choose_path(runner: Runner, th: dict, path: str, by, matchers, start_s: float, end_s: float,
+                window_s: float, step_s: float) -> str:
     """"recorded" or "raw" (see the module docstring); `path` "auto" probes the server."""
     if path not in ("auto", "raw", "recorded"):
         raise InputError(f"--fleet-path must be auto, raw or recorded, got {path!r}")
-    usable = all(name in F.RECORDED_IDENTITY for name, _, _ in matchers)
-    if path == "raw" or (path == "auto" and not usable):
+    if path == "raw":
         return "raw"
-    span = F.R.fmt_duration(max(1.0, end_s - start_s))
-    probe = F.recorded_probe(th)
-    sel = F.matcher_text(matchers)
-    found = runner.instant(f"count(last_over_time({probe}{{{sel}}}[{span}]))", end_s)
-    if found and found[0][1] > 0 and usable:
+    why = FR.usable(th, by, matchers, window_s, step_s)
+    if why is None:
+        found = runner.instant(FR.probe(th, matchers, F.R.fmt_duration(max(1.0, end_s - start_s))), end_s)
+        why = None if found and found[0][1] > 0 else f"no recorded series {FR.names(th)['presence']} for the selector"
+    if why is None and path == "auto":  # the rules must cover the start where the raw series do
+        at = start_s + min(300.0, (end_s - start_s) / 2)
+        raw = runner.instant(F.with_matchers("count(vllm:num_requests_running)", matchers), at)
+        rec = runner.instant(f"count({FR.names(th)['presence']}{{{F.matcher_text(matchers)}}})", at)
+        if raw and raw[0][1] > 0 and not (rec and rec[0][1] > 0):
+            why = "the recorded series begin after the range starts"
+    if why is None:
         return "recorded"
     if path == "recorded":
-        raise InputError(f"--fleet-path recorded: no recorded series {probe} for the selector "
-                         "(install rules/vllm.rules.yaml, docs/fleet.md; a selector may use model_name and "
-                         "instance only)")
+        raise InputError(f"--fleet-path recorded: {why} (install rules/{FR.FILE}: docs/fleet.md)")
     return "raw"
+
+
+def rule_time(runner: Runner, th: dict, matchers, start_s: float, end_s: float) -> float | None:
+    """A time the fleet rules were evaluated at (unix s), from their latest sample near the end, the middle
+    or the start of the range."""
+    for at in (end_s, (start_s + end_s) / 2, start_s + 300):
+        got = runner.instant(FR.last_eval(th, matchers), at)
+        if got:
+            return got[0][1]
+    return None
 
 
 def split_groups(labels: dict, cuts: dict, by, size: int, matchers) -> list:
@@ -101,30 +119,55 @@ def split_groups(labels: dict, cuts: dict, by, size: int, matchers) -> list:
 
 
 def plan(runner: Runner, th: dict, start_s: float, end_s: float, *, by, matchers, path: str, max_memory: int,
-         concurrency: int, n_points: int, chunk_s: float, max_samples: int) -> Plan:
-    chosen = choose_path(runner, th, path, matchers, start_s, end_s)
-    by = F.RECORDED_IDENTITY if chosen == "recorded" else F.label_list(by)
+         concurrency: int, n_points: int, chunk_s: float, max_samples: int, window_s: float,
+         step_s: float) -> Plan:
+    by = F.label_list(by)
+    chosen = choose_path(runner, th, path, by, matchers, start_s, end_s, window_s, step_s)
     labels, peaks, counts = inventory(runner, by, matchers, start_s, end_s)
     if not labels:
         sel = F.matcher_text(matchers) or "(none)"
         raise InputError(f"no vLLM replica (vllm:num_requests_running) matches selector {{{sel}}} between "
                          f"{start_s:.0f} and {end_s:.0f} (unix s)")
     les, families = bucket_bounds(runner, (F.ITL, F.ITL_LEGACY), start_s, end_s, matchers)
+    aligned = None
+    if chosen == "recorded":
+        chosen, aligned = _recorded_checks(runner, th, path, les, matchers, start_s, end_s)
     cuts = {name: F.iteration_cut(peaks.get(name, 0.0)) for name in labels}
     scrapes = max(counts.values()) if counts else 0
     scrape_s = (end_s - start_s) / (scrapes - 1) if scrapes > 1 else 15.0
     scrape_s = float(round(scrape_s)) if scrape_s > 1 else scrape_s
-    loaded = SERIES_LOADED * int(chunk_s / scrape_s + 1)  # raw samples one replica's episode query loads
+    if chosen == "recorded":  # recorded samples one replica's queries load, one per window
+        loaded, cap = RECORDED_LOADED * int(chunk_s / window_s + 1), RECORDED_CAP
+    else:  # raw samples one replica's episode query loads
+        loaded, cap = SERIES_LOADED * int(chunk_s / scrape_s + 1), GROUP_CAP
     size = group_size(min(n_points, MAX_POINTS), 6, max_memory, concurrency, loaded_per_replica=loaded,
-                      max_samples=max_samples, cap=GROUP_CAP)
-    return Plan(labels, split_groups(labels, cuts, by, size, matchers), by, chosen, les, scrape_s, families)
+                      max_samples=max_samples, cap=cap)
+    return Plan(labels, split_groups(labels, cuts, by, size, matchers), by, chosen, les, scrape_s, families,
+                aligned)
+
+
+def _recorded_checks(runner: Runner, th: dict, path: str, les, matchers, start_s: float,
+                     end_s: float) -> tuple[str, float | None]:
+    """("recorded", a rule evaluation time) when the rules were rendered for the buckets the fleet
+    exports and their evaluation time is readable; else ("raw", None), or an error for --fleet-path recorded."""
+    why = None
+    if sorted(map(float, les)) != sorted(map(float, F.ITL_LES)):
+        why = f"the fleet's ITL buckets {les} are not the ones the rules were rendered for"
+    at = rule_time(runner, th, matchers, start_s, end_s) if why is None else None
+    if why is None and at is None:
+        why = "the rules' evaluation time could not be read"
+    if why is None:
+        return "recorded", at
+    if path == "recorded":
+        raise InputError(f"--fleet-path recorded: {why}")
+    return "raw", None
 
 
 def _exprs(th, p: Plan, matchers, window: str, cut: str, step: str) -> dict[str, str]:
+    if p.path == "recorded":
+        return FR.exprs(th, matchers, cut, parse_duration(step))
     sig = F.signal_exprs(th, by=p.by, window=window, matchers=matchers, itl_les=p.itl_les, iteration_cut=cut,
                          itl_families=p.itl_families, live_window=live_window(window, p.scrape_s))
-    if p.path == "recorded":
-        sig.update(F.recorded_exprs(th, matchers))
     return {**F.episode_exprs(th, sig, p.by, p.itl_les, window, p.itl_families),
             "presence": F.presence_expr(p.by, step, matchers)}
 
@@ -167,7 +210,11 @@ def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | 
     chunks = time_chunks(start_s, end_s, step_s)
     p = plan(runner, th, start_s - window_s, end_s, by=by, matchers=matchers, path=path, max_memory=max_memory,
              concurrency=concurrency, n_points=n, chunk_s=chunks[0][1] - chunks[0][0] + window_s,
-             max_samples=max_samples)
+             max_samples=max_samples, window_s=window_s, step_s=step_s)
+    if p.aligned_s is not None:  # the grid through the rule evaluations: each point reads its own window
+        start_s += (p.aligned_s - start_s) % step_s
+        n = len(np.arange(start_s, end_s + step_s / 2, step_s))
+        chunks = time_chunks(start_s, end_s, step_s)
     step = F.R.fmt_duration(step_s)
     jobs = [Job(g, kind, expr, a, b, step_s) for g, cut, _, m in p.groups
             for kind, expr in _exprs(th, p, m, w, cut, step).items() for a, b in chunks]

@@ -9,7 +9,7 @@ file holds one group so an alert always sees the recording rules of the same eva
     >>> from stallscope.core.config import load_thresholds
     >>> docs = render_files(load_thresholds())
     >>> sorted(docs)
-    ['gpu.rules.yaml', 'scrape.rules.yaml', 'vllm.rules.yaml']
+    ['fleet.rules.yaml', 'gpu.rules.yaml', 'scrape.rules.yaml', 'vllm.rules.yaml']
 
 `python -m stallscope.rules.render` rewrites the committed files next to this module.
 """
@@ -162,6 +162,11 @@ def _recording(windows: dict) -> list[dict]:
     return rules
 
 
+def vllm_recording_rules(th: dict) -> list[dict]:
+    """The recording rules of vllm.rules.yaml (rules/fleet.py reuses their expressions)."""
+    return _recording(check(th)["windows"])
+
+
 def _alert_specs(th: dict, windows: dict) -> dict[str, tuple[str, str, str]]:
     """alertname -> (expr, summary, description)."""
     s, lg = windows["short"], windows["long"]
@@ -249,6 +254,8 @@ def render_files(th: dict, runbook_base: str = DEFAULT_RUNBOOK_BASE,
         rule["annotations"] = {"summary": summary, "description": description,
                                "runbook_url": f"{runbook_base.rstrip('#')}#{alert.lower()}"}
         docs[fname]["groups"][0]["rules"].append(rule)
+    from stallscope.rules import fleet_recorded  # the fleet triage's window tests (it imports this module)
+    docs[fleet_recorded.FILE] = {"groups": [fleet_recorded.group(th)]}
     return docs
 
 

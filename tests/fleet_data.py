@@ -167,3 +167,42 @@ def backfill(openmetrics: Path, storage: Path, promtool: str = "promtool") -> No
     """`promtool tsdb create-blocks-from openmetrics` into `storage` (blocks of up to 24 h)."""
     subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=24h",
                     str(openmetrics), str(storage)], check=True, capture_output=True)
+
+
+def backfill_rules(rules: Path, url: str, start: int, end: int, storage: Path, work: Path,
+                   promtool: str = "promtool") -> Path:
+    """`promtool tsdb create-blocks-from rules` of the one-group `rules` file over start..end (unix s) into
+    `storage`, evaluated against the Prometheus at `url`; returns the rule file's path promtool was given.
+
+    promtool 2.42 asks each 2 h block up to the block's end truncated to whole seconds, so a group whose
+    evaluation offset (a hash of its name and file path) lies in the last second of its interval loses one
+    evaluation per block. A trial over two intervals reads the offset (`promtool tsdb dump`); while it lies
+    in that second, a copy under another name is tried."""
+    import yaml
+
+    from stallscope.core.config import parse_duration
+
+    group = yaml.safe_load(Path(rules).read_text())["groups"][0]
+    interval_ms = int(round(1000 * parse_duration(group.get("interval", "1m"))))
+    work = Path(work)
+    for i in range(20):
+        path = Path(rules) if i == 0 else work / f"{Path(rules).stem}-{i}.yaml"
+        if i:
+            shutil.copyfile(rules, path)
+        trial = work / f"trial-{i}"
+        subprocess.run([promtool, "tsdb", "create-blocks-from", "rules", f"--start={start}",
+                        f"--end={start + 2 * interval_ms // 1000}", f"--url={url}", "--output-dir", str(trial),
+                        str(path)], check=True, capture_output=True)
+        (trial / "wal").mkdir(parents=True, exist_ok=True)  # `tsdb dump` opens the directory as a database
+        dump = subprocess.run([promtool, "tsdb", "dump", str(trial)], check=True, capture_output=True, text=True)
+        shutil.rmtree(trial)
+        stamps = [int(line.rsplit(" ", 1)[1]) for line in dump.stdout.splitlines() if line.strip()]
+        if stamps and stamps[0] % interval_ms < interval_ms - 1000:
+            break
+    out = work / "recorded"
+    subprocess.run([promtool, "tsdb", "create-blocks-from", "rules", f"--start={start}", f"--end={end}",
+                    f"--url={url}", "--output-dir", str(out), str(path)], check=True, capture_output=True)
+    for block in out.iterdir():
+        if (block / "meta.json").exists():  # the blocks, not the writer's empty chunks_head
+            shutil.move(str(block), str(Path(storage) / block.name))
+    return path

@@ -33,7 +33,8 @@ def add_arguments(parser) -> None:
                    help="extra API parameter for every fleet query, e.g. max_source_resolution=0s or "
                         "partial_response=false (Thanos; repeatable)")
     g.add_argument("--fleet-path", choices=["auto", "raw", "recorded"], default="auto",
-                   help="read the recording rules' series (recorded), the raw series (raw), or probe (default)")
+                   help="read the fleet recording rules' series (recorded: rules/fleet.rules.yaml), the raw series "
+                        "(raw), or probe the server (default; docs/fleet.md)")
     g.add_argument("--max-samples", type=int, default=50_000_000, metavar="N",
                    help="the server's --query.max-samples: replica groups load at most half of it per query "
                         "(default 50000000, Prometheus' default)")

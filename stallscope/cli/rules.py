@@ -28,7 +28,7 @@ THRESHOLD_FLAGS = {
     "--generation-rate": ("generation_tokens_rate_low", "tokens/s below which a scheduler with waiting requests is stalled"),
 }
 FORMATS = ("prometheus", "prometheusrule")
-GROUPS = ("all", "vllm", "gpu", "scrape")
+GROUPS = ("all", "vllm", "gpu", "scrape", "fleet")
 DEFAULT_RESOURCE_LABELS = {"app.kubernetes.io/part-of": "stallscope", "release": "kube-prometheus-stack"}
 
 

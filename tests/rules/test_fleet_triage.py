@@ -11,6 +11,8 @@ import pytest
 from promserver import FakePrometheus, matrix
 from stallscope.cli import main
 from stallscope.core.config import load_thresholds
+from stallscope.collectors.prometheus_fleet import Runner
+from stallscope.rules import fleet as F
 from stallscope.rules import fleet_triage
 
 NS = 1_000_000_000
@@ -191,36 +193,67 @@ def test_a_query_over_the_server_sample_limit_is_one_line_exit_2(fleet_40x6h, ca
 
 @pytest.mark.slow
 @pytest.mark.needs_tool("prometheus")
-def test_recorded_path_reads_the_installed_rules_and_finds_the_same_replicas(tmp_path):
-    """With rules/vllm.rules.yaml backfilled (`promtool tsdb create-blocks-from rules`), `auto` reads the
-    recorded quantiles and rates (replica = model_name, instance) and flags the same replicas and kinds."""
+def test_recorded_path_ranks_the_ci_fleet_as_the_raw_path(fleet_40x6h, tmp_path):
+    """rules/fleet.rules.yaml backfilled by promtool over the CI fleet: `auto` reads the recorded window tests
+    (path "recorded", grid aligned to the rule evaluations) and ranks every replica exactly as the raw path
+    on the same grid: the same order, episodes (kind, span, severity) and absent time; a selector on a
+    label the rules do not keep is refused for --fleet-path recorded."""
     import shutil
-    import subprocess
 
     import fleet_data
-    from promserver import PrometheusServer, promtool
     from conftest import ROOT
+    from promserver import PrometheusServer, promtool
+    from stallscope.core.errors import InputError
 
-    t0 = (int(time.time()) // 3600 - 4) * 3600
-    truth = fleet_data.write(tmp_path / "f.om", 16, 2, t0)
-    fleet_data.backfill(tmp_path / "f.om", tmp_path / "tsdb", promtool())
-    with PrometheusServer(tmp_path, storage=tmp_path / "tsdb") as prom:
-        raw = fleet_triage.triage(prom.url, load_thresholds(), t0, t0 + 7200, top=0, path="auto")
-        subprocess.run([promtool(), "tsdb", "create-blocks-from", "rules", f"--start={t0}", f"--end={t0 + 7200}",
-                        f"--url={prom.url}", "--output-dir", str(tmp_path / "recorded"),
-                        str(ROOT / "rules" / "vllm.rules.yaml")], check=True, capture_output=True)
-    for block in (tmp_path / "recorded").iterdir():
-        shutil.move(str(block), str(tmp_path / "tsdb" / block.name))
-    with PrometheusServer(tmp_path, storage=tmp_path / "tsdb") as prom:
-        rec = fleet_triage.triage(prom.url, load_thresholds(), t0, t0 + 7200, top=0, path="auto")
-        with pytest.raises(Exception, match="may use model_name and instance only"):
-            fleet_triage.triage(prom.url, load_thresholds(), t0, t0 + 7200, path="recorded",
-                                matchers=[("pod", "=", "vllm-0001")], drill=False)
-    assert raw.path == "raw" and rec.path == "recorded" and rec.identity == ("model_name", "instance")
+    src, truth, t0 = fleet_40x6h
+    storage, end, th = tmp_path / "tsdb", t0 + 6 * 3600, load_thresholds()
+    since = t0 + 1800  # the rules backfilled from half an hour into the data
+    shutil.copytree(src, storage)
+    with PrometheusServer(tmp_path, storage=storage) as prom:
+        fleet_data.backfill_rules(ROOT / "rules" / "fleet.rules.yaml", prom.url, since, end, storage, tmp_path,
+                                  promtool())
+    with PrometheusServer(tmp_path, storage=storage) as prom:
+        rec = fleet_triage.triage(prom.url, th, since, end, drill=False)
+        raw = fleet_triage.triage(prom.url, th, rec.start_ns / NS - 60, end, path="raw", drill=False)
+        with pytest.raises(InputError, match="identity labels .* only, not 'job'"):
+            fleet_triage.triage(prom.url, th, t0, end, path="recorded", matchers=[("job", "=", "vllm")], drill=False)
+        runner = Runner(prom.url)
+        assert fleet_triage.choose_path(runner, th, "auto", ("pod", "model_name"), [], since, end, 60, 60) == "raw"
+        assert fleet_triage.choose_path(runner, th, "auto", F.DEFAULT_IDENTITY, [], since, end, 120, 120) == "raw"
+        assert fleet_triage.choose_path(runner, th, "auto", F.DEFAULT_IDENTITY, [("pod", "=~", "vllm-00.*")],
+                                        since, end, 60, 60) == "recorded"
+        assert fleet_triage.choose_path(runner, th, "auto", F.DEFAULT_IDENTITY, [], t0, end, 60, 60) == "raw"
+        assert fleet_triage.choose_path(runner, th, "recorded", F.DEFAULT_IDENTITY, [], t0, end, 60, 60) == "recorded"
+    assert (rec.path, raw.path) == ("recorded", "raw") and rec.start_ns == raw.start_ns and rec.end_ns == raw.end_ns
+    assert rec.stats["groups"] < raw.stats["groups"] and not rec.failures and not raw.failures
 
-    def flagged(report):
-        return {r.labels["instance"]: set(r.kinds()) for r in report.replicas if r.kinds()}
-    assert flagged(rec) == flagged(raw) and len(flagged(raw)) == len(truth.injected())
+    def ranking(report):
+        return [(r.name, r.seconds, [(e.kind, e.start_ns, e.end_ns, e.severity) for e in r.episodes])
+                for r in report.replicas]
+    assert ranking(rec) == ranking(raw)
+    flagged = {r.labels["pod"] for r in rec.replicas if r.kinds()}
+    in_range = {pod for pod, eps in truth.episodes.items() if any(b > since + 120 for _, _, b in eps)}
+    assert flagged == in_range | set(truth.dead)  # every injected replica of the range, and no clean one
+
+
+def test_rules_cli_renders_the_fleet_group_from_the_thresholds(tmp_path, capsys):
+    """`stallscope rules --group fleet` prints the stallscope-fleet group promtool accepts; the short window
+    names the series and sets the group's interval (one sample per window)."""
+    import yaml
+
+    from stallscope.rules import fleet_recorded
+
+    out = tmp_path / "fleet.yaml"
+    assert main(["rules", "--group", "fleet", "--window-short", "30s", "-o", str(out)]) == 0
+    (group,) = yaml.safe_load(out.read_text())["groups"]
+    th = load_thresholds(windows={"short": "30s"})
+    assert group["name"] == "stallscope-fleet" and group["interval"] == "30s"
+    assert [r["record"] for r in group["rules"]] == [fleet_recorded.names(th)[k] for k in
+                                                     ("presence", "impaired", "load", "long_prefill", "kv_pressure")]
+    assert all(r["record"].endswith("30s") and "[30s]" in r["expr"] for r in group["rules"])
+    capsys.readouterr()
+    assert main(["rules", "--check", str(out)]) == 0
+    assert "SUCCESS: 5 rules found" in capsys.readouterr().out
 
 
 def test_thanos_params_reach_the_server_and_partial_responses_are_reported(capsys):

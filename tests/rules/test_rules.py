@@ -48,7 +48,7 @@ def test_promtool_check_rules_accepts_every_rule_file():
 
 
 def test_promtool_unit_tests_pass():
-    assert [p.name for p in TEST_FILES] == ["gpu.test.yaml", "scrape.test.yaml", "vllm.test.yaml"]
+    assert [p.name for p in TEST_FILES] == ["fleet.test.yaml", "gpu.test.yaml", "scrape.test.yaml", "vllm.test.yaml"]
     proc = subprocess.run([promtool(), "test", "rules", *map(str, TEST_FILES)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("SUCCESS") == len(TEST_FILES)
@@ -127,10 +127,11 @@ def test_every_alert_has_a_runbook_section_that_says_how_to_confirm_and_fix():
 def test_recording_rules_follow_level_metric_operations():
     records = [r["record"] for p in RULE_FILES for g in yaml.safe_load(p.read_text())["groups"]
                for r in g["rules"] if "record" in r]
-    assert len(records) == 23   # 10 per window (1m, 5m), the live-window rates (30s) and the running sum
-    for name in records:
+    assert len(records) == 28   # 10 per window (1m, 5m), the live-window rates (30s), the running sum,
+    for name in records:        # and the fleet triage's 5 window tests per replica (rules/fleet.rules.yaml)
         level, metric, ops = name.split(":")
-        assert level in ("model_name_instance", "model_name_instance_quantile"), name
+        assert level in ("model_name_instance", "model_name_instance_quantile",
+                         "namespace_pod_instance_model_name_engine"), name
         assert metric.startswith("vllm_") and ops.endswith(("1m", "5m", "30s", "sum")), name
     assert "model_name_instance_quantile:vllm_inter_token_latency_seconds:histogram_quantile_rate1m" in records
     assert "model_name_instance:vllm_num_preemptions:rate5m" in records
@@ -176,7 +177,8 @@ def test_cli_prints_a_rule_file_promtool_accepts(tmp_path, capsys):
     assert main(["rules", "--itl-slo", "0.15", "--kv-threshold", "0.9", "--alert-label", "team=inference"]) == 0
     text = capsys.readouterr().out
     doc = yaml.safe_load(text)
-    assert [g["name"] for g in doc["groups"]] == ["stallscope-vllm", "stallscope-gpu", "stallscope-scrape"]
+    assert [g["name"] for g in doc["groups"]] == ["stallscope-vllm", "stallscope-gpu", "stallscope-scrape",
+                                                 "stallscope-fleet"]
     alerts = {r["alert"]: r for g in doc["groups"] for r in g["rules"] if "alert" in r}
     assert alerts["VLLMInterTokenLatencyHigh"]["expr"].endswith('{quantile="0.99"} > 0.15')
     assert alerts["VLLMKVCachePressure"]["expr"].endswith(">= 0.9")
@@ -184,7 +186,7 @@ def test_cli_prints_a_rule_file_promtool_accepts(tmp_path, capsys):
     out = tmp_path / "stallscope.rules.yaml"
     out.write_text(text)
     assert main(["rules", "--check", str(out)]) == 0
-    assert "SUCCESS: 34 rules found" in capsys.readouterr().out
+    assert "SUCCESS: 39 rules found" in capsys.readouterr().out  # with the 5 fleet recording rules
 
 
 def test_cli_prometheusrule_resource_with_labels(tmp_path, capsys):
