@@ -192,6 +192,12 @@ def _masks(answer, p: Plan, n: int, start_s: float, step_s: float) -> dict:
     return masks
 
 
+def _points(start_s: float, end_s: float, step_s: float) -> int:
+    """Grid points from start_s every step_s up to end_s (never past it: a point after the data ends would read
+    every replica as absent there)."""
+    return int(np.floor((end_s - start_s) / step_s + 1e-9)) + 1
+
+
 def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | None = None,
            window: str | None = None, by=F.DEFAULT_IDENTITY, matchers=(), top: int = 5, concurrency: int = 4,
            max_memory: int = 1 << 30, headers: dict | None = None, path: str = "auto", timeout: float = 300.0,
@@ -206,14 +212,14 @@ def triage(url: str, th: dict, start_s: float, end_s: float, *, step_s: float | 
     runner = Runner(url, timeout=timeout, headers=headers, concurrency=concurrency, retries=retries,
                     backoff_s=backoff_s, extra_params=params)
     start_s = start_s + window_s  # the first full window, as signals.choose_grid
-    n = len(np.arange(start_s, end_s + step_s / 2, step_s))
+    n = _points(start_s, end_s, step_s)
     chunks = time_chunks(start_s, end_s, step_s)
     p = plan(runner, th, start_s - window_s, end_s, by=by, matchers=matchers, path=path, max_memory=max_memory,
              concurrency=concurrency, n_points=n, chunk_s=chunks[0][1] - chunks[0][0] + window_s,
              max_samples=max_samples, window_s=window_s, step_s=step_s)
     if p.aligned_s is not None:  # the grid through the rule evaluations: each point reads its own window
         start_s += (p.aligned_s - start_s) % step_s
-        n = len(np.arange(start_s, end_s + step_s / 2, step_s))
+        n = _points(start_s, end_s, step_s)
         chunks = time_chunks(start_s, end_s, step_s)
     step = F.R.fmt_duration(step_s)
     jobs = [Job(g, kind, expr, a, b, step_s) for g, cut, _, m in p.groups
