@@ -41,6 +41,7 @@ VLLM_FORWARD = re.compile(r"gpu_model_runner: forward$")
 MIN_SPLIT_GAP_NS = 200_000
 GAP_FACTOR = 20.0
 TOKEN_COLS = ["num_prefill_reqs", "num_prefill_tokens", "num_decode_reqs", "num_decode_tokens"]  # NaN: unknown
+RANGE_COLS = ["start_ns", "end_ns", "pid", *TOKEN_COLS]
 EXTRA = ["pid", "has_prefill", "is_decode", "num_prefill_reqs", "num_decode_reqs", "num_attention_kernels",
          "max_attention_grid_x", "source"]
 
@@ -338,7 +339,7 @@ class StepBuilder:
 
     def __init__(self, nvtx: pd.DataFrame):
         ranges, self.source = _step_ranges(nvtx)
-        self.ranges = ranges.reset_index(drop=True)
+        self.ranges = ranges[RANGE_COLS].reset_index(drop=True) if len(ranges) else ranges  # one row per step
         self.index = RangeIndex(self.ranges) if len(self.ranges) else None
         self.agg = StepAgg(len(self.ranges))
         self.segments = KernelSegments() if self.index is None else None
@@ -369,7 +370,7 @@ class StepBuilder:
 
     def steps(self) -> pd.DataFrame:
         if self.index is not None:
-            steps = self.ranges[["start_ns", "end_ns", "pid", *TOKEN_COLS]].copy()
+            steps = self.ranges.copy()
             return self.agg.finish(steps, self.source)
         return self.segments.steps()
 

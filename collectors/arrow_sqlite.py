@@ -119,6 +119,7 @@ def prefetched(batches: Iterator, depth: int = PREFETCH) -> Iterator:
             if isinstance(item, BaseException):
                 raise item
             yield item
+            del item  # not held while waiting for the next one
     finally:
         stop.set()
         worker.join()

@@ -267,7 +267,9 @@ def _kernel_frames(batches, names: list[str], trace: NsysTrace, launches: Future
         done += batch.num_rows
         if progress:
             progress(KERNEL, done, trace.kernel_rows)
+        del batch  # the frame's columns keep the buffers they view; nothing else of this batch stays
         yield frame
+        del frame  # before the next batch is read: one batch's frame alive at a time
     dropped.warn()
 
 
@@ -285,7 +287,7 @@ def kernel_frame(cols: dict, dropped: _Dropped, launches: LaunchIndex | None) ->
     keep = dropped.keep(cols["start_ns"], cols["end_ns"])
     if not keep.all():
         cols = {k: v[keep] for k, v in cols.items()}
-    df = pd.DataFrame(cols)
+    df = pd.DataFrame(cols, copy=False)  # views of the Arrow buffers, not one consolidated copy
     df["dur_ns"] = cols["end_ns"] - cols["start_ns"]
     if "global_pid" in cols:
         df["pid"] = _pid(cols["global_pid"])
