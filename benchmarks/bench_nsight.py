@@ -61,12 +61,12 @@ with redirect_stdout(out):
 extra = {"rc": rc, "names": len(json.loads(out.getvalue())["kernel_summary"])}
 """,
     "bare": """
-from stallscope.collectors.nsight_sqlite import COLUMN_SETS, PID_MASK, SQL_LAUNCHES, _signed, arrow_batches, connections
+from stallscope.collectors.nsight_sqlite import COLUMN_SETS, PID_MASK, SQL_LAUNCHES, signed64, arrow_batches, connections
 rows = 0
 with connections(sys.argv[1]) as (conn, adb):
     for batch in arrow_batches(adb, COLUMN_SETS["report"][0]):
         rows += batch.num_rows
-    for batch in arrow_batches(adb, SQL_LAUNCHES, (_signed(PID_MASK),)):
+    for batch in arrow_batches(adb, SQL_LAUNCHES, (signed64(PID_MASK),)):
         rows += batch.num_rows
 extra = {"rows": rows}
 """,
