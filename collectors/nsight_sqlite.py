@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from stallscope.collectors.arrow_sqlite import (BATCH_ROWS, LaunchIndex, arrow_batches, connections, int_columns,
-                                                 prefetched)
+                                                 prefetched, trim_heap)
 from stallscope.collectors.nsight_tables import (GRAPH_TRACE, KERNEL, MEMCPY, MEMSET, NVTX, PID_MASK, RUNTIME,
                                                  DroppedRows, empty_nvtx, gpus_frame, graph_frame, memops_frame,
                                                  metrics_frame, missing_notes, nvtx_frame, overhead_frame, pid_of,
@@ -178,6 +178,7 @@ def _kernel_frames(batches, names: list[str], trace: NsysTrace, launches: Future
     for batch in batches:
         if isinstance(launches, Future):
             launches = launches.result()
+            trim_heap()  # the runtime read's freed batches, before the kernel pass's own peak stacks on them
         frame = kernel_frame(int_columns(batch, names, KERNEL), dropped, launches)
         starts = frame["start_ns"].to_numpy()
         if in_order and len(starts) and ((last is not None and starts[0] < last) or np.any(starts[1:] < starts[:-1])):
