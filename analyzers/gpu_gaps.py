@@ -45,6 +45,11 @@ def _constant(a: np.ndarray) -> bool:
     return bool(np.all(a == a[0]))
 
 
+def _in_frame_order(source: np.ndarray, index: np.ndarray) -> bool:
+    """Rows sorted by (source, index), strictly."""
+    return bool(np.all((source[1:] > source[:-1]) | ((source[1:] == source[:-1]) & (index[1:] > index[:-1]))))
+
+
 class GapScanner:
     """Gaps longer than `threshold_ns` per (pid, device_id) over ops added in start order."""
 
@@ -62,12 +67,16 @@ class GapScanner:
             return
         start, end = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
         pid, dev, ctx = (ops[c].to_numpy(np.int64) for c in ("pid", "device_id", "context_id"))
-        if len(start) and _constant(pid) and _constant(dev) and _constant(source) and np.all(start[1:] >= start[:-1]) \
-                and np.all(index[1:] > index[:-1]):
-            order = np.arange(len(start))  # one device, one source, already in (start, index) order
-        else:
+        source, index = np.asarray(source, np.int64), np.asarray(index, np.int64)
+        cols = [start, end, pid, dev, ctx, source, index]
+        if not (_constant(pid) and _constant(dev) and _in_frame_order(source, index)):
             order = np.lexsort((index, source, start, dev, pid))
-        cols = [a[order] for a in (start, end, pid, dev, ctx, np.asarray(source, np.int64), np.asarray(index, np.int64))]
+        elif np.all(start[1:] >= start[:-1]):
+            order = None  # one device, already in (start, source, index) order
+        else:  # one device, rows in (source, index) order: a stable sort by start breaks ties the same way
+            order = np.argsort(start, kind="stable")
+        if order is not None:
+            cols = [a[order] for a in cols]
         bounds = np.nonzero(np.r_[True, (cols[2][1:] != cols[2][:-1]) | (cols[3][1:] != cols[3][:-1]), True])[0]
         for a, b in zip(bounds[:-1], bounds[1:]):
             self._group((int(cols[2][a]), int(cols[3][a])), *(c[a:b] for c in cols[:2] + cols[4:]))

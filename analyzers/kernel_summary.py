@@ -10,7 +10,7 @@ Method:
 5. Rows are sorted by Total desc, then Instances asc, then Name, as nsys orders them.
 
 Exact in bounded memory: `DurationCounts` keeps, per name, how many kernels had each distinct duration
-(ns), merged batch by batch. The median and the standard deviation are computed from those counts,
+(ns), merged into one sorted table batch by batch. The median and the standard deviation are computed from those counts,
 which are the same whatever the batch size, so every figure is identical to a one-pass computation.
 The counts grow with the distinct (name, duration) pairs, not with the kernels: a kernel's durations
 spread over a range of nanoseconds that a longer trace fills, not widens.
@@ -33,44 +33,69 @@ def round1(x):
 
 
 class DurationCounts:
-    """Per name key: count of each distinct duration (ns), accumulated batch by batch in any order."""
+    """Per name key: count of each distinct duration (ns), accumulated batch by batch in any order.
 
-    FOLD_AT = 500_000  # pending pairs (at least; or as many as the table holds) before they are folded in
+    Each batch is reduced to its distinct (key, duration) pairs and merged into one sorted table at once,
+    so memory is the table (one row per distinct pair) plus one batch, however many batches come. While
+    keys fit 22 bits and durations 40 bits (18 minutes), a pair is one int64 `(key << 40) | duration` and
+    the merge is a binary search plus an insert of the new pairs; other values fall back to a sort."""
 
     def __init__(self):
-        self.key = np.zeros(0, np.int64)
-        self.dur = np.zeros(0, np.int64)
+        self.code = np.zeros(0, np.int64)  # packed pairs, sorted; None once a batch did not fit
+        self.key = self.dur = np.zeros(0, np.int64)  # the unpacked table, when `code` is None
         self.count = np.zeros(0, np.int64)
-        self.pending: list = []
-        self.pending_rows = 0
 
-    def add(self, key: np.ndarray, dur: np.ndarray) -> None:
-        self.pending.append(_distinct(np.asarray(key, np.int64), np.asarray(dur, np.int64), None))
-        self.pending_rows += len(self.pending[-1][0])
-        if self.pending_rows > max(self.FOLD_AT, len(self.key)):  # amortised: each fold at most doubles the work
-            self._fold()
+    def add(self, key: np.ndarray, dur: np.ndarray, count: np.ndarray | None = None) -> None:
+        """Kernels of names `key` with durations `dur` (`count` kernels each; 1 when None)."""
+        key, dur = np.asarray(key, np.int64), np.asarray(dur, np.int64)
+        if len(key) == 0:
+            return
+        if self.code is not None and _packs(key, dur):
+            self._merge(*_distinct_codes((key << 40) | dur, count))
+            return
+        if self.code is not None:  # unpack once; from here on every merge sorts
+            self.key, self.dur, self.code = self.code >> 40, self.code & (2**40 - 1), None
+        self.key, self.dur, self.count = _distinct(np.r_[self.key, key], np.r_[self.dur, dur],
+                                                   np.r_[self.count, np.ones(len(key), np.int64) if count is None
+                                                         else np.asarray(count, np.int64)])
 
-    def _fold(self) -> None:
-        parts = [(self.key, self.dur, self.count)] + self.pending
-        self.key, self.dur, self.count = _distinct(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
-        self.pending, self.pending_rows = [], 0
+    def _merge(self, code: np.ndarray, count: np.ndarray) -> None:
+        pos = np.searchsorted(self.code, code)
+        hit = pos < len(self.code)
+        hit[hit] = self.code[pos[hit]] == code[hit]
+        self.count[pos[hit]] += count[hit]  # `code` is distinct, so each position once
+        new = ~hit
+        if new.any():  # inserted before the row at `pos`; several at one position keep their sorted order
+            self.code = np.insert(self.code, pos[new], code[new])
+            self.count = np.insert(self.count, pos[new], count[new])
 
     def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(key, duration, count) sorted by key, then duration."""
-        self._fold()
+        if self.code is not None:
+            return self.code >> 40, self.code & (2**40 - 1), self.count
         return self.key, self.dur, self.count
 
 
-def _distinct(key: np.ndarray, dur: np.ndarray, count: np.ndarray | None) -> tuple:
-    if count is None and len(key) and 0 <= key.min() and key.max() < 2**22 and 0 <= dur.min() and dur.max() < 2**40:
-        uniq, counts = np.unique((key << 40) | dur, return_counts=True)  # one int64 sort instead of two
-        return uniq >> 40, uniq & (2**40 - 1), counts.astype(np.int64)
+def _packs(key: np.ndarray, dur: np.ndarray) -> bool:
+    return bool(0 <= key.min() and key.max() < 2**22 and 0 <= dur.min() and dur.max() < 2**40)
+
+
+def _distinct_codes(code: np.ndarray, count: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    if count is None:
+        uniq, counts = np.unique(code, return_counts=True)
+        return uniq, counts.astype(np.int64)
+    order = np.argsort(code, kind="stable")
+    code = code[order]
+    first = np.nonzero(np.r_[True, code[1:] != code[:-1]])[0]
+    return code[first], np.add.reduceat(np.asarray(count, np.int64)[order], first)
+
+
+def _distinct(key: np.ndarray, dur: np.ndarray, count: np.ndarray) -> tuple:
+    """(key, dur, summed count) per distinct pair, sorted by key, then duration."""
     order = np.lexsort((dur, key))
     key, dur = key[order], dur[order]
-    new = np.r_[True, (key[1:] != key[:-1]) | (dur[1:] != dur[:-1])] if len(key) else np.zeros(0, bool)
-    first = np.nonzero(new)[0]
-    counts = np.diff(np.r_[first, len(key)]) if count is None else np.add.reduceat(count[order], first) if len(first) else count[:0]
-    return key[first], dur[first], counts.astype(np.int64)
+    first = np.nonzero(np.r_[True, (key[1:] != key[:-1]) | (dur[1:] != dur[:-1])])[0]
+    return key[first], dur[first], np.add.reduceat(count[order], first)
 
 
 def summary_frame(counts: DurationCounts, names: np.ndarray) -> pd.DataFrame:

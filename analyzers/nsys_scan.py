@@ -22,10 +22,11 @@ from stallscope.analyzers.gpu_gaps import _OPS, GapScanner
 from stallscope.analyzers.kernel_roles import ROLES, BatchClassifier
 from stallscope.analyzers.kernel_summary import DurationCounts, summary_frame
 from stallscope.analyzers.trace_steps import StepBuilder, graph_ops, steps_info
-from stallscope.collectors.arrow_sqlite import release_unused_memory
+from stallscope.collectors.arrow_sqlite import release_unused_memory, trim_heap
 from stallscope.collectors.nsight_sqlite import BATCH_ROWS, NsysTrace, Progress, in_start_order
 
 CHUNK = 1024  # rows per entry of the time index for the second read
+TRIM_EVERY = 8  # batches between returns of the heap's free pages (measured: 4 and 8 cap the peak alike)
 
 
 @dataclass
@@ -67,40 +68,58 @@ def _no_range(gpid: np.ndarray, start: np.ndarray) -> np.ndarray:
     return np.full(len(start), -1, np.int64)
 
 
-def _scan(trace, gap_threshold_ns, roles_table, batch_rows, progress, ordered) -> KernelScan:
-    classifier = BatchClassifier(trace.name_of, roles_table)
-    builder = StepBuilder(trace.nvtx)
-    counts, gaps = DurationCounts(), GapScanner(gap_threshold_ns)
-    role_ns, role_count = np.zeros(len(ROLES), np.int64), np.zeros(len(ROLES), np.int64)
-    graphs = graph_ops(trace.graph_launches).reset_index(drop=True)
-    merger = _Merger(graphs, trace.memops)
-    chunks, n, with_launch, kernel_ns = [], 0, 0, 0
-    for batch in _batches(trace, builder, batch_rows, progress, ordered):
-        k, flipped = classifier.classify(batch)
-        builder.flip_to_decode(flipped)
+class _Pass:
+    """The accumulators of one pass; `add` takes one batch and keeps nothing of it but figures."""
+
+    def __init__(self, trace: NsysTrace, builder: StepBuilder, gap_threshold_ns: int, roles_table: dict | None):
+        self.trace, self.builder = trace, builder
+        self.classifier = BatchClassifier(trace.name_of, roles_table)
+        self.counts, self.gaps = DurationCounts(), GapScanner(gap_threshold_ns)
+        self.role_ns, self.role_count = np.zeros(len(ROLES), np.int64), np.zeros(len(ROLES), np.int64)
+        self.graphs = graph_ops(trace.graph_launches).reset_index(drop=True)
+        self.merger = _Merger(self.graphs, trace.memops)
+        self.chunks, self.n, self.with_launch, self.kernel_ns = [], 0, 0, 0
+
+    def add(self, batch: pd.DataFrame) -> None:
+        k, flipped = self.classifier.classify(batch)
+        self.builder.flip_to_decode(flipped)
         dur, role = k["dur_ns"].to_numpy(), k["role"].cat.codes.to_numpy()
-        counts.add(k["name_id"].to_numpy(), dur)
-        role_ns += _sum_by(role, dur, len(ROLES))
-        role_count += np.bincount(role, minlength=len(ROLES))
-        with_launch += int(k["launch_value" if "launch_value" in k else "launch_ns"].notna().sum())
-        kernel_ns += int(dur.sum())
-        g, m = merger.take(int(k["start_ns"].iloc[-1]) if len(k) else None)
+        self.counts.add(k["name_id"].to_numpy(), dur)
+        self.role_ns += _sum_by(role, dur, len(ROLES))
+        self.role_count += np.bincount(role, minlength=len(ROLES))
+        self.with_launch += int(k["launch_value" if "launch_value" in k else "launch_ns"].notna().sum())
+        self.kernel_ns += int(dur.sum())
+        g, m = self.merger.take(int(k["start_ns"].iloc[-1]) if len(k) else None)
         ops, kpos = _with_graphs(k, g)
-        builder.add(k, ops, kpos)
-        classifier.remember(builder.handle)
-        _add_gaps(gaps, k, g, m, n)
-        if trace.kernels is None:
-            chunks.append(_chunk_index(k))
-        n += len(k)
-    g, m = merger.take(None)
-    if len(g) and builder.index is None:
-        builder.add(graphs.iloc[:0], g, np.zeros(0, np.int64))
-    _add_gaps(gaps, None, g, m, n)
-    steps = builder.steps()
-    return KernelScan(summary=_summary(trace, counts), role_ns=role_ns, role_count=role_count, steps=steps,
-                      info=steps_info(steps), gaps=gaps.result(trace.overhead), kernels=n, with_launch=with_launch,
-                      kernel_ns=kernel_ns, graphs=graphs, classifier=classifier,
-                      chunks=np.concatenate(chunks) if chunks else np.zeros((0, 4), np.int64), ordered=ordered)
+        self.builder.add(k, ops, kpos)
+        self.classifier.remember(self.builder.handle)
+        _add_gaps(self.gaps, k, g, m, self.n)
+        if self.trace.kernels is None:
+            self.chunks.append(_chunk_index(k))
+        self.n += len(k)
+
+    def finish(self, ordered: bool) -> KernelScan:
+        g, m = self.merger.take(None)
+        if len(g) and self.builder.index is None:
+            self.builder.add(self.graphs.iloc[:0], g, np.zeros(0, np.int64))
+        _add_gaps(self.gaps, None, g, m, self.n)
+        steps = self.builder.steps()
+        return KernelScan(summary=_summary(self.trace, self.counts), role_ns=self.role_ns, role_count=self.role_count,
+                          steps=steps, info=steps_info(steps), gaps=self.gaps.result(self.trace.overhead),
+                          kernels=self.n, with_launch=self.with_launch, kernel_ns=self.kernel_ns, graphs=self.graphs,
+                          classifier=self.classifier, ordered=ordered, chunks=np.concatenate(self.chunks)
+                          if self.chunks else np.zeros((0, 4), np.int64))
+
+
+def _scan(trace, gap_threshold_ns, roles_table, batch_rows, progress, ordered) -> KernelScan:
+    builder = StepBuilder(trace.nvtx)
+    acc = _Pass(trace, builder, gap_threshold_ns, roles_table)
+    for i, batch in enumerate(_batches(trace, builder, batch_rows, progress, ordered), 1):
+        acc.add(batch)
+        del batch  # gone before the next batch is built: one batch in memory, not two
+        if i % TRIM_EVERY == 0:
+            trim_heap()
+    return acc.finish(ordered)
 
 
 def _sum_by(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -117,17 +136,20 @@ class _Merger:
     time, so that they join the kernel batches in start order."""
 
     def __init__(self, graphs: pd.DataFrame, memops: pd.DataFrame):
-        self.frames = [graphs.assign(_row=np.arange(len(graphs))), memops.assign(_row=np.arange(len(memops)))]
-        self.sorted = [f.sort_values("start_ns", kind="stable") for f in self.frames]
+        self.frames = [graphs, memops]  # the caller's frames, not copies: one row per step stays one
+        self.order = [np.argsort(f["start_ns"].to_numpy(), kind="stable") for f in self.frames]
+        self.starts = [f["start_ns"].to_numpy()[o] for f, o in zip(self.frames, self.order)]
         self.pos = [0, 0]
 
     def take(self, before: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """Rows not handed out yet that start before `before` (all of them for None)."""
+        """Rows not handed out yet that start before `before` (all of them for None), with `_row`."""
         out = []
-        for i, f in enumerate(self.sorted):
-            end = len(f) if before is None else int(np.searchsorted(f["start_ns"].to_numpy(), before, side="left"))
+        for i, f in enumerate(self.frames):
+            starts = self.starts[i]
+            end = len(starts) if before is None else int(np.searchsorted(starts, before, side="left"))
             end = max(end, self.pos[i])
-            out.append(f.iloc[self.pos[i]:end])
+            rows = self.order[i][self.pos[i]:end]
+            out.append(f.iloc[rows].assign(_row=rows))
             self.pos[i] = end
         return out[0], out[1]
 
@@ -183,7 +205,7 @@ def _summary(trace: NsysTrace, counts: DurationCounts) -> pd.DataFrame:
     ids = np.unique(key)
     names, code = np.unique(trace.name_of(ids).astype(str), return_inverse=True)
     merged = DurationCounts()
-    merged.pending = [(code[np.searchsorted(ids, key)], dur, cnt)]
+    merged.add(code[np.searchsorted(ids, key)], dur, cnt)
     return summary_frame(merged, names.astype(object))
 
 

@@ -12,7 +12,7 @@ own; the fastest of --repeat runs is kept. Prints each figure beside its ratio t
   - kern_sum: `stallscope analyze --nsys FILE --report kern_sum` (the kernel summary alone)
   - bare:     a bare columnar read (ADBC -> Arrow) of the columns the pipeline reads, no processing
   - nsys:     `nsys stats -r cuda_gpu_kern_sum` on the same file, when nsys is found (STALLSCOPE_NSYS/PATH)
-  - big:      analyze on the --big export: peak RSS against the --kernels one's
+  - big:      analyze on the --big export, --repeat times: peak RSS run by run against the --kernels one's
 
     python benchmarks/bench_nsight.py [--kernels 3200000] [--big 20000000] [--repeat 2]
 """
@@ -31,9 +31,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ISSUE_NSYS_S = (15.7, 16.6)  # issue 17: nsys 2024.2.3 stats -r cuda_gpu_kern_sum, 3.18 M kernels, this machine
-NO_NSYS = ("nsys not found (set STALLSCOPE_NSYS): it is not installable here (NVIDIA's download site is "
-           "unreachable, `apt-cache policy nsight-systems` has no candidate, PyPI's nvidia-nsys-cli is a "
-           "placeholder), so the two ratios to nsys are not measured")
+NO_NSYS = ("nsys not found (set STALLSCOPE_NSYS), and no package on this machine's registries provides it: "
+           "`apt-cache search nsight` / `apt-cache policy nsight-systems nsight-systems-cli` find none (Debian has "
+           "no NVIDIA repository), PyPI's `nvidia-nsys-cli` is a placeholder whose build fails on purpose "
+           "(hosted on NVIDIA's own index, unreachable), `nsight-python` drives Nsight Compute and holds no nsys; "
+           "so the two ratios to nsys are not measured")
 
 MEASURE = """
 import io, json, resource, sys, time
@@ -61,12 +63,12 @@ with redirect_stdout(out):
 extra = {"rc": rc, "names": len(json.loads(out.getvalue())["kernel_summary"])}
 """,
     "bare": """
-from stallscope.collectors.nsight_sqlite import COLUMN_SETS, PID_MASK, SQL_LAUNCHES, _signed, arrow_batches, connections
+from stallscope.collectors.nsight_sqlite import COLUMN_SETS, PID_MASK, SQL_LAUNCHES, signed64, arrow_batches, connections
 rows = 0
 with connections(sys.argv[1]) as (conn, adb):
     for batch in arrow_batches(adb, COLUMN_SETS["report"][0]):
         rows += batch.num_rows
-    for batch in arrow_batches(adb, SQL_LAUNCHES, (_signed(PID_MASK),)):
+    for batch in arrow_batches(adb, SQL_LAUNCHES, (signed64(PID_MASK),)):
         rows += batch.num_rows
 extra = {"rows": rows}
 """,
@@ -99,7 +101,9 @@ def _child(what: str, db: Path) -> dict:
 
 
 def _best(what: str, db: Path, repeat: int) -> dict:
-    return min((_child(what, db) for _ in range(repeat)), key=lambda r: r["seconds"])
+    """The fastest of `repeat` runs, with every run's peak RSS in `rss_all` (memory is compared run by run)."""
+    runs = [_child(what, db) for _ in range(repeat)]
+    return min(runs, key=lambda r: r["seconds"]) | {"rss_all": [r["maxrss"] for r in runs]}
 
 
 def _nsys(db: Path, work: Path) -> float | None:
@@ -114,6 +118,10 @@ def _nsys(db: Path, work: Path) -> float | None:
 
 def _load() -> str:
     return f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f}"
+
+
+def _gb(values: list) -> str:
+    return " / ".join(f"{v / 1e9:.3f}" for v in values)
 
 
 def _fig(name: str, r: dict) -> str:
@@ -139,9 +147,10 @@ def main() -> int:
     print(_fig("analyze --nsys (everything)", a))
     print(_fig("analyze --nsys --report kern_sum", k))
     print(_fig("bare columnar read of the needed columns (kernels + runtime launch rows)", b))
-    ok = [a["seconds"] / b["seconds"] <= 2.0, a["maxrss"] <= 0.8e9]
+    ok = [a["seconds"] / b["seconds"] <= 2.0, max(a["rss_all"]) <= 0.8e9]
     print(f"  ratio analyze / bare read = {a['seconds'] / b['seconds']:.2f}x wall, {a['cpu'] / b['cpu']:.2f}x CPU (goal <= 2x)")
-    print(f"  peak RSS {a['maxrss'] / 1e9:.3f} GB = {a['maxrss'] / 0.8e9:.2f}x of the 0.8 GB goal")
+    print(f"  peak RSS {max(a['rss_all']) / 1e9:.3f} GB (largest of {args.repeat} runs) = "
+          f"{max(a['rss_all']) / 0.8e9:.2f}x of the 0.8 GB goal")
     if nsys_s is None:
         print(NO_NSYS)
         lo, hi = ISSUE_NSYS_S
@@ -153,11 +162,14 @@ def main() -> int:
               f"(goal >= 3x), nsys / kern_sum = {nsys_s / k['seconds']:.2f}x (goal >= 5x)")
         ok += [nsys_s / a["seconds"] >= 3, nsys_s / k["seconds"] >= 5]
     if big is not None:
-        g = _child("analyze", big)
+        g = _best("analyze", big, args.repeat)
         print(_fig(f"analyze --nsys on {g['kernels']:,} kernels ({big.stat().st_size / 1e6:.0f} MB)", g))
-        print(f"  peak RSS vs the {a['kernels']:,}-kernel export: {g['maxrss'] / a['maxrss']:.3f}x (goal <= 1.10x); "
+        small_rss, big_rss = a["rss_all"], g["rss_all"]
+        print(f"  peak RSS per run: {_gb(small_rss)} GB on {a['kernels']:,} kernels, {_gb(big_rss)} GB on "
+              f"{g['kernels']:,}; worst pairing (largest big / smallest small) {max(big_rss) / min(small_rss):.3f}x, "
+              f"run by run {', '.join(f'{b / s:.3f}x' for s, b in zip(small_rss, big_rss))} (goal <= 1.10x); "
               f"wall {g['seconds'] / a['seconds']:.2f}x for {g['kernels'] / a['kernels']:.2f}x the kernels")
-        ok.append(g["maxrss"] <= 1.10 * a["maxrss"])
+        ok.append(max(big_rss) <= 1.10 * min(small_rss))
     print(f"end {_load()}")
     print("all measured goals met" if all(ok) else "NOT ALL MEASURED GOALS MET (wall time counts other processes' load: compare CPU)")
     return 0 if all(ok) else 1

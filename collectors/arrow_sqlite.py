@@ -119,6 +119,7 @@ def prefetched(batches: Iterator, depth: int = PREFETCH) -> Iterator:
             if isinstance(item, BaseException):
                 raise item
             yield item
+            del item  # not held while waiting for the next one
     finally:
         stop.set()
         worker.join()
@@ -197,7 +198,14 @@ def release_unused_memory() -> None:
     next phase's peak does not stack on the last one's leftovers."""
     gc.collect()
     pa.default_memory_pool().release_unused()
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Return the C heap's free pages to the OS (glibc's malloc_trim; elsewhere nothing to do). Freed
+    batches leave holes that malloc keeps; over a long pass their high-water mark creeps up with the
+    number of batches, so a streaming pass calls this every few batches (a few ms each)."""
     try:
-        ctypes.CDLL(None).malloc_trim(0)  # glibc; elsewhere there is nothing to trim this way
+        ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass

@@ -9,9 +9,9 @@ API call is the runtime row with the same `correlationId` in the same process (`
 0xFFFFFFFFFF000000 == globalPid`), joined in numpy through `LaunchIndex`. Times stay integer ns on the
 trace clock; `session_start_ns` (TARGET_INFO_SESSION_START_TIME) maps them to wall time.
 
-`open_export(path)` reads everything but the kernels; `export.kernel_batches(rows)` then yields the
-kernels as frames in start order, `rows` at a time (bounded memory); `read_export(path)` is both,
-concatenated into one frame.
+`open_export(path)` reads everything but the kernels (the other tables: nsight_tables.py); then
+`export.kernel_batches(rows)` yields the kernels as frames in start order, `rows` at a time (bounded
+memory); `read_export(path)` is both, concatenated into one frame.
 
     >>> trace = read_export("sample_traces/starvation.sqlite")      # doctest: +SKIP
     >>> trace.kernels[["start_ns", "dur_ns", "name"]].head()          # doctest: +SKIP
@@ -19,7 +19,6 @@ concatenated into one frame.
 
 from __future__ import annotations
 
-import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
@@ -28,27 +27,24 @@ from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from stallscope.collectors.arrow_sqlite import (BATCH_ROWS, LaunchIndex, arrow_batches, connections,
-                                                 decoded_texts, int_columns, prefetched)
+from stallscope.collectors.arrow_sqlite import (BATCH_ROWS, LaunchIndex, arrow_batches, connections, int_columns,
+                                                 prefetched, trim_heap)
+from stallscope.collectors.nsight_tables import (GRAPH_TRACE, KERNEL, MEMCPY, MEMSET, NVTX, PID_MASK, RUNTIME,
+                                                 DroppedRows, empty_nvtx, gpus_frame, graph_frame, memops_frame,
+                                                 metrics_frame, missing_notes, nvtx_frame, overhead_frame, pid_of,
+                                                 signed64, strip_api_version)
 from stallscope.core.errors import TraceError
 from stallscope.core.schema import validate
 
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
-MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
-GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
-NVTX = "NVTX_EVENTS"
+__all__ = ["BATCH_ROWS", "KERNEL", "MEMCPY", "MEMSET", "NVTX", "PID_MASK", "RUNTIME", "GRAPH_TRACE", "NsysTrace",
+           "Progress", "UnsortedKernels", "arrow_batches", "connections", "check_sqlite_file", "in_start_order",
+           "kernel_frame", "launch_calls", "named_kernels", "open_export", "read_export", "signed64",
+           "strip_api_version"]
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # renamed in nsys 2023.4
-log = logging.getLogger(__name__)
-PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid
-MAX_NS = 2 ** 60  # a time past this is not on a trace clock (and end - start could overflow int64)
 
 SQL_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 SQL_COUNT = "SELECT count(*) FROM {table}"  # table names come from sqlite_master, never from input
-SQL_COLUMNS = "SELECT name FROM pragma_table_info(?)"
 SQL_META = "SELECT name, value FROM {table}"
 SQL_CAPTURE_GRAPH_MODE = "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%CUDA_GRAPH_TRACE_OPTIONS:MODE'"
 SQL_STRINGS = "SELECT id, coalesce(value, '') FROM StringIds"
@@ -77,33 +73,7 @@ SELECT correlationId, globalTid & ?, start FROM CUPTI_ACTIVITY_KIND_RUNTIME
 WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL AND start IS NOT NULL
 """
 SQL_RUNTIME_NAMES = "SELECT nameId, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY nameId"
-SQL_MEMOPS = "SELECT start, end, deviceId, contextId, streamId, coalesce(globalPid, 0), bytes FROM {table}"
-SQL_GRAPH_TRACE = """
-SELECT start, end, deviceId, contextId, streamId, coalesce(globalPid, 0), graphId, graphExecId
-FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
-"""
-SQL_NVTX = """
-SELECT start, end, eventType, coalesce(textId, -1), CAST(text AS BLOB), coalesce(globalTid, 0), coalesce(domainId, 0)
-FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN (59, 60, 70, 71)
-"""
-SQL_NVTX_DOMAINS = """
-SELECT coalesce(domainId, 0), coalesce(globalTid, 0) & ?, text FROM NVTX_EVENTS WHERE eventType = 75
-"""
-SQL_OVERHEAD = """
-SELECT p.start, p.end, (p.globalTid >> 24) & 16777215 FROM PROFILER_OVERHEAD AS p
-JOIN StringIds AS s ON s.id = p.nameId
-WHERE s.value IN ('CUDA profiling data flush overhead', 'CUDA profiling stop overhead', 'CUDA profiling overhead')
-"""
-SQL_GPU_METRICS = """
-SELECT g.typeId & 255, t.metricName, avg(g.value), count(*)
-FROM GPU_METRICS AS g JOIN TARGET_INFO_GPU_METRICS AS t ON t.typeId = g.typeId AND t.metricId = g.metricId
-GROUP BY 1, 2 ORDER BY 1, 2
-"""
 SQL_SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1"
-GPU_INFO_COLUMNS = {"id": "device_id", "name": "name", "smCount": "sm_count", "totalMemory": "memory_bytes",
-                    "memoryBandwidth": "memory_bandwidth_bytes_per_s", "clockRate": "clock_hz",
-                    "computeMajor": "compute_major", "computeMinor": "compute_minor", "chipName": "chip"}
-
 Progress = Callable[[str, int, int], None]  # (table, rows done, rows total)
 
 
@@ -151,7 +121,7 @@ class NsysTrace:
         with_launches = with_launches and "correlation_id" in names
         with connections(self.path) as (conn, adb), connections(self.path) as (_, adb_runtime), \
                 ThreadPoolExecutor(1) as pool:
-            launches = (pool.submit(LaunchIndex.read, arrow_batches(adb_runtime, SQL_LAUNCHES, (_signed(PID_MASK),)),
+            launches = (pool.submit(LaunchIndex.read, arrow_batches(adb_runtime, SQL_LAUNCHES, (signed64(PID_MASK),)),
                                     launch_value, RUNTIME)
                         if with_launches and RUNTIME in self.tables else None)
             batches = arrow_batches(adb, sql + (SQL_ORDER if ordered else ""), rows=rows)
@@ -162,7 +132,7 @@ class NsysTrace:
         """Kernel frames (no launch calls) of the rows whose row ids lie in the (first, last) `ranges`."""
         if KERNEL not in self.tables:
             return
-        dropped = _Dropped(KERNEL)  # counted and warned about by the full read already
+        dropped = DroppedRows(KERNEL)  # counted and warned about by the full read already
         with connections(self.path) as (conn, adb):
             for i in range(0, len(ranges), MAX_RANGES):
                 part = ranges[i:i + MAX_RANGES]
@@ -201,64 +171,14 @@ def check_sqlite_file(path: str) -> None:
                          f"of {page_size} bytes ({pages * page_size} bytes)")
 
 
-def _int_frame(adb, sql: str, names: list[str], table: str, params=None) -> pd.DataFrame:
-    parts = [int_columns(b, names, table) for b in arrow_batches(adb, sql, params)]
-    return pd.DataFrame({n: np.concatenate([p[n] for p in parts]) if parts else np.zeros(0, np.int64) for n in names})
-
-
-def strip_api_version(name: str) -> str:
-    """`cudaLaunchKernel_v7000` -> `cudaLaunchKernel` (nsys appends the API version to runtime names)."""
-    head, sep, tail = name.rpartition("_v")
-    return head if sep and tail.isdigit() else name
-
-
-def _pid(global_id) -> np.ndarray:
-    """Process id from a serialized globalPid/globalTid: bits 24..47."""
-    return (np.asarray(global_id, dtype=np.int64) >> 24) & 0xFFFFFF
-
-
-def _signed(mask: int) -> int:
-    return mask - (1 << 64) if mask >= 1 << 63 else mask  # SQLite integers are signed 64-bit
-
-
-class _Dropped:
-    """Counts implausible rows across batches; `warn` logs one line per kind, as for one read."""
-
-    WHAT = ("that end before they start (a negative duration is no GPU time)",
-            "with a time outside 0..2^60 ns (not a trace clock)")
-
-    def __init__(self, table: str):
-        self.table, self.counts = table, [0, 0]
-
-    def keep(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        """Rows to keep: a row that ends before it starts (nsys's reports would take the negative
-        end - start as GPU time) or lies outside 0..2^60 ns (36 years of trace clock) is dropped."""
-        reversed_ = end < start
-        outside = ~reversed_ & ((start < 0) | (end >= MAX_NS))
-        self.counts[0] += int(reversed_.sum())
-        self.counts[1] += int(outside.sum())
-        return ~(reversed_ | outside)
-
-    def warn(self) -> None:
-        for n, what in zip(self.counts, self.WHAT):
-            if n:
-                log.warning("%s: dropped %d row%s %s", self.table, n, "s" * (n != 1), what)
-
-
-def _drop_implausible(df: pd.DataFrame, table: str) -> pd.DataFrame:
-    dropped = _Dropped(table)
-    keep = dropped.keep(df["start_ns"].to_numpy(), df["end_ns"].to_numpy())
-    dropped.warn()
-    return df if keep.all() else df[keep].reset_index(drop=True)
-
-
 def _kernel_frames(batches, names: list[str], trace: NsysTrace, launches: Future | None,
                    progress: Progress | None) -> Iterator[pd.DataFrame]:
-    dropped, done, last = _Dropped(KERNEL), 0, None
+    dropped, done, last = DroppedRows(KERNEL), 0, None
     in_order = "row_id" in names  # every reader but the summary needs start order
     for batch in batches:
         if isinstance(launches, Future):
             launches = launches.result()
+            trim_heap()  # the runtime read's freed batches, before the kernel pass's own peak stacks on them
         frame = kernel_frame(int_columns(batch, names, KERNEL), dropped, launches)
         starts = frame["start_ns"].to_numpy()
         if in_order and len(starts) and ((last is not None and starts[0] < last) or np.any(starts[1:] < starts[:-1])):
@@ -267,7 +187,9 @@ def _kernel_frames(batches, names: list[str], trace: NsysTrace, launches: Future
         done += batch.num_rows
         if progress:
             progress(KERNEL, done, trace.kernel_rows)
+        del batch  # the frame's columns keep the buffers they view; nothing else of this batch stays
         yield frame
+        del frame  # before the next batch is read: one batch's frame alive at a time
     dropped.warn()
 
 
@@ -279,16 +201,16 @@ def in_start_order(run: Callable[[bool], object]) -> object:
         return run(True)
 
 
-def kernel_frame(cols: dict, dropped: _Dropped, launches: LaunchIndex | None) -> pd.DataFrame:
+def kernel_frame(cols: dict, dropped: DroppedRows, launches: LaunchIndex | None) -> pd.DataFrame:
     """One batch of kernel rows as a frame: ids as read, `dur_ns`, `pid` and `launch_ns` (NaN: no call;
     `launch_value` instead when the LaunchIndex holds values, not call starts)."""
     keep = dropped.keep(cols["start_ns"], cols["end_ns"])
     if not keep.all():
         cols = {k: v[keep] for k, v in cols.items()}
-    df = pd.DataFrame(cols)
+    df = pd.DataFrame(cols, copy=False)  # views of the Arrow buffers, not one consolidated copy
     df["dur_ns"] = cols["end_ns"] - cols["start_ns"]
     if "global_pid" in cols:
-        df["pid"] = _pid(cols["global_pid"])
+        df["pid"] = pid_of(cols["global_pid"])
     if "graph_node_id" in cols:
         node = cols["graph_node_id"]
         df["graph_node_id"] = np.where(node >= 0, node, np.nan)
@@ -312,70 +234,6 @@ def named_kernels(trace: NsysTrace, frame: pd.DataFrame) -> pd.DataFrame:
     return validate(df, "kernels")
 
 
-def _memops(adb, tables) -> pd.DataFrame:
-    cols = ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "global_pid", "bytes"]
-    frames = []
-    for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
-        if table in tables:
-            df = _drop_implausible(_int_frame(adb, SQL_MEMOPS.format(table=table), cols, table), table)
-            frames.append(df.assign(kind=kind))
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        {c: np.zeros(0, np.int64) for c in cols}).assign(kind=pd.Series(dtype=object))
-    df["pid"] = _pid(df["global_pid"])
-    df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
-
-
-def _nvtx(conn, adb, strings: dict) -> pd.DataFrame:
-    ints = ["start_ns", "end_ns", "event_type", "text_id", "global_tid", "domain_id"]
-    parts, texts = [], []
-    for batch in arrow_batches(adb, SQL_NVTX):
-        parts.append(int_columns(pa.RecordBatch.from_arrays(
-            [batch.column(i) for i in (0, 1, 2, 3, 5, 6)], names=ints), ints, NVTX))
-        texts.append(decoded_texts(batch.column(4)))
-    if not parts:
-        return _nvtx_empty()
-    df = pd.DataFrame({n: np.concatenate([p[n] for p in parts]) for n in ints})
-    text = np.concatenate(texts)
-    uniq, inverse = np.unique(df["text_id"].to_numpy(), return_inverse=True)
-    registered = np.array([strings.get(int(i)) for i in uniq], dtype=object)[inverse]
-    df["name"] = np.where(pd.isna(registered), text, registered)
-    df["pid"] = _pid(df["global_tid"])
-    domains = {(int(d), int(p)): str(t) for d, p, t in conn.execute(SQL_NVTX_DOMAINS, (_signed(PID_MASK),))}
-    gpid = df["global_tid"].to_numpy(dtype=np.int64) & _signed(PID_MASK)
-    df["domain"] = [domains.get((d, p), "") if d else "" for d, p in zip(df["domain_id"], gpid)] if domains else ""
-    df = df.drop(columns="text_id")
-    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
-
-
-def _gpus(conn, tables) -> pd.DataFrame:
-    if "TARGET_INFO_GPU" not in tables:
-        return pd.DataFrame(columns=list(GPU_INFO_COLUMNS.values()))
-    have = {r[0] for r in conn.execute(SQL_COLUMNS, ("TARGET_INFO_GPU",))}
-    cols = [c for c in GPU_INFO_COLUMNS if c in have]
-    sql = "SELECT " + ", ".join(cols) + " FROM TARGET_INFO_GPU"  # names from a fixed allow-list
-    return pd.DataFrame(conn.execute(sql).fetchall(), columns=[GPU_INFO_COLUMNS[c] for c in cols])
-
-
-def _missing(tables) -> list[str]:
-    notes = []
-    if KERNEL not in tables:
-        notes.append(f"no {KERNEL} table: no kernel ran inside the capture (nsys creates tables lazily)")
-    if RUNTIME not in tables:
-        notes.append(f"no {RUNTIME} table: kernels cannot be tied to their launch calls")
-    if NVTX not in tables:
-        notes.append(f"no {NVTX} table: no NVTX ranges (steps come from the kernel pattern)")
-    if MEMCPY not in tables and MEMSET not in tables:
-        notes.append("no memcpy/memset tables: GPU gaps use kernels only")
-    if "TARGET_INFO_GPU" not in tables:
-        notes.append("no TARGET_INFO_GPU table: GPU model and SM count unknown")
-    if "GPU_METRICS" not in tables:
-        notes.append("no GPU_METRICS table: capture with --gpu-metrics-devices=all for SM/tensor activity")
-    if "TARGET_INFO_SESSION_START_TIME" not in tables:
-        notes.append("no TARGET_INFO_SESSION_START_TIME table: times cannot be aligned to wall time")
-    return notes
-
-
 def open_export(path: str) -> NsysTrace:
     """Read one nsys SQLite export except its kernels (`kernel_batches` streams those). Raises
     TraceError for files that are not a readable nsys export; a missing kernel table is not an error
@@ -391,7 +249,7 @@ def read_export(path: str, *, with_launches: bool = True, progress: Progress | N
     frames = in_start_order(lambda ordered: list(trace.kernel_batches(
         with_launches=with_launches, progress=progress, ordered=ordered)))
     kernels = pd.concat(frames, ignore_index=True) if frames else kernel_frame(
-        {c: np.zeros(0, np.int64) for c in KERNEL_COLUMNS}, _Dropped(KERNEL), None)
+        {c: np.zeros(0, np.int64) for c in KERNEL_COLUMNS}, DroppedRows(KERNEL), None)
     return replace(trace, kernels=named_kernels(trace, kernels))
 
 
@@ -404,16 +262,6 @@ def _read(conn, adb, path) -> NsysTrace:
     meta = dict(conn.execute(SQL_META.format(table=meta_table)).fetchall()) if meta_table else {}
     strings = dict(conn.execute(SQL_STRINGS).fetchall()) if "StringIds" in tables else {}
     kernel_rows = conn.execute(SQL_COUNT.format(table=KERNEL)).fetchone()[0] if KERNEL in tables else 0
-    graphs = (_int_frame(adb, SQL_GRAPH_TRACE, ["start_ns", "end_ns", "device_id", "context_id", "stream_id",
-                                                "global_pid", "graph_id", "graph_exec_id"], GRAPH_TRACE)
-              if GRAPH_TRACE in tables else pd.DataFrame(columns=["start_ns", "end_ns", "device_id", "context_id",
-                                                                  "stream_id", "global_pid", "graph_id", "graph_exec_id"]))
-    graphs["pid"] = _pid(graphs["global_pid"])
-    overhead = pd.DataFrame(conn.execute(SQL_OVERHEAD).fetchall() if {"PROFILER_OVERHEAD", "StringIds"} <= tables else [],
-                            columns=["start_ns", "end_ns", "pid"])
-    metrics = pd.DataFrame(
-        conn.execute(SQL_GPU_METRICS).fetchall() if {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"} <= tables else [],
-        columns=["device_id", "metric", "value", "samples"])
     mode = conn.execute(SQL_CAPTURE_GRAPH_MODE).fetchone() if "META_DATA_CAPTURE" in tables else None
     runtime_names: dict[str, int] = {}
     # call counts serve two questions only: why no kernels, and graph launches without GRAPH_TRACE
@@ -427,16 +275,11 @@ def _read(conn, adb, path) -> NsysTrace:
         session = int(row[0]) if row and row[0] is not None else None
     return NsysTrace(
         path=path, graph_trace_mode=str(mode[0]) if mode else None, tables=tables, meta=meta, kernels=None,
-        memops=_memops(adb, tables), nvtx=_nvtx(conn, adb, strings) if NVTX in tables else _nvtx_empty(),
-        graph_launches=graphs, overhead=overhead, gpu_metrics=metrics, gpus=_gpus(conn, tables),
-        runtime_names=runtime_names, session_start_ns=session, missing=_missing(tables), strings=strings,
+        memops=memops_frame(adb, tables), nvtx=nvtx_frame(conn, adb, strings) if NVTX in tables else empty_nvtx(),
+        graph_launches=graph_frame(adb, tables), overhead=overhead_frame(conn, tables),
+        gpu_metrics=metrics_frame(conn, tables), gpus=gpus_frame(conn, tables),
+        runtime_names=runtime_names, session_start_ns=session, missing=missing_notes(tables), strings=strings,
         kernel_rows=kernel_rows)
-
-
-def _nvtx_empty() -> pd.DataFrame:
-    cols = {"start_ns": "int64", "end_ns": "int64", "event_type": "int64", "name": object,
-            "global_tid": "int64", "domain_id": "int64", "pid": "int64", "domain": object}
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
 
 
 def launch_calls(runtime_names: dict) -> int:

@@ -127,3 +127,19 @@ def test_report_kern_sum_without_kernels_is_one_line(capsys):
     assert main(["analyze", "--nsys", str(nsys_sample(LLMC)), "--report", "kern_sum"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUPTI_ACTIVITY_KIND_KERNEL table" in err
+
+
+def test_duration_counts_past_the_packed_range_agree_with_the_packed_table():
+    rng = np.random.default_rng(11)
+    key, dur = rng.integers(0, 4, size=3000), rng.integers(0, 50, size=3000)
+    packed, unpacked = DurationCounts(), DurationCounts()
+    for lo in range(0, len(key), 500):
+        packed.add(key[lo:lo + 500], dur[lo:lo + 500])
+        big = lo == 1500  # a batch with a name id past 2^22 turns the table into the sorted-arrays form
+        unpacked.add(np.r_[key[lo:lo + 500], 2**23] if big else key[lo:lo + 500],
+                     np.r_[dur[lo:lo + 500], 7] if big else dur[lo:lo + 500])
+    assert packed.code is not None and unpacked.code is None
+    k, d, c = unpacked.table()
+    assert (k[-1], d[-1], c[-1]) == (2**23, 7, 1)
+    assert [a.tolist() for a in packed.table()] == [k[:-1].tolist(), d[:-1].tolist(), c[:-1].tolist()]
+    assert int(c.sum()) == 3001 and len(k) <= 4 * 50 + 1

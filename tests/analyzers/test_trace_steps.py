@@ -100,7 +100,7 @@ def test_group_busy_on_spans_too_long_for_the_offset_trick():
     """Spans past the per-group offset's int64 room (found by the fuzzer): each group's union, no endless recursion."""
     import numpy as np
 
-    from stallscope.analyzers.trace_steps import _group_busy
+    from stallscope.analyzers.step_agg import _group_busy
     far = 2**61
     sid = np.array([0, 0, 1, 1], dtype=np.int64)
     starts = np.array([0, 5, far, far + 100], dtype=np.int64)
