@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stallscope.cli import main
-from test_step_cost import synthetic_trace
+from step_traces import synthetic_trace
 
 FLAGS = ["--sessions", "4", "--prompt-tokens", "32", "--output-tokens", "48", "--long-prompt-tokens", "1200",
          "--long-every", "1.5", "--duration", "6"]
