@@ -146,6 +146,8 @@ def infer_from_histograms(samples) -> Chunking:
     if itl is None or tokens is None or ptime is None:
         return UNKNOWN
     tl, tc = tokens
+    if not np.isfinite(tc).all():        # a counter that overflowed to inf says nothing about prompt sizes
+        return UNKNOWN
     n_long = tc[-1] - tc[np.searchsorted(tl, LONG_PROMPT_BOUND)]
     used = np.flatnonzero(np.diff(np.concatenate([[0.0], itl[1]])) >= 0.5)
     if n_long < 0.5 or not len(used) or not tc[-1] > 0:
