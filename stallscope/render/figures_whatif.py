@@ -28,6 +28,11 @@ def whatif_curves(preds: pd.DataFrame, *, slo_s: float, selected: int | None = N
     for col, label in CURVES:
         fig.add_trace(go.Scatter(x=x, y=chunked[col], mode="lines+markers", name=esc(label),
                                  hovertemplate="budget %{x:.0f}: %{y:.3f} s"), secondary_y=False)
+    if "slowest_step_s" in chunked and chunked["slowest_step_s"].notna().any():
+        # the longest freeze a stream sees at each budget: ITL P99 cannot show it when long prompts are rare
+        fig.add_trace(go.Scatter(x=x, y=chunked["slowest_step_s"], mode="lines+markers",
+                                 name="slowest long-prompt step", line=dict(dash="dash"),
+                                 hovertemplate="budget %{x:.0f}: %{y:.3f} s"), secondary_y=False)
     fig.add_trace(go.Scatter(x=x, y=chunked["output_tok_s"], mode="lines+markers", name="output tok/s",
                              line=dict(dash="dot"), hovertemplate="budget %{x:.0f}: %{y:.1f} tok/s"), secondary_y=True)
     if len(off):

@@ -35,6 +35,8 @@ def test_whatif_slider_callback_reads_each_budget(page):
     names = [t.name for t in fig.data]
     assert names[:4] == ["ITL P99", "ITL P50", "TTFT P99, long prompts", "TTFT P99, short prompts"]
     assert "ITL P99, chunking off" in names and "output tok/s" in names
+    slow = next(t for t in fig.data if t.name == "slowest long-prompt step")
+    assert list(slow.y) == sorted(slow.y) and slow.y[2] <= 0.16 < slow.y[3]   # 896 fits the bound, 1,024 does not
     itl = list(fig.data[0].y)
     assert itl == sorted(itl)                      # a larger budget never lowers the predicted ITL P99 here
     off = next(t for t in fig.data if t.name == "ITL P99, chunking off")
