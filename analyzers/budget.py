@@ -211,7 +211,8 @@ def recommend_budget(inputs: WhatifInputs, itl_slo_s: float, *, budgets=None, in
     ok = ~preds["enable_chunked_prefill"].to_numpy(dtype=bool) | np.isnan(slow) | (slow <= bound_s)
     within = preds[ok] if preds[ok]["enable_chunked_prefill"].any() else preds
     rec = recommend(within, itl_slo_s, headroom)
-    slowest = slowest_step_s(inputs.cost, inputs.workload, rec["max_num_batched_tokens"])
+    row = within[within["enable_chunked_prefill"] & (within["max_num_batched_tokens"] == rec["max_num_batched_tokens"])]
+    slowest = float(row["slowest_step_s"].iloc[0])
     rec["predicted_slowest_step_s"] = slowest if np.isfinite(slowest) else None      # None: no long prompt
     rec["step_bound_s"] = bound_s
     return {"predictions": preds, "recommendation": rec, "budgets": list(budgets)}

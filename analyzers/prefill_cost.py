@@ -35,15 +35,21 @@ def _totals(samples: pd.DataFrame, metric: str) -> pd.Series:
     return rows.groupby("ts")["value"].sum()
 
 
+def increments(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per scrape interval that finished a request with computed tokens: prefill seconds `t`, requests `n`,
+    computed tokens `p` (counter resets dropped)."""
+    df = pd.concat({"t": _totals(samples, TIME + "_sum"), "n": _totals(samples, TIME + "_count"),
+                    "p": _totals(samples, TOKENS)}, axis=1).dropna()
+    inc = df.diff().iloc[1:]
+    return inc[(inc >= 0).all(axis=1) & (inc["n"] > 0) & (inc["p"] > 0)]
+
+
 def fit(samples: pd.DataFrame | None) -> dict | None:
     """{per_request_s, per_token_s, intervals} from one target's samples, or None when the counters are absent
     or fewer than 3 scrape intervals finished a request with computed tokens."""
     if samples is None or not len(samples):
         return None
-    df = pd.concat({"t": _totals(samples, TIME + "_sum"), "n": _totals(samples, TIME + "_count"),
-                    "p": _totals(samples, TOKENS)}, axis=1).dropna()
-    inc = df.diff().iloc[1:]
-    inc = inc[(inc >= 0).all(axis=1) & (inc["n"] > 0) & (inc["p"] > 0)]   # counter resets dropped
+    inc = increments(samples)
     if len(inc) < MIN_INTERVALS or not np.isfinite(inc.to_numpy(dtype=float)).all():
         return None
     per_request_tokens = inc["p"] / inc["n"]

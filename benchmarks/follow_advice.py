@@ -10,8 +10,9 @@ store alone (`--advice-from metrics`: its prediction is a step of N prompt token
 (`steps`: the what-if path, whose prediction is each long prompt's slowest step); each is compared with the
 median of what it names (the criterion, written before the runs), the mean beside it (the metrics cost is
 fitted on sums of prefill seconds, so it predicts a mean). Also printed: the machine's drift between the two
-runs (their decode-only steps of equal batch size, after / before) and the new run's client-side ITL P99, with
-the 25 % limit beside each ratio.
+runs (their decode-only steps of equal batch size, after / before), the advice's cost per prompt token beside
+the advising run's own from its step trace, and the new run's client-side ITL P99, with the 25 % limit beside
+each ratio.
 
     python benchmarks/follow_advice.py --runs runs/q1/tiny-nochunk-steady,runs/h3/h3-tiny-nochunk-1300-s3 --quick
     python benchmarks/follow_advice.py --fresh --quick --runs ... --out runs/follow-fresh   # both runs back to back
@@ -74,6 +75,20 @@ def slowest_prefill_steps(st) -> np.ndarray:
     return np.array([worst[r] for r in worst if seen[r] >= 512])
 
 
+def trace_s_per_token(run: Path) -> float:
+    """The advising run's own prefill cost per prompt token from its step trace: the median, over steps that
+    computed 256+ prompt tokens, of (duration - the median decode-only step) / prompt tokens."""
+    from stallscope.analyzers.step_cost import read_step_trace
+
+    st = read_step_trace(run / "steps.jsonl")
+    dur = (st["end_ns"] - st["start_ns"]).to_numpy(dtype=float) / 1e9
+    pre = st["num_prefill_tokens"].to_numpy(dtype=float)
+    if not (pre == 0).any() or not (pre >= 256).any():
+        return float("nan")
+    big = pre >= 256
+    return float(np.median((dur[big] - np.median(dur[pre == 0])) / pre[big]))
+
+
 def decode_drift(before: Path, after: Path) -> float:
     """How much slower the machine ran the followed run: the median, over batch sizes both runs share, of the
     ratio of their median decode-only step (after / before); 1.0 = the same speed."""
@@ -120,7 +135,7 @@ def follow(run: Path, out: Path, duration: float, slo: float, fresh: bool = Fals
     return {"run": str(run), "path": path, "advice": adv, "followed": str(target), "measured": got, "compared_with": named,
             "ratio": ratio, "within_25pct": bool(abs(ratio - 1) <= LIMIT),
             "ratio_to_mean": adv["predicted_step_s"] / mean if mean > 0 else float("nan"),
-            "machine_drift": decode_drift(run, target)}
+            "machine_drift": decode_drift(run, target), "trace_s_per_token": trace_s_per_token(run)}
 
 
 def _followed_dir(out: Path, name: str, budget: int) -> Path:
@@ -150,10 +165,11 @@ def main() -> int:
             for r in args.runs.split(",") for p in paths]
     print("| run | advice from | budget | predicted | what it predicts: measured median (n) / mean | "
           "predicted / median | limit | predicted / mean | full-chunk steps (n) median / P90 | machine drift "
-          "(decode step after / before) | ITL P99 after |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "(decode step after / before) | cost per prompt token: advice's / the advising run's trace | ITL P99 after |"
+          "\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["advice"] is None:
-            print(f"| {Path(r['run']).name} | {r['path']} | no decode_starvation finding | | | | | | | | |")
+            print(f"| {Path(r['run']).name} | {r['path']} | no decode_starvation finding | | | | | | | | | |")
             continue
         m, a = r["measured"], r["advice"]
         slow = r["compared_with"] == "slowest_step"
@@ -164,6 +180,7 @@ def main() -> int:
               f"{mean * 1e3:.0f} ms | {r['ratio']:.2f} ({'met' if r['within_25pct'] else 'missed'}) | "
               f"{1 - LIMIT:.2f}-{1 + LIMIT:.2f} | {r['ratio_to_mean']:.2f} | ({m['full_chunk_steps']}) "
               f"{m['median_s'] * 1e3:.0f} / {m['p90_s'] * 1e3:.0f} ms | {r['machine_drift']:.2f} | "
+              f"{(a['prefill_s_per_token'] or float('nan')) * 1e6:.0f} / {r['trace_s_per_token'] * 1e6:.0f} us | "
               f"{m['itl_p99_s'] if m['itl_p99_s'] is None else round(m['itl_p99_s'], 3)} s |")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=1, default=float))

@@ -54,7 +54,7 @@ def recommendation_cost(run: Path, slo: float, found: list[dict]) -> dict:
 
 
 def evaluate(run: Path, slo: float) -> dict:
-    from stallscope.analyzers import truth
+    from stallscope.analyzers import prefill_cost, truth
     from stallscope.analyzers.step_cost import fit_step_cost, read_step_trace, step_features
     from stallscope.collectors import loader
 
@@ -73,7 +73,12 @@ def evaluate(run: Path, slo: float) -> dict:
     marginal = float(np.sum(fit.predict(**feats) - fit.predict(**no_prefill)) / feats["prefill_tokens"].sum())
     ratio = rec["prefill_s_per_token"] / coef if coef > 0 else float("inf")
     cached = sum(sum(d.values()) for d in steps.get("num_cached_tokens", []) if isinstance(d, dict))
-    return {"run": str(run), "true_starvation_episodes": len(true),
+    inc = prefill_cost.increments(samples)
+    per_req = inc["p"] / inc["n"]
+    return {**prefill_steps(steps), "fit_intervals": int(len(inc)),
+            # the intervals that separate a per-request cost from a per-token one: tokens per request >= 2x the least
+            "fit_intervals_2x_larger_requests": int((per_req >= prefill_cost.SPREAD * per_req.min()).sum()) if len(inc) else 0,
+            "run": str(run), "true_starvation_episodes": len(true),
             "true_starvation_s": sum(e - s for s, e in true) / 1e9,
             "steps": len(steps), "steps_ge_512_prompt_tokens": int((steps["num_prefill_tokens"] >= 512).sum()),
             "prompt_tokens_computed": float(steps["num_prefill_tokens"].sum()), "prompt_tokens_cached": float(cached),
@@ -86,6 +91,26 @@ def evaluate(run: Path, slo: float) -> dict:
             # the criterion: the fit's whole prefill cost per computed token (its token and attention-pair terms),
             # since the metric (prefill time per computed token) holds both; the coefficient alone is shown beside
             "within_25pct": abs(rec["prefill_s_per_token"] / marginal - 1.0) <= TOLERANCE}
+
+
+def prefill_steps(steps) -> dict:
+    """What the metrics' cost reads: the steps that computed prompt tokens (mean duration and tokens), a decode-only
+    step (median), and how often requests shared their first prefill step (sum m^2 / sum m over those steps,
+    m = requests first scheduled in the step: 1.0 when none shared, so each request's prefill time counts its
+    step once)."""
+    dur = (steps["end_ns"] - steps["start_ns"]).to_numpy(dtype=float) / 1e9
+    pre = steps["num_prefill_tokens"].to_numpy(dtype=float)
+    seen: set = set()
+    m = []
+    for sched in steps["num_scheduled_tokens"]:
+        new = [r for r in (sched or {}) if r not in seen]
+        seen.update(sched or {})
+        if new:
+            m.append(len(new))
+    m = np.asarray(m, dtype=float)
+    return {"prefill_step_mean_s": float(dur[pre > 0].mean()), "prefill_step_mean_tokens": float(pre[pre > 0].mean()),
+            "decode_only_step_median_s": float(np.median(dur[pre == 0])) if (pre == 0).any() else float("nan"),
+            "first_prefills_sharing": float((m ** 2).sum() / m.sum()) if len(m) else float("nan")}
 
 
 def run(out: Path, *, load_s: float, collect_tail_s: float, interval: str, slo: float, record: bool = True) -> dict:
@@ -118,6 +143,12 @@ def print_report(res: dict) -> None:
               f"{r['recommendation_s_per_token'] * 1e3:.4f} ms | {r['fit_s_per_prefill_token'] * 1e3:.4f} ms | "
               f"{r['ratio']:.2f} | {r['fit_prefill_s_per_token_with_attention'] * 1e3:.4f} ms | "
               f"{r['ratio_with_attention']:.2f} ({'within' if r['within_25pct'] else 'outside'} 25 %) |")
+    print("\n| arm | prefill steps: mean / tokens | decode-only step, median | first prefills sharing a step "
+          "(sum m^2 / sum m) | metrics fit: intervals (with requests >= 2x the smallest) |\n|---|---|---|---|---|")
+    for arm, r in res["arms"].items():
+        print(f"| {arm} | {r['prefill_step_mean_s'] * 1e3:.1f} ms / {r['prefill_step_mean_tokens']:.0f} | "
+              f"{r['decode_only_step_median_s'] * 1e3:.1f} ms | {r['first_prefills_sharing']:.2f} | "
+              f"{r['fit_intervals']} ({r['fit_intervals_2x_larger_requests']}) |")
     print()
     for name, ok in res["met"].items():
         print(f"{name}: {'met' if ok else 'NOT met'}")

@@ -292,6 +292,10 @@ def summarize(rows: list[dict], slo: float) -> dict:
     missed = sum(r["decode_starvation"]["ttd_s"].count(None) for r in rows)
     out = {f"{k}_{m}": {"value": runs[k][m], "target": 0.95, "ratio": runs[k][m] / 0.95, "counts": runs[k]}
            for k in truth.KINDS for m in ("precision", "recall")}
+    # beside it, for the record: the recall a warnings-only detection would have (info interference not counted)
+    warned = truth.run_scores([(set(r["truth"]), set(r["warned"])) for r in rows])["decode_starvation"]
+    out["decode_starvation_recall_counting_warnings_only"] = {"value": warned["recall"], "target": "-",
+                                                             "ratio": float("nan"), "counts": warned}
     out["starvation_warnings_on_runs_meeting_slo"] = {"value": len(false_met), "target": 0, "met": not false_met,
                                                       "runs": false_met}
     fixed = [r for r in false_met if not r.endswith("(true starvation)")]   # the fixed state: no true episode

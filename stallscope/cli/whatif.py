@@ -179,10 +179,9 @@ def _print_text(result: dict) -> None:
         table.add_column(col, justify="right")
     for r in result["predictions"]:
         budget = str(r["max_num_batched_tokens"]) if r["enable_chunked_prefill"] else "off"
-        slow = r.get("slowest_step_s")
         table.add_row(budget, _ms(r["ttft_p99_s"]), _ms(r["ttft_long_p50_s"]), _ms(r["ttft_long_p99_s"]), _ms(r["ttft_short_p50_s"]),
                       _ms(r["ttft_short_p99_s"]), _ms(r["itl_p50_s"]), _ms(r["itl_p99_s"]),
-                      _ms(slow if slow is not None and slow == slow else None), f"{r['output_tok_s']:.1f}")
+                      _ms(r.get("slowest_step_s")), f"{r['output_tok_s']:.1f}")   # rows are _jsonable: NaN is None
     console.print(table)
     rec = result["recommendation"]
     mark = "recommend" if rec["meets_slo"] else "no budget meets the SLO; closest"
