@@ -231,9 +231,15 @@ def test_recorded_path_ranks_the_ci_fleet_as_the_raw_path(fleet_40x6h, tmp_path)
         return [(r.name, r.seconds, [(e.kind, e.start_ns, e.end_ns, e.severity) for e in r.episodes])
                 for r in report.replicas]
     assert ranking(rec) == ranking(raw)
+    # The grid's first point reads the window [first - 1m, first]; `first` moves with the rule group's
+    # evaluation offset (a hash of the rule file's path), so a stall ending inside that first window may or
+    # may not be flagged. Every replica whose stall lasts past the first two windows must be; none whose
+    # stalls all end before the first window begins may be.
     flagged = {r.labels["pod"] for r in rec.replicas if r.kinds()}
-    in_range = {pod for pod, eps in truth.episodes.items() if any(b > since + 120 for _, _, b in eps)}
-    assert flagged == in_range | set(truth.dead)  # every injected replica of the range, and no clean one
+    first, w = rec.start_ns / NS, rec.window_ns / NS
+    must = {pod for pod, eps in truth.episodes.items() if any(b > first + w for _, _, b in eps)}
+    may = {pod for pod, eps in truth.episodes.items() if any(b > first - w for _, _, b in eps)}
+    assert must | set(truth.dead) <= flagged <= may | set(truth.dead), (flagged, must, may, first - since)
 
 
 def test_rules_cli_renders_the_fleet_group_from_the_thresholds(tmp_path, capsys):
