@@ -28,11 +28,14 @@ spans, it gets one cause, and the finding says which evidence decided it.
      more while the streams were frozen, or the streams are frozen with nothing moving (one engine step in progress; with
      chunking off it is a whole prompt's prefill) for less than the stuck bound: decode starvation;
    - `slow_decode`: none of these: the decode step itself is slow.
-4. Severity: `critical` when the worst window is at least twice over (P99 bucket >= 2 x SLO, >= 20 % of
-   stream time above it, or a live mean gap >= 2 x SLO); `warning` when a window missed the SLO (its P99, or
-   the stream-time share counted over the SLO's reference window, `windows.short`, so one long gap in a
-   shrunk window is not a missed SLO) or froze; `info` otherwise, whatever the cause: interference that
-   stays within the SLO (a few gaps above it while P99 met it) is reported with its numbers, not as a miss.
+4. Severity: the ITL SLO as users state it, a P99, judged over its reference window (`windows.short`, the
+   alert rules' window; the first full one in a run's first minute, the whole run when shorter), never
+   over a grid window a short run shrank: `warning` when more than 1 % of that window's ITL observations
+   lie in buckets at or above the SLO, each running stream of a freeze still open where it ends counting
+   as one observation of its length so far (as a client's P99 counts the gap it is waiting in); `critical` at
+   twice the SLO; `info` otherwise, whatever the cause: freezes or gaps above the SLO while the P99 met it
+   are reported with their numbers (stream-time share, longest freeze), not as a missed SLO. `stuck` is
+   critical.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from stallscope.analyzers.signals import episodes as runs_of
 from stallscope.core.config import parse_duration
 
 MISSED_SHARE, INTERFERENCE_SHARE = 0.05, 0.01
+P99_TAIL = 0.01   # the ITL SLO is a P99: missed when more than 1 % of observations lie at or above it
 CAUSES = ("stuck", "preemption", "prefill_chunks", "prefill", "slow_decode")
 TIMELINE_ROWS = 40   # an episode's evidence timeline: at most this many windows
 TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "prompt_rate", "long_prefill_rate", "gen_rate",
@@ -75,9 +79,9 @@ def _col(sig: pd.DataFrame, name: str, fill: float = np.nan) -> np.ndarray:
     return np.where(np.isnan(a), fill, a) if fill == fill else a
 
 
-def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5, ref_scale: float = 1.0) -> dict[str, np.ndarray]:
-    """Per-window boolean states (module docstring, 1) and the severity ratio of each window; `ref_scale` is
-    the window over the SLO's reference window (`windows.short`), at most 1, for `missed_ref`."""
+def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5) -> dict[str, np.ndarray]:
+    """Per-window boolean states (module docstring, 1), the severity ratio of each window, and whether the
+    SLO was missed (`missed_ref`) or missed twice over (`critical_ref`) over its reference window (4)."""
     p99_lo, share = _col(sig, "itl_p99_lo", 0.0), _col(sig, "itl_stall_share", 0.0)
     running, live = _col(sig, "running", 0.0), _col(sig, "live_mean_itl")
     awake = _col(sig, "asleep", 0.0) < 1
@@ -85,25 +89,35 @@ def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5, ref_scale
     frozen = awake & (running > 0) & (live_gap > slo)
     missed = awake & ((p99_lo >= slo) | (share >= MISSED_SHARE))
     interference = awake & ~missed & ~frozen & (share >= INTERFERENCE_SHARE)
-    missed_ref = awake & ((p99_lo >= slo) | (share * ref_scale >= MISSED_SHARE))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.maximum.reduce([p99_lo / slo, share / (2 * MISSED_SHARE), np.where(frozen, live_gap / slo, 0.0)])
     # the alert rules' test: fewer than `generation_tokens_rate_low` tokens/s and no prompt token over the live
     # window (rules/render.py); at scrape resolution, no progress for longer than the SLO (a live window longer
     # than the freeze still holds the tokens from before it)
+    nothing_for = _col(sig, "nothing_for_s", 0.0)
     nothing = frozen & (((_col(sig, "live_gen_rate", 0.0) < gen_low) & (_col(sig, "live_prompt_rate", 0.0) <= 0))
-                        | (_col(sig, "nothing_for_s", 0.0) > slo))
+                        | (nothing_for > slo))
+    missed_ref, critical_ref = _slo_missed(sig, slo, p99_lo)
     return {"missed": missed, "frozen": frozen, "interference": interference, "ratio": ratio,
-            "nothing_moves": nothing, "missed_ref": missed_ref}
+            "nothing_moves": nothing, "missed_ref": awake & missed_ref, "critical_ref": awake & critical_ref}
+
+
+def _slo_missed(sig, slo, p99_lo) -> tuple[np.ndarray, np.ndarray]:
+    """Module docstring, 4: more than 1 % of the reference window's ITL observations (signals'
+    `itl_ref_*`, a freeze still open counted) at or above the SLO, and at or above twice it."""
+    count = _col(sig, "itl_ref_count")
+    if np.isnan(count).all():   # no reference counts (a signals frame from elsewhere): the window's P99
+        return p99_lo >= slo, p99_lo >= 2 * slo
+    total = np.nan_to_num(count)
+    return ((total > 0) & (_col(sig, "itl_ref_above", 0.0) > P99_TAIL * total),
+            (total > 0) & (_col(sig, "itl_ref_above2", 0.0) > P99_TAIL * total))
 
 
 def find(sig: pd.DataFrame, *, thresholds: dict, chunking: Chunking, window_ns: int, step_ns: int,
          live_ns: int) -> list[Episode]:
     """The episodes of one target's signals frame (sorted by ts)."""
     slo = float(thresholds["itl_slo_s"])
-    ref = parse_duration(thresholds.get("windows", {}).get("short", "1m")) * 1e9
-    st = window_states(sig, slo, float(thresholds.get("generation_tokens_rate_low", 0.5)),
-                       min(1.0, window_ns / ref) if ref > 0 else 1.0)
+    st = window_states(sig, slo, float(thresholds.get("generation_tokens_rate_low", 0.5)))
     impaired = st["missed"] | st["frozen"] | st["interference"]
     per_window = max(1, window_ns // max(step_ns, 1))
     st["above_excess"] = _above_excess(sig, per_window)
@@ -191,14 +205,13 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
 
 
 def _severity(cause: str, st: dict, i: int, j: int) -> str:
-    """Module docstring, 4: a few gaps in a window are interference (info) unless the P99 or the stream-time
-    share over the SLO's reference window (`windows.short`) misses the SLO, or the streams froze."""
+    """Module docstring, 4: streams missed the SLO only where its P99 or its stream-time share over the
+    SLO's reference window (`windows.short`) missed it; anything less is interference (info)."""
     if cause == "stuck":
         return "critical"
-    missed = st["missed_ref"] | st["frozen"]
-    if not missed[i:j + 1].any():
+    if not st["missed_ref"][i:j + 1].any():
         return "info"
-    return "critical" if np.nanmax(st["ratio"][i:j + 1]) >= 2 else "warning"
+    return "critical" if st["critical_ref"][i:j + 1].any() else "warning"
 
 
 def _episode(sig, st, i, j, *, slo, thresholds, chunking, window_ns, step_ns, live_ns, after) -> Episode:

@@ -10,7 +10,11 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
    buckets; the ITL observation rate; `itl_stall_share`, a lower bound of the stream time spent in
    gaps above the SLO (sum over buckets above the SLO of count x lower edge, over `rate(_sum)`), which
    does not under-weight a long stall the way a per-observation quantile does (one sample per output
-   event); `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode
+   event); `itl_ref_count` / `_above` / `_above2`, ITL observations over the SLO's reference window
+   (`windows.short`, the alert rules' window, even where a short run shrank the grid's window; for a point
+   in a run's first such window, the first full one, the whole run when shorter), all of them and those in
+   buckets wholly at or above the SLO and twice it, a freeze still open where that window ends counted as
+   one observation per running request; `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode
    steps cannot reach: it observes the *computed* prompt tokens (cached ones excluded) plus the generated
    tokens of one engine output, so a prefill counts where it completes; the cut is 2 x peak running x
    tokens per output (1 + accepted / drafts under speculative decoding, else 1), at least 512.
@@ -52,7 +56,8 @@ COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "it
            "ttft_p99", "ttft_p99_lo", "ttft_p99_hi", "ttft_p50", "itl_rate", "itl_stall_share", "itl_above_slo_rate",
            "prompt_rate", "gen_rate", "preempt_rate", "prefill_time_rate", "long_prefill_rate", "running",
            "waiting", "kv_usage", "prompt_computed", "waiting_total", "asleep", "tokens_per_output", "live_gen_rate",
-           "live_prompt_rate", "live_mean_itl", "prefill_count_rate", "nothing_for_s"]
+           "live_prompt_rate", "live_mean_itl", "prefill_count_rate", "nothing_for_s", "itl_ref_count",
+           "itl_ref_above", "itl_ref_above2"]
 
 
 def scrape_interval_ns(samples: pd.DataFrame) -> int:
@@ -120,6 +125,12 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     itl = Q.bucket_rates(rows(itl_family + "_bucket"), itl_family, eval_ts, window_ns)
     itl_sum = _by_group(Q.rate_range(rows(itl_family + "_sum"), itl_family + "_sum", eval_ts, window_ns), "value")
     _put_itl(put, itl, itl_sum, eval_ts, q, slo)
+    ref_ns = int(parse_duration(th.get("windows", {}).get("short", "1m")) * NS)
+    # the SLO's P99 over its reference window (episodes' severity): the full one each point lies in, so a point
+    # in the first minute of a run reads the run's first minute, not the few seconds before it
+    ref_ts = np.clip(eval_ts, int(samples["ts"].min()) + ref_ns, int(samples["ts"].max()))
+    ref = itl if ref_ns <= window_ns else Q.bucket_rates(rows(itl_family + "_bucket"), itl_family, ref_ts, ref_ns)
+    _put_itl_ref(put, ref, ref_ns, slo, _nothing_for(rows, ref_ts))
     for family, tag in ((TTFT, "ttft"),):
         for g, (labels, les, counts) in Q.bucket_rates(rows(family + "_bucket"), family, eval_ts, window_ns).items():
             r99 = Q.quantile_rows(q, labels, les, counts, eval_ts)
@@ -203,8 +214,15 @@ def _totals(frame: pd.DataFrame) -> dict[str, pd.Series]:
 
 def _put_nothing_for(put, rows, eval_ts: np.ndarray) -> None:
     """`nothing_for_s` (module docstring, 4)."""
+    for g, (out, _) in _nothing_for(rows, eval_ts).items():
+        put("nothing_for_s", g, out)
+
+
+def _nothing_for(rows, eval_ts: np.ndarray) -> dict:
+    """{group: (seconds without progress, running requests)} at each eval time (module docstring, 4)."""
     gen, running = _totals(rows("vllm:generation_tokens_total")), _totals(rows("vllm:num_requests_running"))
     prompt = _totals(rows(BY_SOURCE)) or _totals(rows("vllm:prompt_tokens_total"))
+    found = {}
     for g, series in gen.items():
         ts = series.index.to_numpy(dtype=np.int64)
         run = running.get(g, pd.Series(dtype=float)).reindex(ts).ffill().fillna(0.0).to_numpy()
@@ -216,9 +234,11 @@ def _put_nothing_for(put, rows, eval_ts: np.ndarray) -> None:
         last = np.maximum.accumulate(np.where(moved, ts, ts[0]))
         idx = np.searchsorted(ts, eval_ts, side="right") - 1
         ok = idx >= 0
-        out = np.full(len(eval_ts), np.nan)
+        out, now = np.full(len(eval_ts), np.nan), np.zeros(len(eval_ts))
         out[ok] = np.where(run[idx[ok]] > 0, (ts[idx[ok]] - last[idx[ok]]) / NS, 0.0)   # a lower bound
-        put("nothing_for_s", g, out)
+        now[ok] = run[idx[ok]]
+        found[g] = (out, now)
+    return found
 
 
 def _put_long_prefill(cols: dict, put, iteration: dict) -> None:
@@ -253,6 +273,23 @@ def _put_itl(put, itl: dict, itl_sum: dict, eval_ts: np.ndarray, q: float, slo: 
         with np.errstate(divide="ignore", invalid="ignore"):
             share = (per_bucket[:, above] * lower[above]).sum(axis=1) / itl_sum.get(g, np.full(n, np.nan))
         put("itl_stall_share", g, np.clip(share, 0.0, 1.0))
+
+
+def _put_itl_ref(put, ref: dict, ref_ns: int, slo: float, frozen: dict) -> None:
+    """`itl_ref_count`, `itl_ref_above` and `itl_ref_above2`: ITL observations over the reference window, all
+    of them and those in buckets wholly at or above the SLO and twice the SLO; a freeze still open where that
+    window ends (`frozen`: `_nothing_for` there) counts one observation of its length so far per running
+    request, as a client's P99 counts the gap it is waiting in."""
+    for g, (labels, les, counts) in ref.items():
+        mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1) * (ref_ns / NS)
+        per_bucket = np.diff(np.concatenate([np.zeros((len(mono), 1)), mono], axis=1), axis=1)
+        lower = np.concatenate([[0.0], les[:-1]])
+        held, running = frozen.get(g, (np.zeros(len(mono)), np.zeros(len(mono))))
+        held = np.nan_to_num(held)
+        open_gaps = np.where(held >= slo, running, 0.0)
+        put("itl_ref_count", g, mono[:, -1] + open_gaps)
+        put("itl_ref_above", g, per_bucket[:, lower >= slo].sum(axis=1) + open_gaps)
+        put("itl_ref_above2", g, per_bucket[:, lower >= 2 * slo].sum(axis=1) + np.where(held >= 2 * slo, open_gaps, 0))
 
 
 def _empty() -> pd.DataFrame:

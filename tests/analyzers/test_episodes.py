@@ -137,17 +137,47 @@ def test_the_live_dashboard_shows_a_stall_still_going_on():
     assert ev["ongoing"] and ev["episode"]["nothing_moves_s"] >= 8 and out.iloc[0]["end_ns"] == T0_NS + 39 * 10**9
 
 
-def test_prefill_interference_within_the_slo_is_info_and_a_missed_or_frozen_window_is_not():
+def test_severity_is_the_p99_slo_over_its_reference_window_whatever_the_windows_show():
+    """A window whose own P99 is 5x the SLO and whose streams froze is info while at most 1 % of the reference
+    window's observations lie at or above the SLO; warning above 1 %; critical above 1 % at twice the SLO."""
+    import numpy as np
+    import pandas as pd
+
+    from stallscope.analyzers.episodes import _severity, window_states
+
+    def sev(cause, above, above2, count=1000.0):
+        sig = pd.DataFrame({"itl_p99_lo": [0.1, 1.0, 0.1], "itl_stall_share": [0.0, 0.6, 0.0],
+                            "running": [8.0] * 3, "live_mean_itl": [0.03, 2.0, 0.03], "nothing_for_s": [0, 2.0, 0],
+                            "itl_ref_count": [count] * 3, "itl_ref_above": [0, above, 0],
+                            "itl_ref_above2": [0, above2, 0]})
+        st = window_states(sig, 0.2)
+        assert st["frozen"].tolist() == [False, True, False] and st["missed"].tolist() == [False, True, False]
+        return _severity(cause, st, 0, 2)
+    for cause in ("prefill", "prefill_chunks", "slow_decode"):
+        assert sev(cause, 10, 10) == "info"          # 1.0 %: the P99 met the SLO
+        assert sev(cause, 11, 0) == "warning"         # 1.1 % at or above 200 ms
+        assert sev(cause, 11, 11) == "critical"       # 1.1 % at or above 400 ms
+        assert sev(cause, 11, 11, count=np.nan) == "critical"   # no reference counts: the window's own P99 (1 s)
+    assert sev("stuck", 0, 0) == "critical"
+
+
+def test_a_freeze_still_open_counts_one_gap_per_running_request_in_the_reference_window():
+    """10 s prefills at 5 s and 105 s of a 112 s run: the first minute's points read the first full reference
+    window (8 streams' 10 s gaps); a point a minute past the first freeze reads none; the last point reads the
+    freeze still open, one gap per running request (8 streams + the prefilling one) at twice the SLO."""
     import numpy as np
 
-    from stallscope.analyzers.episodes import _severity
+    from stallscope.analyzers import signals
+    from stallscope.core.config import load_thresholds
 
-    def st(missed_ref=(0, 0, 0), frozen=(0, 0, 0), ratio=(0.3, 0.4, 0.3)):
-        z = np.zeros(3, dtype=bool)
-        return {"missed": z, "interference": np.ones(3, dtype=bool), "missed_ref": np.array(missed_ref, dtype=bool),
-                "frozen": np.array(frozen, dtype=bool), "ratio": np.array(ratio, dtype=float)}
-    for cause in ("prefill", "prefill_chunks", "slow_decode"):
-        assert _severity(cause, st(), 0, 2) == "info"                       # a few gaps above it, P99 met
-        assert _severity(cause, st(missed_ref=(0, 1, 0)), 0, 2) == "warning"
-        assert _severity(cause, st(frozen=(0, 0, 1), ratio=(0.3, 0.4, 2.5)), 0, 2) == "critical"
-    assert _severity("stuck", st(), 0, 2) == "critical"
+    samples, _ = simulate_starvation(112, long_every_s=100.0, first_long_s=5.0, long_tokens=10_000)
+    th = load_thresholds()
+    th["itl_slo_s"] = 0.2
+    ts, _ = signals.choose_grid(samples, th)
+    sig = signals.compute(samples, thresholds=th, eval_ts=ts, window_ns=10 * 10**9)
+    t = (sig["ts"].to_numpy() - int(samples["ts"].min())) / 1e9
+    held, above, above2 = (sig[c].to_numpy() for c in ("nothing_for_s", "itl_ref_above", "itl_ref_above2"))
+    first, later = np.flatnonzero(t <= 60), np.flatnonzero((t > 80) & (t < 100))
+    assert len(first) and len(later) and held[-1] > 1
+    assert np.all(above[first] == 8) and np.all(above2[first] == 8)
+    assert np.all(above[later] == 0) and above[-1] == 9 and above2[-1] == 9

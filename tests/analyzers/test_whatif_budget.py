@@ -81,10 +81,12 @@ def test_whatif_analyze_and_dashboard_recommend_the_same_budget(run_dir, capsys)
     assert rec["predicted_slowest_step_s"] == pytest.approx(0.1496, abs=0.002) and rec["step_bound_s"] == pytest.approx(0.16)
     assert cli["step_cost"]["mape"] < 1e-3 and cli["workload"]["source"].endswith("off/loadgen.json")
 
-    assert main(["analyze", str(run_dir), "--format", "json"]) == 1
+    # one whole-prompt freeze at the end among thousands of 30 ms gaps: the P99 met the SLO, so info (exit 0)
+    assert main(["analyze", str(run_dir), "--format", "json"]) == 0
     found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["kind"] == "decode_starvation"]
     assert found and {f["target"] for f in found} == {"off/vllm"}
     for f in found:
+        assert f["severity"] == "info"
         assert f["evidence"]["max_num_batched_tokens"] == 704
         assert f["evidence"]["budget_source"] == f"what-if simulation of the run {run_dir}"
         assert f["evidence"]["whatif_budgets"] == [128, 256, 512, 704, 1024, 2048, 4096]
