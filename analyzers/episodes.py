@@ -28,14 +28,14 @@ spans, it gets one cause, and the finding says which evidence decided it.
      more while the streams were frozen, or the streams are frozen with nothing moving (one engine step in progress; with
      chunking off it is a whole prompt's prefill) for less than the stuck bound: decode starvation;
    - `slow_decode`: none of these: the decode step itself is slow.
-4. Severity: the ITL SLO as users state it, a P99, judged over its reference window (`windows.short`, the
-   alert rules' window; the first full one in a run's first minute, the whole run when shorter), never
-   over a grid window a short run shrank: `warning` when more than 1 % of that window's ITL observations
-   lie in buckets at or above the SLO, each running stream of a freeze still open where it ends counting
-   as one observation of its length so far (as a client's P99 counts the gap it is waiting in); `critical` at
-   twice the SLO; `info` otherwise, whatever the cause: freezes or gaps above the SLO while the P99 met it
-   are reported with their numbers (stream-time share, longest freeze), not as a missed SLO. `stuck` is
-   critical.
+4. Severity: the ITL SLO as users state it, a P99 (the spikes starvation is seen as), judged over its
+   reference window (`windows.short`, the alert rules' window; in a run's first such window the first full
+   one, the whole run when shorter), never over a grid window a short run shrank: `warning` when more than
+   1 % of that window's ITL observations lie in buckets at or above the SLO, a freeze still open where the
+   window ends counting one observation of its length so far per running request (as a client's P99 counts
+   the gap it is waiting in); `critical` at twice the SLO; `info` otherwise, whatever the cause: freezes or
+   gaps above the SLO while the P99 met it are reported with their numbers (the reference window's
+   stream-time share above the SLO, `itl_ref_share`, and the longest freeze). `stuck` is critical.
 """
 
 from __future__ import annotations
@@ -103,10 +103,10 @@ def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5) -> dict[s
 
 
 def _slo_missed(sig, slo, p99_lo) -> tuple[np.ndarray, np.ndarray]:
-    """Module docstring, 4: more than 1 % of the reference window's ITL observations (signals'
-    `itl_ref_*`, a freeze still open counted) at or above the SLO, and at or above twice it."""
+    """Module docstring, 4: more than 1 % of the reference window's ITL observations (signals' `itl_ref_*`, a
+    freeze still open counted) at or above the SLO, and at or above twice it."""
     count = _col(sig, "itl_ref_count")
-    if np.isnan(count).all():   # no reference counts (a signals frame from elsewhere): the window's P99
+    if np.isnan(count).all():   # no reference counts (a signals frame from elsewhere): the window's own P99
         return p99_lo >= slo, p99_lo >= 2 * slo
     total = np.nan_to_num(count)
     return ((total > 0) & (_col(sig, "itl_ref_above", 0.0) > P99_TAIL * total),
@@ -162,7 +162,20 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
             "stalls_per_long_prefill_per_stream": per_prefill,
             "windows_frozen_computing_prompts": int(long_work.sum()), "windows_nothing_moves": int(nothing.sum()),
             "nothing_moves_s": max(run_nothing * step_s + live_s if run_nothing else 0.0, nothing_for),
-            "windows_prefill_free": int((_col(sig, "prompt_rate", 0.0)[i:j + 1] <= 0).sum())}
+            "windows_prefill_free": int((_col(sig, "prompt_rate", 0.0)[i:j + 1] <= 0).sum()),
+            **_reference(sig, i, j)}
+
+
+def _reference(sig: pd.DataFrame, i: int, j: int) -> dict:
+    """The worst reference-window figures of windows i..j: the share of ITL observations at or above the SLO
+    (the P99 missed above 1 %) and of stream time in gaps above it."""
+    count = _col(sig, "itl_ref_count")[i:j + 1]
+    if not np.isfinite(count).any():
+        return {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        above = np.where(count > 0, _col(sig, "itl_ref_above", 0.0)[i:j + 1] / count, 0.0)
+    return {"reference_itl_share_above_slo": float(np.nanmax(above)),
+            "reference_stream_time_above_slo": float(np.nanmax(_col(sig, "itl_ref_share", 0.0)[i:j + 1]))}
 
 
 def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: bool) -> tuple[str, str]:

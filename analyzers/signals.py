@@ -13,8 +13,8 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
    event); `itl_ref_count` / `_above` / `_above2`, ITL observations over the SLO's reference window
    (`windows.short`, the alert rules' window, even where a short run shrank the grid's window; for a point
    in a run's first such window, the first full one, the whole run when shorter), all of them and those in
-   buckets wholly at or above the SLO and twice it, a freeze still open where that window ends counted as
-   one observation per running request; `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode
+   buckets wholly at or above the SLO and twice it, and `itl_ref_share`, the stream-time share over it; a
+   freeze still open where that window ends counts one observation per running request; `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode
    steps cannot reach: it observes the *computed* prompt tokens (cached ones excluded) plus the generated
    tokens of one engine output, so a prefill counts where it completes; the cut is 2 x peak running x
    tokens per output (1 + accepted / drafts under speculative decoding, else 1), at least 512.
@@ -57,7 +57,7 @@ COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "it
            "prompt_rate", "gen_rate", "preempt_rate", "prefill_time_rate", "long_prefill_rate", "running",
            "waiting", "kv_usage", "prompt_computed", "waiting_total", "asleep", "tokens_per_output", "live_gen_rate",
            "live_prompt_rate", "live_mean_itl", "prefill_count_rate", "nothing_for_s", "itl_ref_count",
-           "itl_ref_above", "itl_ref_above2"]
+           "itl_ref_above", "itl_ref_above2", "itl_ref_share"]
 
 
 def scrape_interval_ns(samples: pd.DataFrame) -> int:
@@ -130,7 +130,9 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     # in the first minute of a run reads the run's first minute, not the few seconds before it
     ref_ts = np.clip(eval_ts, int(samples["ts"].min()) + ref_ns, int(samples["ts"].max()))
     ref = itl if ref_ns <= window_ns else Q.bucket_rates(rows(itl_family + "_bucket"), itl_family, ref_ts, ref_ns)
-    _put_itl_ref(put, ref, ref_ns, slo, _nothing_for(rows, ref_ts))
+    ref_sum = itl_sum if ref_ns <= window_ns else _by_group(
+        Q.rate_range(rows(itl_family + "_sum"), itl_family + "_sum", ref_ts, ref_ns), "value")
+    _put_itl_ref(put, ref, ref_sum, ref_ns, slo, _nothing_for(rows, ref_ts))
     for family, tag in ((TTFT, "ttft"),):
         for g, (labels, les, counts) in Q.bucket_rates(rows(family + "_bucket"), family, eval_ts, window_ns).items():
             r99 = Q.quantile_rows(q, labels, les, counts, eval_ts)
@@ -275,13 +277,15 @@ def _put_itl(put, itl: dict, itl_sum: dict, eval_ts: np.ndarray, q: float, slo: 
         put("itl_stall_share", g, np.clip(share, 0.0, 1.0))
 
 
-def _put_itl_ref(put, ref: dict, ref_ns: int, slo: float, frozen: dict) -> None:
-    """`itl_ref_count`, `itl_ref_above` and `itl_ref_above2`: ITL observations over the reference window, all
-    of them and those in buckets wholly at or above the SLO and twice the SLO; a freeze still open where that
-    window ends (`frozen`: `_nothing_for` there) counts one observation of its length so far per running
-    request, as a client's P99 counts the gap it is waiting in."""
+def _put_itl_ref(put, ref: dict, ref_sum: dict, ref_ns: int, slo: float, frozen: dict) -> None:
+    """Over the reference window: `itl_ref_count`, `itl_ref_above`, `itl_ref_above2` (ITL observations, all of
+    them and those in buckets wholly at or above the SLO and twice it) and `itl_ref_share` (stream time in
+    gaps above the SLO, as `itl_stall_share`). A freeze still open where the window ends (`frozen`:
+    `_nothing_for` there) counts one observation of its length so far per running request, as a client's P99
+    and its stream time count the gap it is waiting in."""
     for g, (labels, les, counts) in ref.items():
-        mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1) * (ref_ns / NS)
+        span = ref_ns / NS
+        mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1) * span
         per_bucket = np.diff(np.concatenate([np.zeros((len(mono), 1)), mono], axis=1), axis=1)
         lower = np.concatenate([[0.0], les[:-1]])
         held, running = frozen.get(g, (np.zeros(len(mono)), np.zeros(len(mono))))
@@ -290,6 +294,10 @@ def _put_itl_ref(put, ref: dict, ref_ns: int, slo: float, frozen: dict) -> None:
         put("itl_ref_count", g, mono[:, -1] + open_gaps)
         put("itl_ref_above", g, per_bucket[:, lower >= slo].sum(axis=1) + open_gaps)
         put("itl_ref_above2", g, per_bucket[:, lower >= 2 * slo].sum(axis=1) + np.where(held >= 2 * slo, open_gaps, 0))
+        stalled = (per_bucket[:, lower >= slo] * lower[lower >= slo]).sum(axis=1) + open_gaps * held
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = stalled / (ref_sum.get(g, np.full(len(mono), np.nan)) * span + open_gaps * held)
+        put("itl_ref_share", g, np.clip(share, 0.0, 1.0))
 
 
 def _empty() -> pd.DataFrame:

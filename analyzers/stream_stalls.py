@@ -89,4 +89,14 @@ def _finding(ep: E.Episode, sig: pd.DataFrame, th: dict, cost: dict, config: C.C
         explanation, recommendation = scheduler_stall.texts(ep, where)
     else:
         explanation, recommendation = itl_high.texts(ep.cause, ep, ev, where, slo, cost, config, recommend)
+    if ep.severity == "info" and "reference_itl_share_above_slo" in ep.evidence:
+        explanation += " " + _within_slo(ep.evidence, slo)
     return Finding(kind, ep.severity, ep.start_ns, ep.end_ns, ep.target, ev, explanation, recommendation)
+
+
+def _within_slo(ev: dict, slo: float) -> str:
+    """Why an episode is `info` (episodes docstring, 4), with its numbers."""
+    return (f"Severity info: the ITL P99 over the SLO's reference window met the {slo * 1000:.0f} ms SLO "
+            f"({ev['reference_itl_share_above_slo']:.2%} of gaps at or above it, at most 1 % for a P99), although "
+            f"{ev['reference_stream_time_above_slo']:.1%} of stream time sat in gaps above it; if your SLO bounds "
+            f"every gap rather than the P99, treat this as a miss.")

@@ -31,7 +31,7 @@ def _json(capsys, argv):
 
 def test_off_arm_is_flagged_and_on_arm_is_not(run_dir, capsys):
     code, out = _json(capsys, ["analyze", str(run_dir / "starvation")])
-    assert code == 1  # a critical finding, default --fail-on critical
+    assert code == 0  # the finding is info (the P99 met the SLO), under the default --fail-on critical
     assert set(out) >= {"findings", "quantiles", "sources"}
     assert set(out["sources"]) == {"off/vllm", "on/vllm"} and out["sources"]["off/vllm"]["steps"] > 1000
     kinds = {(f["target"], f["kind"]) for f in out["findings"]}
@@ -39,6 +39,9 @@ def test_off_arm_is_flagged_and_on_arm_is_not(run_dir, capsys):
     f = out["findings"][0]
     assert set(f) >= {"kind", "severity", "start", "end", "target", "evidence", "explanation", "recommendation"}
     assert f["start"].endswith("Z") and f["evidence"]["offending_steps"][0]["num_prefill_tokens"] == 2048
+    assert f["severity"] == "info" and "Severity info: the ITL P99 over the SLO's reference window met" in f["explanation"]
+    assert f["evidence"]["episode"]["reference_itl_share_above_slo"] <= 0.01
+    assert f["evidence"]["episode"]["reference_stream_time_above_slo"] > 0.05
     assert "--max-num-batched-tokens 128" in f["recommendation"]
     q = out["quantiles"]["on/vllm"]["itl_p99"]
     assert q["bucket_s"] == [0.15, 0.2] and q["text"] == "150 ms-200 ms"
@@ -108,7 +111,7 @@ def test_prometheus_source_gives_the_same_diagnosis(tmp_path, capsys):
     with PrometheusServer(tmp_path, storage=storage) as prom:
         code, out = _json(capsys, ["analyze", "--prometheus", prom.url, "--since", str(t0),
                                    "--until", str(t0 + 40 * NS), "--resolution", "1s",
-                                   "--selector", 'model_name="m"'])
+                                   "--selector", 'model_name="m"', "--fail-on", "info"])
     assert code == 1
     assert {f["kind"] for f in out["findings"]} == {"decode_starvation"}
     # long prompts at 5, 15, 25, 35 s: every stall is inside a flagged window

@@ -72,10 +72,10 @@ def _analyze(capsys, argv):
 
 
 def test_analyze_gives_identical_findings_and_quantiles_for_every_spelling(runs, capsys):
-    code, want = _analyze(capsys, [str(runs / "vllmC")])
+    code, want = _analyze(capsys, [str(runs / "vllmC"), "--fail-on", "info"])
     assert code == 1 and {f["kind"] for f in want["findings"]} == {"decode_starvation"}
     for prefix in SPELLINGS:
-        got_code, got = _analyze(capsys, [str(runs / prefix.replace(":", "C"))])
+        got_code, got = _analyze(capsys, [str(runs / prefix.replace(":", "C")), "--fail-on", "info"])
         assert got_code == code and got["findings"] == want["findings"], prefix
         assert got["quantiles"] == want["quantiles"], prefix
         assert got["request_views"] == want["request_views"] and len(want["request_views"]) >= 15, prefix
@@ -108,7 +108,7 @@ def test_a_target_with_no_vllm_family_is_named_and_nothing_recognised_exits_2(ru
     assert err.startswith("stallscope: error: no vLLM or DCGM metric recognised in node") and err.count("\n") == 1
     # beside a vLLM run, the blind target is warned about by name and the run is still analysed
     caplog.clear()
-    code, out = _analyze(capsys, [str(runs / "vllm_"), str(tmp_path / "node.jsonl")])
+    code, out = _analyze(capsys, [str(runs / "vllm_"), str(tmp_path / "node.jsonl"), "--fail-on", "info"])
     assert code == 1 and out["findings"]
     assert any("node.jsonl/node exposes no vLLM" in r.getMessage() and "node_load1" in r.getMessage()
                for r in caplog.records)

@@ -18,7 +18,7 @@ def test_report_escapes_labels_targets_and_findings(tmp_path):
     simulate_starvation(30, texts=texts)
     write_arm(tmp_path / "run" / "off", texts, target=EVIL)
     out = tmp_path / "r.html"
-    assert main(["analyze", str(tmp_path / "run"), "--html", str(out), "--format", "json"]) == 1
+    assert main(["analyze", str(tmp_path / "run"), "--html", str(out), "--format", "json", "--fail-on", "info"]) == 1
     page = out.read_text()
     assert EVIL not in page and "<script>alert" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page  # tables and findings, escaped
@@ -59,7 +59,8 @@ def test_report_shows_the_request_views_with_the_analyzers_numbers(tmp_path):
     simulate_starvation(30, texts=texts)
     write_arm(tmp_path / "run" / "off", texts, target="vllm")
     out = tmp_path / "r.html"
-    assert main(["analyze", str(tmp_path / "run" / "off"), "--html", str(out), "--format", "json"]) == 1
+    assert main(["analyze", str(tmp_path / "run" / "off"), "--html", str(out), "--format", "json",
+                 "--fail-on", "info"]) == 1
     page = out.read_text()
     assert "<h2>Request-level views</h2>" in page
     samples = loader.load(tmp_path / "run" / "off")["vllm"]["samples"]
