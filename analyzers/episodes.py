@@ -35,7 +35,9 @@ spans, it gets one cause, and the finding says which evidence decided it.
    window ends counting one observation of its length so far per running request (as a client's P99 counts
    the gap it is waiting in); `critical` at twice the SLO; `info` otherwise, whatever the cause: freezes or
    gaps above the SLO while the P99 met it are reported with their numbers (the reference window's
-   stream-time share above the SLO, `itl_ref_share`, and the longest freeze). `stuck` is critical.
+   stream-time share above the SLO, `itl_ref_share`, and the longest freeze). `stuck` is critical, and so
+   is a freeze that stayed frozen for the `for:` of the VLLMDecodeStarvationInProgress alert (30 s): what
+   pages someone is never `info`.
 """
 
 from __future__ import annotations
@@ -118,6 +120,9 @@ def find(sig: pd.DataFrame, *, thresholds: dict, chunking: Chunking, window_ns: 
     """The episodes of one target's signals frame (sorted by ts)."""
     slo = float(thresholds["itl_slo_s"])
     st = window_states(sig, slo, float(thresholds.get("generation_tokens_rate_low", 0.5)))
+    paged = _frozen_long(sig, st["frozen"], parse_duration(
+        thresholds.get("for", {}).get("VLLMDecodeStarvationInProgress", "30s")))
+    st["missed_ref"], st["critical_ref"] = st["missed_ref"] | paged, st["critical_ref"] | paged
     impaired = st["missed"] | st["frozen"] | st["interference"]
     per_window = max(1, window_ns // max(step_ns, 1))
     st["above_excess"] = _above_excess(sig, per_window)
@@ -215,6 +220,16 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
                            + ("with chunked prefill off such a step prefills whole prompts"
                               if holds else "a prompt's tokens are counted only when its prefill completes"))
     return "slow_decode", "no prefill work and no preemption in the episode"
+
+
+def _frozen_long(sig: pd.DataFrame, frozen: np.ndarray, bound_s: float) -> np.ndarray:
+    """Windows inside a run of frozen windows that lasted `bound_s` or more by then (the `for:` of the
+    VLLMDecodeStarvationInProgress alert: what pages someone is never `info`)."""
+    ts = _col(sig, "ts", 0.0)
+    out = np.zeros(len(frozen), dtype=bool)
+    for a, b in runs_of(frozen):
+        out[a:b + 1] = (ts[a:b + 1] - ts[a]) / 1e9 >= bound_s
+    return out
 
 
 def _severity(cause: str, st: dict, i: int, j: int) -> str:

@@ -181,3 +181,16 @@ def test_a_freeze_still_open_counts_one_gap_per_running_request_in_the_reference
     assert len(first) and len(later) and held[-1] > 1
     assert np.all(above[first] == 8) and np.all(above2[first] == 8)
     assert np.all(above[later] == 0) and above[-1] == 9 and above2[-1] == 9
+
+
+def test_a_freeze_that_lasts_the_in_progress_alerts_for_is_critical_a_shorter_one_with_p99_met_is_info():
+    """8 streams at 30 ms; one whole-prompt prefill at 65 s: 45 s long (still open when the data ends at 110 s,
+    frozen past the VLLMDecodeStarvationInProgress alert's 30 s `for:`) is critical; 20 s long, ended, with
+    8 gaps among ~10,000 in the reference minute (P99 met), is info and says so."""
+    samples, _ = simulate_starvation(110, long_every_s=1000.0, first_long_s=65.0, long_tokens=45_000)
+    (f,) = _findings(samples)
+    assert (f.kind, f.severity, f.evidence["ongoing"]) == ("decode_starvation", "critical", True)
+    samples, _ = simulate_starvation(110, long_every_s=1000.0, first_long_s=65.0, long_tokens=20_000)
+    (f,) = _findings(samples)
+    assert (f.kind, f.severity, f.evidence["ongoing"]) == ("decode_starvation", "info", False)
+    assert f.evidence["episode"]["reference_itl_share_above_slo"] < 0.01 and "Severity info" in f.explanation
