@@ -10,7 +10,9 @@ where `a` is what a request's prefill holds besides its own tokens (its steps' f
 the cost per computed token. Short and long prompts finish in different scrape intervals, so the intervals
 separate the two (non-negative least squares); a ratio of sums would average a 32-token prompt's per-token
 cost with a 1,500-token one's and blur the fixed part into both. When every interval finishes requests of about one size (tokens per request within a factor
-of 2) the two terms cannot be told apart and the fit declines (the caller divides the sums instead).
+of 2) the two terms cannot be told apart and the fit declines (the caller divides the sums instead); so it does
+when fewer than 3 intervals lie on either side of that factor (one cold prompt among cache hits would
+decide the split alone).
 `c` includes the attention a long prompt's
 tokens do, which is what a chunk of such a prompt costs. With a known chunk budget B, a chunked prompt's
 prefill spans one step per B tokens, each with the running decodes: `c` holds that share, which the caller
@@ -53,7 +55,8 @@ def fit(samples: pd.DataFrame | None) -> dict | None:
     if len(inc) < MIN_INTERVALS or not np.isfinite(inc.to_numpy(dtype=float)).all():
         return None
     per_request_tokens = inc["p"] / inc["n"]
-    if per_request_tokens.max() < SPREAD * per_request_tokens.min():
+    small, large = per_request_tokens.min(), per_request_tokens.max()
+    if (per_request_tokens >= SPREAD * small).sum() < MIN_INTERVALS or (per_request_tokens * SPREAD <= large).sum() < MIN_INTERVALS:
         return None     # requests of one size: a per-request cost cannot be told from a per-token one
     # the request count is the fit's (weighted) intercept column: both terms >= 0
     per_request, (per_token,) = _nnls_with_intercept(inc[["p"]].to_numpy(dtype=float), inc["n"].to_numpy(dtype=float),

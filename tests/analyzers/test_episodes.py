@@ -106,11 +106,13 @@ def test_prefill_cost_separates_the_per_request_part_from_the_per_token_cost():
 
     a, c = 0.004, 2.3e-4      # 4 ms per request besides its tokens, 0.23 ms per computed token
     intervals = [(3, 96, 3 * a + 96 * c), (4, 128, 4 * a + 128 * c), (1, 1200, a + 1200 * c),
-                 (2, 64, 2 * a + 64 * c), (3, 1296, 3 * a + 1296 * c)]
+                 (2, 64, 2 * a + 64 * c), (3, 1296, 3 * a + 1296 * c), (2, 1800, 2 * a + 1800 * c)]
     fit = prefill_cost.fit(_counter_frame(intervals))
     assert fit["per_token_s"] == pytest.approx(c, rel=1e-6) and fit["per_request_s"] == pytest.approx(a, rel=1e-6)
-    # a ratio of sums would blur them: (sum of seconds) / (sum of tokens) reads 8 % high here
-    assert sum(i[2] for i in intervals) / sum(i[1] for i in intervals) == pytest.approx(1.081 * c, rel=0.001)
+    # a ratio of sums would blur them: (sum of seconds) / (sum of tokens) reads 6 % high here
+    assert sum(i[2] for i in intervals) / sum(i[1] for i in intervals) == pytest.approx(1.057 * c, rel=0.001)
+    # two large intervals among small ones would decide the split alone: the fit declines
+    assert prefill_cost.fit(_counter_frame(intervals[:5])) is None
     # requests of one size cannot separate the two terms: the fit declines
     assert prefill_cost.fit(_counter_frame([(2, 3000, 0.7), (1, 1500, 0.35), (3, 4500, 1.05)])) is None
 
