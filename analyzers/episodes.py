@@ -233,8 +233,9 @@ def _frozen_long(sig: pd.DataFrame, frozen: np.ndarray, bound_s: float) -> np.nd
 
 
 def _severity(cause: str, st: dict, i: int, j: int) -> str:
-    """Module docstring, 4: streams missed the SLO only where its P99 or its stream-time share over the
-    SLO's reference window (`windows.short`) missed it; anything less is interference (info)."""
+    """Module docstring, 4: streams missed the SLO only where the P99 over its reference window missed it
+    (`missed_ref`, `critical_ref` at twice it, a freeze past the in-progress alert's `for:` included);
+    anything less is `info`."""
     if cause == "stuck":
         return "critical"
     if not st["missed_ref"][i:j + 1].any():
