@@ -55,8 +55,9 @@ def fit(samples: pd.DataFrame | None) -> dict | None:
     if len(inc) < MIN_INTERVALS or not np.isfinite(inc.to_numpy(dtype=float)).all():
         return None
     per_request_tokens = inc["p"] / inc["n"]
-    small, large = per_request_tokens.min(), per_request_tokens.max()
-    if (per_request_tokens >= SPREAD * small).sum() < MIN_INTERVALS or (per_request_tokens * SPREAD <= large).sum() < MIN_INTERVALS:
+    large = (per_request_tokens >= SPREAD * per_request_tokens.min()).sum()
+    small = (per_request_tokens * SPREAD <= per_request_tokens.max()).sum()
+    if min(large, small) < MIN_INTERVALS:
         return None     # requests of one size: a per-request cost cannot be told from a per-token one
     # the request count is the fit's (weighted) intercept column: both terms >= 0
     per_request, (per_token,) = _nnls_with_intercept(inc[["p"]].to_numpy(dtype=float), inc["n"].to_numpy(dtype=float),

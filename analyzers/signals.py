@@ -267,14 +267,19 @@ def _put_itl(put, itl: dict, itl_sum: dict, eval_ts: np.ndarray, q: float, slo: 
             put(tag + "_lo", g, r["bucket_lo"])
             put(tag + "_hi", g, r["bucket_hi"])
         put("itl_rate", g, counts[:, -1])
-        lower = np.concatenate([[0.0], les[:-1]])  # each bucket's lower edge
-        per_bucket = np.diff(np.concatenate([np.zeros((n, 1)), np.maximum.accumulate(np.nan_to_num(counts), axis=1)],
-                                            axis=1), axis=1)
+        lower, per_bucket = _per_bucket(les, counts)
         above = lower >= slo
         put("itl_above_slo_rate", g, per_bucket[:, above].sum(axis=1))
         with np.errstate(divide="ignore", invalid="ignore"):
             share = (per_bucket[:, above] * lower[above]).sum(axis=1) / itl_sum.get(g, np.full(n, np.nan))
         put("itl_stall_share", g, np.clip(share, 0.0, 1.0))
+
+
+def _per_bucket(les: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each bucket's lower edge, the rate per bucket, not cumulative) of `bucket_rates` counts."""
+    mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1)
+    return (np.concatenate([[0.0], les[:-1]]),
+            np.diff(np.concatenate([np.zeros((len(mono), 1)), mono], axis=1), axis=1))
 
 
 def _put_itl_ref(put, ref: dict, ref_sum: dict, ref_ns: int, slo: float, frozen: dict) -> None:
@@ -283,20 +288,19 @@ def _put_itl_ref(put, ref: dict, ref_sum: dict, ref_ns: int, slo: float, frozen:
     gaps above the SLO, as `itl_stall_share`). A freeze still open where the window ends (`frozen`:
     `_nothing_for` there) counts one observation of its length so far per running request, as a client's P99
     and its stream time count the gap it is waiting in."""
+    span = ref_ns / NS
     for g, (labels, les, counts) in ref.items():
-        span = ref_ns / NS
-        mono = np.maximum.accumulate(np.nan_to_num(counts), axis=1) * span
-        per_bucket = np.diff(np.concatenate([np.zeros((len(mono), 1)), mono], axis=1), axis=1)
-        lower = np.concatenate([[0.0], les[:-1]])
-        held, running = frozen.get(g, (np.zeros(len(mono)), np.zeros(len(mono))))
+        lower, per_bucket = _per_bucket(les, counts * span)   # observations, not per second
+        n = len(per_bucket)
+        held, running = frozen.get(g, (np.zeros(n), np.zeros(n)))
         held = np.nan_to_num(held)
         open_gaps = np.where(held >= slo, running, 0.0)
-        put("itl_ref_count", g, mono[:, -1] + open_gaps)
+        put("itl_ref_count", g, per_bucket.sum(axis=1) + open_gaps)
         put("itl_ref_above", g, per_bucket[:, lower >= slo].sum(axis=1) + open_gaps)
         put("itl_ref_above2", g, per_bucket[:, lower >= 2 * slo].sum(axis=1) + np.where(held >= 2 * slo, open_gaps, 0))
         stalled = (per_bucket[:, lower >= slo] * lower[lower >= slo]).sum(axis=1) + open_gaps * held
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = stalled / (ref_sum.get(g, np.full(len(mono), np.nan)) * span + open_gaps * held)
+            share = stalled / (ref_sum.get(g, np.full(n, np.nan)) * span + open_gaps * held)
         put("itl_ref_share", g, np.clip(share, 0.0, 1.0))
 
 
