@@ -12,7 +12,10 @@ assumes, so every starvation finding states which one it used and how it was kno
    them, shorter than the whole prefill. The long prompts are the requests with more than 500 computed prompt
    tokens (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); T is the median of their
    prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL bucket in use.
-   G >= T: off. G < T: on, with the budget estimated as P x G' / T (the share of the median long prompt, P
+   G >= T: off, unless that bucket holds K > 1.5 gaps per long prefill per running stream: one step per
+   prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket as wide as
+   vLLM's 1 s to 2.5 s can hold a chunk step and a whole prefill alike. Otherwise on, with the budget estimated
+   as the smaller of P / K and P x G' / T (the share of the median long prompt, P
    tokens, that its slowest step held), where G' is the gap every long prefill caused at least once for half
    the running streams (the upper bound of the ITL bucket at rank 1 - 0.5 x long prompts x median running /
    ITL samples), so one outlier gap does not pass for a chunk; a step is taken to hold a long prefill when
@@ -63,9 +66,9 @@ class Chunking:
         if self.enabled is False:
             return True
         if self.enabled and self.budget:
-            return self.budget >= cut
+            return bool(self.budget >= cut)
         if self.enabled and self.budget_estimate is not None:
-            return self.budget_estimate >= ESTIMATE_MARGIN * cut
+            return bool(self.budget_estimate >= ESTIMATE_MARGIN * cut)
         return None
 
     def describe(self) -> str:
@@ -160,15 +163,22 @@ def infer_from_histograms(samples) -> Chunking:
         return UNKNOWN
     what = (f"the longest ITL gap (<= {gap:.3g} s) vs the median prefill of the {n_long:.0f} prompts over "
             f"{LONG_PROMPT_BOUND} tokens ({t_long:.3g} s)")
-    if gap >= t_long:
+    running = parts.get("vllm:num_requests_running")
+    streams = max(float(np.median(running.groupby("ts")["value"].sum())) if running is not None and len(running)
+                  else 1.0, 1.0)
+    # K: gaps in the highest ITL bucket in use per long prefill per running stream (at most ~1 with chunking off)
+    top = (itl[1][-1] - (itl[1][used[-1] - 1] if used[-1] > 0 else 0.0)) / (n_long * streams)
+    if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED:
         return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills",
                         long_prefill_s=t_long)
-    running = parts.get("vllm:num_requests_running")
-    streams = float(np.median(running.groupby("ts")["value"].sum())) if running is not None and len(running) else 1.0
-    support = max(0.0, 1.0 - 0.5 * n_long * max(streams, 1.0) / itl[1][-1])
+    if gap >= t_long:
+        what += (f", but that bucket holds {top:.1f} gaps per long prefill per running stream (a whole prompt per "
+                 "step leaves at most about 1)")
+    support = max(0.0, 1.0 - 0.5 * n_long * streams / itl[1][-1])
     _, lo, hi = Q.bucket_quantile(support, itl[0], itl[1][None, :])
     slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])
-    est = prompt * min(slowest, gap) / t_long
+    # both read high: a bucket's upper bound, and a prompt's share per top-bucket gap
+    est = float(min(prompt * min(slowest, gap) / t_long, prompt / max(top, 1.0)))
     return Chunking(True, None, "inferred from metrics", what + f": prefills spread over steps; the slowest step of "
                     f"each held about {est:.0f} of a {prompt:.0f}-token prompt", budget_estimate=est,
                     long_prefill_s=t_long)

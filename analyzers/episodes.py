@@ -97,11 +97,12 @@ def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5) -> dict[s
     # window (rules/render.py); at scrape resolution, no progress for longer than the SLO (a live window longer
     # than the freeze still holds the tokens from before it)
     nothing_for = _col(sig, "nothing_for_s", 0.0)
-    nothing = frozen & (((_col(sig, "live_gen_rate", 0.0) < gen_low) & (_col(sig, "live_prompt_rate", 0.0) <= 0))
-                        | (nothing_for > slo))
+    quiet = frozen & (_col(sig, "live_gen_rate", 0.0) < gen_low) & (_col(sig, "live_prompt_rate", 0.0) <= 0)
+    nothing = quiet | (frozen & (nothing_for > slo))
     missed_ref, critical_ref = _slo_missed(sig, slo, p99_lo)
     return {"missed": missed, "frozen": frozen, "interference": interference, "ratio": ratio,
-            "nothing_moves": nothing, "missed_ref": awake & missed_ref, "critical_ref": awake & critical_ref}
+            "nothing_moves": nothing, "quiet_live_window": quiet, "missed_ref": awake & missed_ref,
+            "critical_ref": awake & critical_ref}
 
 
 def _slo_missed(sig, slo, p99_lo) -> tuple[np.ndarray, np.ndarray]:
@@ -157,7 +158,9 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
     streams = float(np.median(running[running > 0])) if (running > 0).any() else 0.0
     long_work = st["frozen"][i:j + 1] & (_col(sig, "live_prompt_rate", 0.0)[i:j + 1] >= prefill_rate_high)
     nothing = st["nothing_moves"][i:j + 1]
-    run_nothing = max((b - a + 1 for a, b in runs_of(nothing)), default=0)
+    # how long nothing moved: a run of live windows without progress spans them all; a freeze seen only between
+    # scrapes lasted what the scrapes measured (nothing_for_s), not a live window
+    run_nothing = max((b - a + 1 for a, b in runs_of(st["quiet_live_window"][i:j + 1])), default=0)
     nothing_for = float(np.nanmax(_col(sig, "nothing_for_s", 0.0)[i:j + 1])) if j >= i else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         per_prefill = above_prefill / (long_prefills * streams) if long_prefills > 0 and streams > 0 else float("nan")

@@ -196,3 +196,64 @@ def test_a_freeze_that_lasts_the_in_progress_alerts_for_is_critical_a_shorter_on
     (f,) = _findings(samples)
     assert (f.kind, f.severity, f.evidence["ongoing"]) == ("decode_starvation", "info", False)
     assert f.evidence["episode"]["reference_itl_share_above_slo"] < 0.01 and "Severity info" in f.explanation
+
+
+def _histogram_run(long_gaps_s, long_gaps, prefill_s=2.4, long_prompts=7, running=3):
+    """Two scrapes of vLLM's histograms on the `small` model's scale: 700 decode gaps of 70 ms, 40 short
+    prompts (50 tokens, 0.2 s prefill), `long_prompts` of 800 tokens taking `prefill_s`, and `long_gaps` ITL
+    gaps of `long_gaps_s` (the steps those prefills held)."""
+    import pandas as pd
+    from prometheus_client import Histogram
+
+    from expo_frames import T0_NS, VllmMetrics
+
+    m = VllmMetrics()
+    tokens = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
+                       buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
+                       ).labels(**m.labels)
+    m.running.set(running)
+    first = m.scrape(T0_NS)
+    for _ in range(700):
+        m.itl.observe(0.07)
+    for _ in range(40):
+        tokens.observe(50)
+        m.prefill_time.observe(0.2)
+    for _ in range(long_prompts):
+        tokens.observe(800)
+        m.prefill_time.observe(prefill_s)
+    for _ in range(long_gaps):
+        m.itl.observe(long_gaps_s)
+    return pd.concat([first, m.scrape(T0_NS + 60 * 10**9)], ignore_index=True).assign(target="vllm")
+
+
+def test_a_gap_bucket_as_wide_as_a_whole_prefill_is_told_by_how_many_gaps_it_holds():
+    """vLLM's ITL bucket (1 s, 2.5 s] holds a 1.3 s chunk step and a 2.4 s whole prefill alike. One gap per
+    long prefill per running stream (7 x 3 = 21) is whole-prompt steps; two (42: 800 tokens in chunks of
+    384) is chunked prefill, with a budget estimate under the long-prefill cut's 1.5 x 512."""
+    off = C.infer_from_histograms(_histogram_run(2.4, 21))
+    assert off.enabled is False and off.holds_long_prefills() is True
+    on = C.infer_from_histograms(_histogram_run(1.3, 42))
+    assert on.enabled is True and on.holds_long_prefills() is False
+    assert "holds 2.0 gaps per long prefill per running stream" in on.detail
+    assert 300 < on.budget_estimate < 768
+
+
+def test_a_freeze_seen_only_between_scrapes_lasts_what_the_scrapes_measured():
+    """Windows frozen because 1.3 s passed between two scrapes without progress, while the live window still
+    saw tokens move, report a 1.3 s freeze, never the live window (3.4 s) added to it; a live window with no
+    progress at all spans its own length."""
+    import numpy as np
+    import pandas as pd
+
+    from stallscope.analyzers.episodes import _tally, window_states
+
+    def nothing_moves_s(live_gen_rate):
+        sig = pd.DataFrame({"running": [3.0] * 4, "live_mean_itl": [0.05, 1.3, 1.3, 0.05],
+                            "nothing_for_s": [0.0, 1.3, 0.8, 0.0], "live_gen_rate": [20.0, live_gen_rate, 20.0, 20.0],
+                            "live_prompt_rate": [0.0] * 4})
+        st = window_states(sig, 0.2)
+        st["above_excess"] = np.zeros(4)
+        return _tally(sig, st, 1, 2, 0, step_s=0.5, live_s=3.4, prefill_rate_high=1e9)["nothing_moves_s"]
+
+    assert nothing_moves_s(5.0) == pytest.approx(1.3)
+    assert nothing_moves_s(0.0) == pytest.approx(0.5 + 3.4)
