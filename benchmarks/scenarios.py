@@ -209,7 +209,31 @@ HELD_OUT_4 = [
              seed=50, held_out=4, prefix_caching=True,
              exercises="negative: a 1,600-token shared prefix from the prefix cache, budget 256"),
 ]
-SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4
+HELD_OUT_5 = [
+    Scenario("h5-tiny-nochunk-900-s4", OFF, _h2(4, 900, 2.5), seed=51, held_out=5, exercises="4 sessions, whole 900-token prefills"),
+    Scenario("h5-tiny-chunk448", chunked(448), _h2(8, 1800, 2.5), seed=52, held_out=5,
+             exercises="chunks of 448 tokens, just under the cut"),
+    Scenario("h5-tiny-chunk640-overload", chunked(640), _h2(10, 1700, 1.2), seed=53, held_out=5,
+             exercises="chunks of 640 tokens, a 1,700-token prompt every 1.2 s"),
+    Scenario("h5-small-chunk192", chunked(192), _h2(3, 700, 7), model="small", seed=54, held_out=5, exercises="`small`, budget 192"),
+    Scenario("h5-small-nochunk-1000-s3", OFF, _h2(3, 1000, 9), model="small", seed=55, held_out=5,
+             exercises="`small`, 3 sessions, whole 1,000-token prefills"),
+    Scenario("h5-kv-auto-4mb-40sess", KV + ("--kv-cache-mb", "4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "40", "--short-prompt-tokens", "32", "--max-tokens", "200", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1200", "--long-every", "2.5"), seed=56, held_out=5, exercises="a 4 MiB pool, 40 sessions"),
+    Scenario("h5-neg-blas1-24sess", ("--blas-threads", "1", "--max-num-seqs", "64"),
+             ("--sessions", "24", "--short-prompt-tokens", "48", "--max-tokens", "48") + SHORT_ONLY, seed=57,
+             held_out=5, exercises="negative: one BLAS thread, 24 sessions of 48-token prompts"),
+    Scenario("h5-end-in-stall-small", OFF, _h2(3, 1400, "{half}"), model="small", seed=58, interval="1s",
+             collect_frac=0.5, collect_tail_s=2.0, held_out=5, exercises="`small`, ends inside a 1,400-token prefill, 1 s scrapes"),
+    Scenario("h5-shared-prefix-nocache-chunk1024", chunked(1024), ("--sessions", "6", "--shared-prefix-tokens", "1200",
+                                                                   "--short-prompt-tokens", "32", "--max-tokens", "40",
+                                                                   "--long-every", "1000000", "--long-max-tokens", "1"),
+             seed=59, held_out=5, exercises="a 1,200-token shared prefix, caching off, budget 1,024"),
+    Scenario("h5-tiny-nochunk-1100-scrape1s", OFF, _h2(12, 1100, 2), seed=60, interval="1s", held_out=5,
+             exercises="12 sessions, whole 1,100-token prefills, 1 s scrapes"),
+]
+SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5
 # A run is flagged for a kind when analyze reports the kind at any severity (the detection); the "no warning
 # on runs meeting the SLO" target counts warnings and criticals only (the severity), docs/accuracy.md.
 DETECTED_AT = "info"
@@ -374,7 +398,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load per scenario (CI); else {FULL_S:.0f} s")
     ap.add_argument("--only", help="comma-separated scenario names (default: all)")
-    ap.add_argument("--set", choices=["all", "tuned", "held-out", "held-out-2", "held-out-3", "held-out-4"], default="all",
+    ap.add_argument("--set", choices=["all", "tuned", "held-out", "held-out-2", "held-out-3", "held-out-4", "held-out-5"], default="all",
                     help="the tuned scenarios, a held-out set, or all (default)")
     ap.add_argument("--out", default=None, help="run directories go here (default runs/scenarios[-quick])")
     ap.add_argument("--json", dest="json_out", help="write the rows and the summary here")
@@ -389,7 +413,7 @@ def main() -> int:
             print(f"{sc.name}: {sc.exercises}\n  refserver --model {sc.model} --seed {sc.seed} {' '.join(sc.server)}\n"
                   f"  loadgen {' '.join(sc.loadgen_flags(FULL_S))}; scrape {sc.interval}")
         return 0
-    wanted = {"tuned": 0, "held-out": 1, "held-out-2": 2, "held-out-3": 3, "held-out-4": 4}.get(args.set)
+    wanted = {"tuned": 0, "held-out": 1, "held-out-2": 2, "held-out-3": 3, "held-out-4": 4, "held-out-5": 5}.get(args.set)
     chosen = [sc for sc in SCENARIOS if wanted is None or sc.held_out == wanted]
     names = args.only.split(",") if args.only else [sc.name for sc in chosen]
     unknown = sorted(set(names) - {sc.name for sc in SCENARIOS})
