@@ -14,6 +14,12 @@ agree within 25 %.
 
     python benchmarks/prefix_cache.py --out runs/prefix-cache --json runs/prefix-cache.json
     python benchmarks/prefix_cache.py --load-s 15 --out /tmp/pc      # reduced length (the slow test)
+    python benchmarks/prefix_cache.py --chunked-budget 2048 --out runs/pc-v1 --json runs/pc-v1.json
+
+`--chunked-budget N` runs both arms the way vLLM V1 always schedules (chunked prefill on; N >= the 1,532-token
+prompt, so a cold prompt is still one step, now beside the running decodes) instead of the legacy
+prefill-first policy, whose prefill-only steps hold no decode work for the metrics' "one decode step per
+prefilled request" to take out.
 """
 
 from __future__ import annotations
@@ -29,6 +35,14 @@ from scenarios import OFF, analyze, record_run
 
 ARMS = {"caching-on": ["--enable-prefix-caching"], "caching-off": ["--no-enable-prefix-caching"]}
 SERVER = ["--model", "tiny", "--seed", "1", *OFF]
+
+
+def server(chunked_budget: int | None) -> list[str]:
+    """The arms' server: chunked prefill off (the legacy prefill-first policy: prefill-only steps), or vLLM V1's
+    way, chunked prefill on with `chunked_budget` tokens per step (decodes share each step)."""
+    if chunked_budget is None:
+        return SERVER
+    return ["--model", "tiny", "--seed", "1", "--enable-chunked-prefill", "--max-num-batched-tokens", str(chunked_budget)]
 LOAD = ["--sessions", "6", "--shared-prefix-tokens", "1500", "--short-prompt-tokens", "32", "--max-tokens", "64",
         "--long-every", "1000000", "--long-max-tokens", "1", "--seed", "1"]
 TOLERANCE = 0.25
@@ -66,11 +80,12 @@ def evaluate(run: Path, slo: float) -> dict:
     rec = recommendation_cost(run, slo, found)
     fit = fit_step_cost(steps, source=str(run / "steps.jsonl"))
     coef = fit.coef_s.get("prefill_tokens", 0.0)
-    feats = step_features(steps)
-    feats = {k: feats[k][feats["prefill_tokens"] > 0].to_numpy() for k in fit.coef_s}
+    all_feats = step_features(steps)
+    prefill = all_feats["prefill_tokens"] > 0
+    feats = {k: all_feats[k][prefill].to_numpy() for k in fit.coef_s}
     no_prefill = {k: v * (k not in ("prefill_tokens", "prefill_attn_pairs", "prefill_reqs")) for k, v in feats.items()}
     # the fit's whole prefill cost (the token and attention-pair terms) per computed prompt token
-    marginal = float(np.sum(fit.predict(**feats) - fit.predict(**no_prefill)) / feats["prefill_tokens"].sum())
+    marginal = float(np.sum(fit.predict(**feats) - fit.predict(**no_prefill)) / all_feats["prefill_tokens"][prefill].sum())
     ratio = rec["prefill_s_per_token"] / coef if coef > 0 else float("inf")
     cached = sum(sum(d.values()) for d in steps.get("num_cached_tokens", []) if isinstance(d, dict))
     inc = prefill_cost.increments(samples)
@@ -113,20 +128,21 @@ def prefill_steps(steps) -> dict:
             "first_prefills_sharing": float((m ** 2).sum() / m.sum()) if len(m) else float("nan")}
 
 
-def run(out: Path, *, load_s: float, collect_tail_s: float, interval: str, slo: float, record: bool = True) -> dict:
+def run(out: Path, *, load_s: float, collect_tail_s: float, interval: str, slo: float, record: bool = True,
+        chunked_budget: int | None = None) -> dict:
     """Both arms recorded under `out` (unless their store exists or `record` is False) and scored."""
     rows = {}
     for arm, flag in ARMS.items():
         d = out / arm
         if record and not (d / "store.db").exists():
-            record_run(d, server=[*SERVER, *flag], load=LOAD, interval=interval, load_s=load_s,
+            record_run(d, server=[*server(chunked_budget), *flag], load=LOAD, interval=interval, load_s=load_s,
                        collect_s=load_s + collect_tail_s)
         rows[arm] = evaluate(d, slo)
     on, off = rows["caching-on"], rows["caching-off"]
     met = {"caching_on_no_true_starvation_and_not_flagged": on["true_starvation_episodes"] == 0 and not on["decode_starvation"],
            "caching_off_true_starvation_and_flagged": off["true_starvation_episodes"] > 0 and off["decode_starvation"],
            "cost_within_25pct_both": on["within_25pct"] and off["within_25pct"]}
-    return {"itl_slo_s": slo, "load_s": load_s, "interval": interval, "server": SERVER, "load": LOAD,
+    return {"itl_slo_s": slo, "load_s": load_s, "interval": interval, "server": server(chunked_budget), "load": LOAD,
             "arms": rows, "met": met, "all_met": all(met.values())}
 
 
@@ -161,11 +177,13 @@ def main() -> int:
     ap.add_argument("--collect-tail-s", type=float, default=4.0, help="the collector runs this long past the load")
     ap.add_argument("--interval", default="0.5s", help="scrape interval (default 0.5s)")
     ap.add_argument("--itl-slo", type=float, default=0.2, help="ITL SLO for truth and analyze (default 0.2 s)")
+    ap.add_argument("--chunked-budget", type=int, default=None,
+                    help="run the arms with chunked prefill on at this budget (vLLM V1's way); default off")
     ap.add_argument("--evaluate-only", action="store_true", help="score recorded runs; record none")
     ap.add_argument("--json", dest="json_out", help="write the result here")
     args = ap.parse_args()
     res = run(Path(args.out), load_s=args.load_s, collect_tail_s=args.collect_tail_s, interval=args.interval,
-              slo=args.itl_slo, record=not args.evaluate_only)
+              slo=args.itl_slo, record=not args.evaluate_only, chunked_budget=args.chunked_budget)
     print_report(res)
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)

@@ -14,12 +14,15 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def result(tmp_path_factory):
+@pytest.fixture(scope="module", params=[None, 2048], ids=["prefill-first", "v1-chunked-2048"])
+def result(request, tmp_path_factory):
+    """Both arms under the legacy prefill-first policy (chunked prefill off), and the way vLLM V1 schedules
+    (chunked prefill on, a budget above the prompt: a cold prompt is one step beside the decodes)."""
     tmp = tmp_path_factory.mktemp("prefix-cache")
     out = tmp / "result.json"
+    budget = [] if request.param is None else ["--chunked-budget", str(request.param)]
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "prefix_cache.py"), "--load-s", "15",
-                          "--collect-tail-s", "3", "--out", str(tmp / "runs"), "--json", str(out)],
+                          "--collect-tail-s", "3", "--out", str(tmp / "runs"), "--json", str(out), *budget],
                          cwd=ROOT, timeout=300, capture_output=True, text=True)
     assert res.returncode in (0, 1), res.stderr[-2000:]
     doc = json.loads(out.read_text())
@@ -36,10 +39,13 @@ def test_caching_on_is_not_starvation_and_caching_off_is(result):
 
 
 def test_the_recommendations_cost_per_token_is_near_the_step_trace_fit(result):
-    """Caching off: the metrics' cost per computed token (prefill time less one decode step per request) is
-    within a factor of 2 of the fit's whole prefill cost per computed token (the benchmark's 25 % criterion
-    is measured in docs/accuracy.md: met with caching off, not with caching on, where every request computes
-    about 45 tokens and a per-request fixed cost cannot be told from a per-token one by the metrics)."""
-    off = result["arms"]["caching-off"]
+    """The metrics' cost per computed token (prefill time less one decode step per request) is within a factor
+    of 2 of the fit's whole prefill cost per computed token: with caching off under both policies, and with
+    caching on where the decodes share the prefill's step (V1). The benchmark's 25 % criterion is measured in
+    docs/accuracy.md: met on both arms the V1 way; under prefill-first, caching on reads 0.68 (a prefill-only
+    step holds no decode work for the decode step taken out)."""
+    off, on = result["arms"]["caching-off"], result["arms"]["caching-on"]
     assert 0.5 < off["ratio_with_attention"] < 2.0, off
+    if "--enable-chunked-prefill" in result["server"]:
+        assert 0.5 < on["ratio_with_attention"] < 2.0, on
     assert result["met"]["cost_within_25pct_both"] == (result["arms"]["caching-on"]["within_25pct"] and off["within_25pct"])
