@@ -179,7 +179,9 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
         how = (f" With {chunking.describe()}, one step computes a whole prompt, and every decode in a step waits for "
                "the whole step, so the step holds every running stream for the prompt's prefill time.")
     elif chunking.enabled:
-        how = (f" With {chunking.describe()}, a step still computes up to {chunking.budget} prompt tokens, and every "
+        size = (f"up to {chunking.budget}" if chunking.budget else
+                f"about {chunking.budget_estimate:.0f}" if chunking.budget_estimate else "a long prompt's worth of")
+        how = (f" With {chunking.describe()}, a step still computes {size} prompt tokens, and every "
                "decode in it waits for the whole step.")
     else:
         how = (f" {chunking.sentence()}. Every decode in a step waits for the whole step, so a step "

@@ -257,3 +257,17 @@ def test_a_freeze_seen_only_between_scrapes_lasts_what_the_scrapes_measured():
 
     assert nothing_moves_s(5.0) == pytest.approx(1.3)
     assert nothing_moves_s(0.0) == pytest.approx(0.5 + 3.4)
+
+
+def test_a_starvation_explanation_with_an_inferred_budget_names_the_estimate_never_none():
+    from types import SimpleNamespace
+
+    from stallscope.analyzers.decode_starvation import explain
+
+    ep = SimpleNamespace(ongoing=False, evidence={"windows_frozen": 0, "running_median": 7.0}, decided_by="test")
+    ev = {"itl_stall_share_max": 0.02, "itl_p99_bucket_s": (0.3, 0.4), "itl_p99": "300 ms-400 ms",
+          "prompt_tokens_source": "local_compute"}
+    inferred = C.Chunking(True, None, "inferred from metrics", "a test", budget_estimate=1019.0)
+    text = explain(ep, ev, "", 0.2, inferred)
+    assert "a step still computes about 1019 prompt tokens" in text and "None" not in text
+    assert "a step still computes up to 768 prompt tokens" in explain(ep, ev, "", 0.2, C.from_flags(True, 768))
