@@ -233,7 +233,31 @@ HELD_OUT_5 = [
     Scenario("h5-tiny-nochunk-1100-scrape1s", OFF, _h2(12, 1100, 2), seed=60, interval="1s", held_out=5,
              exercises="12 sessions, whole 1,100-token prefills, 1 s scrapes"),
 ]
-SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5
+HELD_OUT_6 = [
+    Scenario("h6-tiny-nochunk-1200-s8", OFF, _h2(8, 1200, 2), seed=61, held_out=6, exercises="8 sessions, whole 1,200-token prefills every 2 s"),
+    Scenario("h6-tiny-chunk256-steady", chunked(256), _h2(6, 1400, 3), seed=62, held_out=6, exercises="budget 256, steady"),
+    Scenario("h6-tiny-chunk1536", chunked(1536), _h2(8, 1400, 2.5), seed=63, held_out=6,
+             exercises="chunked, but a budget above the prompt: whole-prompt steps beside the decodes"),
+    Scenario("h6-small-chunk96", chunked(96), _h2(3, 900, 8), model="small", seed=64, held_out=6, exercises="`small`, budget 96"),
+    Scenario("h6-small-nochunk-600-s2", OFF, _h2(2, 600, 6), model="small", seed=65, held_out=6,
+             exercises="`small`, 2 sessions, whole 600-token prefills"),
+    Scenario("h6-kv-fp8-3mb-32sess", KV + ("--kv-cache-mb", "3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "32", "--short-prompt-tokens", "32", "--max-tokens", "180", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1300", "--long-every", "2"), seed=66, held_out=6, exercises="a 3 MiB fp8 pool, 32 sessions"),
+    Scenario("h6-kv-auto-32mb", KV + ("--kv-cache-mb", "32", "--kv-cache-dtype", "auto"), KV_LOAD, seed=67, held_out=6,
+             exercises="negative: a 32 MiB pool that fits"),
+    Scenario("h6-neg-short-64sess", ("--max-num-seqs", "128"),
+             ("--sessions", "64", "--short-prompt-tokens", "24", "--max-tokens", "48") + SHORT_ONLY, seed=68,
+             held_out=6, exercises="negative: 64 sessions of 24-token prompts"),
+    Scenario("h6-end-in-stall-small-scrape0.5", OFF, _h2(3, 1800, "{half}"), model="small", seed=69, collect_frac=0.5,
+             collect_tail_s=3.0, held_out=6, exercises="`small`, ends about 3 s into a 1,800-token prefill"),
+    Scenario("h6-shared-prefix-cached-nochunk", OFF, ("--sessions", "6", "--shared-prefix-tokens", "1400",
+                                                      "--short-prompt-tokens", "32", "--max-tokens", "48",
+                                                      "--long-every", "1000000", "--long-max-tokens", "1"),
+             seed=70, held_out=6, prefix_caching=True,
+             exercises="negative: a 1,400-token shared prefix from the prefix cache, chunking off"),
+]
+SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6
 # A run is flagged for a kind when analyze reports the kind at any severity (the detection); the "no warning
 # on runs meeting the SLO" target counts warnings and criticals only (the severity), docs/accuracy.md.
 DETECTED_AT = "info"
@@ -398,7 +422,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load per scenario (CI); else {FULL_S:.0f} s")
     ap.add_argument("--only", help="comma-separated scenario names (default: all)")
-    ap.add_argument("--set", choices=["all", "tuned", "held-out", "held-out-2", "held-out-3", "held-out-4", "held-out-5"], default="all",
+    ap.add_argument("--set", choices=["all", "tuned", "held-out", "held-out-2", "held-out-3", "held-out-4", "held-out-5", "held-out-6"], default="all",
                     help="the tuned scenarios, a held-out set, or all (default)")
     ap.add_argument("--out", default=None, help="run directories go here (default runs/scenarios[-quick])")
     ap.add_argument("--json", dest="json_out", help="write the rows and the summary here")
@@ -413,7 +437,7 @@ def main() -> int:
             print(f"{sc.name}: {sc.exercises}\n  refserver --model {sc.model} --seed {sc.seed} {' '.join(sc.server)}\n"
                   f"  loadgen {' '.join(sc.loadgen_flags(FULL_S))}; scrape {sc.interval}")
         return 0
-    wanted = {"tuned": 0, "held-out": 1, "held-out-2": 2, "held-out-3": 3, "held-out-4": 4, "held-out-5": 5}.get(args.set)
+    wanted = {"tuned": 0, "held-out": 1, "held-out-2": 2, "held-out-3": 3, "held-out-4": 4, "held-out-5": 5, "held-out-6": 6}.get(args.set)
     chosen = [sc for sc in SCENARIOS if wanted is None or sc.held_out == wanted]
     names = args.only.split(",") if args.only else [sc.name for sc in chosen]
     unknown = sorted(set(names) - {sc.name for sc in SCENARIOS})
