@@ -164,10 +164,13 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
     """The explanation of a decode_starvation episode, true to the configuration it assumes."""
     share = ev["itl_stall_share_max"]
     if ep.ongoing and ep.evidence["windows_frozen"]:
+        last = ep.timeline[-1] if ep.timeline else {}
+        still = float(last.get("nothing_for_s", float("nan")))
+        now = (f"no token has come out for {still:.1f} s" if still > slo else
+               f"the live mean gap per stream is {_fmt_gap(last.get('live_mean_itl', ev['live_mean_itl_s_max']))}")
         lead = (f"Running streams{where} are frozen now, at the end of the data: {ep.evidence['running_median']:.0f} "
-                f"requests are RUNNING but the live mean gap per stream reached "
-                f"{_fmt_gap(ev['live_mean_itl_s_max'])} against a {slo * 1e3:.0f} ms SLO (ITL is recorded only "
-                "when a frozen stream gets its next token, so the generation counter shows the stall first).")
+                f"requests are RUNNING and {now}, against a {slo * 1e3:.0f} ms SLO (ITL is recorded only when a "
+                "frozen stream gets its next token, so the generation counter shows the stall first).")
     elif ev["itl_p99_bucket_s"][0] >= slo:
         lead = (f"Running streams{where} froze while long prompts were prefilled: ITL P99 reached {ev['itl_p99']} "
                 f"against a {slo * 1e3:.0f} ms SLO (up to {share:.1%} of stream time in gaps above it).")

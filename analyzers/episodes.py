@@ -55,8 +55,8 @@ MISSED_SHARE, INTERFERENCE_SHARE = 0.05, 0.01
 P99_TAIL = 0.01   # the ITL SLO is a P99: missed when more than 1 % of observations lie at or above it
 CAUSES = ("stuck", "preemption", "prefill_chunks", "prefill", "slow_decode")
 TIMELINE_ROWS = 40   # an episode's evidence timeline: at most this many windows
-TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "prompt_rate", "long_prefill_rate", "gen_rate",
-            "preempt_rate", "running", "waiting", "kv_usage")
+TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "nothing_for_s", "prompt_rate", "long_prefill_rate",
+            "gen_rate", "preempt_rate", "running", "waiting", "kv_usage")
 
 
 @dataclass(frozen=True)
@@ -158,10 +158,12 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
     streams = float(np.median(running[running > 0])) if (running > 0).any() else 0.0
     long_work = st["frozen"][i:j + 1] & (_col(sig, "live_prompt_rate", 0.0)[i:j + 1] >= prefill_rate_high)
     nothing = st["nothing_moves"][i:j + 1]
-    # how long nothing moved: a run of live windows without progress spans them all; a freeze seen only between
-    # scrapes lasted what the scrapes measured (nothing_for_s), not a live window
+    # how long nothing moved: what the scrapes measured (nothing_for_s); without it (a signals frame from
+    # elsewhere), a run of live windows without progress spans them all
     run_nothing = max((b - a + 1 for a, b in runs_of(st["quiet_live_window"][i:j + 1])), default=0)
-    nothing_for = float(np.nanmax(_col(sig, "nothing_for_s", 0.0)[i:j + 1])) if j >= i else 0.0
+    measured = _col(sig, "nothing_for_s")[i:j + 1]
+    nothing_s = (float(np.nanmax(measured)) if np.isfinite(measured).any()
+                 else run_nothing * step_s + live_s if run_nothing else 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         per_prefill = above_prefill / (long_prefills * streams) if long_prefills > 0 and streams > 0 else float("nan")
     return {"windows": j - i + 1, "windows_missed": int(st["missed"][i:j + 1].sum()),
@@ -169,7 +171,7 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
             "itl_samples_above_slo": above, "itl_samples_above_slo_at_prefills": above_prefill, "preemptions": preempt, "running_median": streams,
             "stalls_per_long_prefill_per_stream": per_prefill,
             "windows_frozen_computing_prompts": int(long_work.sum()), "windows_nothing_moves": int(nothing.sum()),
-            "nothing_moves_s": max(run_nothing * step_s + live_s if run_nothing else 0.0, nothing_for),
+            "nothing_moves_s": nothing_s,
             "windows_prefill_free": int((_col(sig, "prompt_rate", 0.0)[i:j + 1] <= 0).sum()),
             **_reference(sig, i, j)}
 

@@ -4,7 +4,9 @@ The idea: turn the raw `samples` frame into one tidy frame (one row per target a
 with PromQL-equivalent values, so each detector is a few vectorised comparisons.
 
 1. The grid runs from the first scrape + one window to the last scrape, one point per `step` (default:
-   the scrape interval, at most `max_points` points); the window defaults to `windows.short` of the
+   the scrape interval, at most `max_points` points): at the scrape times themselves when the step is the
+   interval and one target's scrapes set it, else anchored at the last scrape, so the newest point always
+   sees it; the window defaults to `windows.short` of the
    thresholds, shrunk to a tenth of the run (never under 4 scrape intervals) for short runs.
 2. Histograms (`sum by (target, le) (rate(..._bucket[w]))`): ITL P99/P50 and TTFT P99/P50 with their
    buckets; the ITL observation rate; `itl_stall_share`, a lower bound of the stream time spent in
@@ -80,7 +82,13 @@ def choose_grid(samples: pd.DataFrame, thresholds: dict, *, window_s: float | No
     step = int(step_s * NS) if step_s else interval
     step = max(step, -(-(t1 - t0) // max_points))
     start = min(t0 + window, t1)
-    return Q.grid(start, t1, step), window
+    scrapes = np.unique(ts)
+    if step == interval and len(scrapes) <= 1.1 * (t1 - t0) / max(interval, 1) + 1:
+        # one point per scrape, at the scrape: a fixed step drifts against jittered scrapes, seeing one twice
+        # and the next never (a KV-usage peak, a freeze's first silent scrape)
+        return scrapes[scrapes >= start], window
+    # anchored at the newest scrape, so the last evaluation sees it (a stall in progress shows only there)
+    return Q.grid(t1 - (t1 - start) // step * step, t1, step), window
 
 
 def split_metrics(samples: pd.DataFrame, names) -> dict[str, pd.DataFrame]:
@@ -318,7 +326,7 @@ def _frame(cols: dict, eval_ts: np.ndarray, window_ns: int) -> pd.DataFrame:
         frames.append(pd.DataFrame(data))
     out = (pd.concat(frames, ignore_index=True) if frames else _empty())[COLUMNS]
     out.attrs["window_ns"] = int(window_ns)
-    out.attrs["step_ns"] = int(eval_ts[1] - eval_ts[0]) if n > 1 else int(window_ns)
+    out.attrs["step_ns"] = int(np.median(np.diff(eval_ts))) if n > 1 else int(window_ns)
     return out
 
 

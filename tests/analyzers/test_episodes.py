@@ -240,23 +240,24 @@ def test_a_gap_bucket_as_wide_as_a_whole_prefill_is_told_by_how_many_gaps_it_hol
 
 def test_a_freeze_seen_only_between_scrapes_lasts_what_the_scrapes_measured():
     """Windows frozen because 1.3 s passed between two scrapes without progress, while the live window still
-    saw tokens move, report a 1.3 s freeze, never the live window (3.4 s) added to it; a live window with no
-    progress at all spans its own length."""
+    saw tokens move, report a 1.3 s freeze, never the live window (3.4 s) added to it; without the scrapes'
+    measure (a signals frame from elsewhere), a live window with no progress at all spans its own length."""
     import numpy as np
     import pandas as pd
 
     from stallscope.analyzers.episodes import _tally, window_states
 
-    def nothing_moves_s(live_gen_rate):
+    def nothing_moves_s(live_gen_rate, measured=True):
         sig = pd.DataFrame({"running": [3.0] * 4, "live_mean_itl": [0.05, 1.3, 1.3, 0.05],
                             "nothing_for_s": [0.0, 1.3, 0.8, 0.0], "live_gen_rate": [20.0, live_gen_rate, 20.0, 20.0],
                             "live_prompt_rate": [0.0] * 4})
+        sig = sig if measured else sig.drop(columns="nothing_for_s")
         st = window_states(sig, 0.2)
         st["above_excess"] = np.zeros(4)
         return _tally(sig, st, 1, 2, 0, step_s=0.5, live_s=3.4, prefill_rate_high=1e9)["nothing_moves_s"]
 
     assert nothing_moves_s(5.0) == pytest.approx(1.3)
-    assert nothing_moves_s(0.0) == pytest.approx(0.5 + 3.4)
+    assert nothing_moves_s(0.0, measured=False) == pytest.approx(0.5 + 3.4)
 
 
 def test_a_starvation_explanation_with_an_inferred_budget_names_the_estimate_never_none():
