@@ -257,7 +257,32 @@ HELD_OUT_6 = [
              seed=70, held_out=6, prefix_caching=True,
              exercises="negative: a 1,400-token shared prefix from the prefix cache, chunking off"),
 ]
-SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6
+# The seventh: written after the grid fix of 2026-12-03 (evaluation at the scrapes), before it ran once.
+HELD_OUT_7 = [
+    Scenario("h7-tiny-nochunk-1600-s5", OFF, _h2(5, 1600, 3), seed=71, held_out=7, exercises="5 sessions, whole 1,600-token prefills every 3 s"),
+    Scenario("h7-tiny-chunk128-overload", chunked(128), _h2(8, 1500, 1.5), seed=72, held_out=7,
+             exercises="budget 128, a 1,500-token prompt every 1.5 s"),
+    Scenario("h7-tiny-chunk1280", chunked(1280), _h2(6, 1100, 2.5), seed=73, held_out=7,
+             exercises="budget 1,280 above the 1,100-token prompt: whole-prompt steps beside the decodes"),
+    Scenario("h7-small-chunk320", chunked(320), _h2(3, 1200, 8), model="small", seed=74, held_out=7, exercises="`small`, budget 320"),
+    Scenario("h7-small-nochunk-800-scrape2s", OFF, _h2(4, 800, 7), model="small", seed=75, interval="2s", held_out=7,
+             exercises="`small`, whole 800-token prefills, 2 s scrapes"),
+    Scenario("h7-kv-fp8-2mb-48sess", KV + ("--kv-cache-mb", "2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "48", "--short-prompt-tokens", "32", "--max-tokens", "160", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1000", "--long-every", "2"), seed=76, held_out=7, exercises="a 2 MiB fp8 pool, 48 sessions"),
+    Scenario("h7-kv-auto-24mb", KV + ("--kv-cache-mb", "24", "--kv-cache-dtype", "auto"), KV_LOAD, seed=77, held_out=7,
+             exercises="negative: a 24 MiB pool that fits"),
+    Scenario("h7-neg-blas1-bigbatch-40sess", ("--blas-threads", "1", "--max-num-seqs", "96"),
+             ("--sessions", "40", "--short-prompt-tokens", "40", "--max-tokens", "64") + SHORT_ONLY, seed=78,
+             held_out=7, exercises="negative: one BLAS thread, 40 sessions of 40-token prompts"),
+    Scenario("h7-end-in-stall-tiny-scrape0.25", OFF, _h2(6, 2000, "{half}"), seed=79, interval="0.25s", collect_frac=0.5,
+             collect_tail_s=0.75, held_out=7, exercises="`tiny`, ends inside a 2,000-token prefill, 0.25 s scrapes"),
+    Scenario("h7-shared-prefix-nocache-nochunk", OFF, ("--sessions", "5", "--shared-prefix-tokens", "1000",
+                                                       "--short-prompt-tokens", "32", "--max-tokens", "48",
+                                                       "--long-every", "1000000", "--long-max-tokens", "1"),
+             seed=80, held_out=7, exercises="a 1,000-token shared prefix recomputed (caching off), chunking off"),
+]
+SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7
 # A run is flagged for a kind when analyze reports the kind at any severity (the detection); the "no warning
 # on runs meeting the SLO" target counts warnings and criticals only (the severity), docs/accuracy.md.
 DETECTED_AT = "info"
@@ -422,7 +447,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load per scenario (CI); else {FULL_S:.0f} s")
     ap.add_argument("--only", help="comma-separated scenario names (default: all)")
-    ap.add_argument("--set", choices=["all", "tuned", "held-out", "held-out-2", "held-out-3", "held-out-4", "held-out-5", "held-out-6"], default="all",
+    ap.add_argument("--set", choices=["all", "tuned", "held-out", "held-out-2", "held-out-3", "held-out-4", "held-out-5", "held-out-6", "held-out-7"], default="all",
                     help="the tuned scenarios, a held-out set, or all (default)")
     ap.add_argument("--out", default=None, help="run directories go here (default runs/scenarios[-quick])")
     ap.add_argument("--json", dest="json_out", help="write the rows and the summary here")
@@ -437,7 +462,7 @@ def main() -> int:
             print(f"{sc.name}: {sc.exercises}\n  refserver --model {sc.model} --seed {sc.seed} {' '.join(sc.server)}\n"
                   f"  loadgen {' '.join(sc.loadgen_flags(FULL_S))}; scrape {sc.interval}")
         return 0
-    wanted = {"tuned": 0, "held-out": 1, "held-out-2": 2, "held-out-3": 3, "held-out-4": 4, "held-out-5": 5, "held-out-6": 6}.get(args.set)
+    wanted = {"tuned": 0, "held-out": 1, "held-out-2": 2, "held-out-3": 3, "held-out-4": 4, "held-out-5": 5, "held-out-6": 6, "held-out-7": 7}.get(args.set)
     chosen = [sc for sc in SCENARIOS if wanted is None or sc.held_out == wanted]
     names = args.only.split(",") if args.only else [sc.name for sc in chosen]
     unknown = sorted(set(names) - {sc.name for sc in SCENARIOS})
