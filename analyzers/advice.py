@@ -30,7 +30,8 @@ def chunk_budget(slo_s: float, decode_step_s: float, prefill_s_per_token: float,
 
 def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefill_s_per_token: float,
                                    source: str, long_prompt_tokens: float | None = None,
-                                   budget_in_use: int | None = None, running: float | None = None) -> tuple[str, dict]:
+                                   budget_in_use: int | None = None, running: float | None = None,
+                                   budget_estimated: bool = False) -> tuple[str, dict]:
     """`--enable-chunked-prefill --max-num-batched-tokens N` with the step time and ITL it should give; never the
     budget already in use (`budget_in_use`): when no smaller budget of at least 64 tokens fits the SLO, it says
     chunking cannot meet the SLO on this hardware and names the levers that remain (`slo_levers`)."""
@@ -39,12 +40,13 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                 "conservative default): long prompts are then split into chunks that share each step with the "
                 "running decodes instead of holding the step for the whole prompt.")
         if budget_in_use is not None and budget_in_use <= 512:
-            return slo_levers(slo_s, decode_step_s, running, None, budget_in_use)
+            return slo_levers(slo_s, decode_step_s, running, None, budget_in_use, estimated=budget_estimated)
         return text, {"max_num_batched_tokens": 512, "budget_source": "default"}
     n = chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
     step_s = decode_step_s + n * prefill_s_per_token
     if step_s > slo_s or (budget_in_use is not None and n >= budget_in_use):
-        return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source)
+        return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
+                          estimated=budget_estimated)
     text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: a step then carries at most {n} tokens, "
             f"so it takes about {decode_step_s * 1e3:.0f} ms + {n} x {prefill_s_per_token * 1e3:.3f} ms "
             f"= {step_s * 1e3:.0f} ms (a long prompt's average cost per token: its first chunk costs less, its "
@@ -61,7 +63,7 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
 
 
 def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefill_s_per_token: float | None,
-               budget_in_use: int | None, source: str = "the metrics") -> tuple[str, dict]:
+               budget_in_use: int | None, source: str = "the metrics", estimated: bool = False) -> tuple[str, dict]:
     """Chunking cannot meet the SLO here: the smallest useful chunk step (or the decode step alone) is too slow,
     or the budget in use is already the one that fits. The levers that remain, with figures."""
     smallest = decode_step_s + 64 * prefill_s_per_token if prefill_s_per_token else float("nan")
@@ -70,12 +72,13 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
     if math.isfinite(smallest):
         facts.append(f"a step with a 64-token chunk about {smallest * 1e3:.0f} ms")
     if budget_in_use is not None:
-        facts.append(f"the budget in use is already {budget_in_use} tokens")
+        facts.append(f"the budget in use is about {budget_in_use} tokens (inferred from the metrics)" if estimated
+                     else f"the budget in use is already {budget_in_use} tokens")
     text = (f"Chunked prefill alone cannot meet the {slo_s * 1e3:.0f} ms ITL SLO on this hardware ({'; '.join(facts)}; "
             f"cost figures from {source}). Levers that remain: ")
     levers = []
     if running and running >= 2 and decode_step_s > 0:
-        seqs = max(1, int(running * min(1.0, 0.5 * slo_s / decode_step_s)))
+        seqs = max(1, min(int(running * min(1.0, 0.5 * slo_s / decode_step_s)), math.ceil(running) - 1))
         levers.append(f"a smaller `--max-num-seqs` (e.g. {seqs} instead of the {running:.0f} running now: a "
                       "memory-bound decode step shrinks with the batch)")
     levers += ["prefill/decode disaggregation (prefill on separate instances, KV transferred to decode ones)",

@@ -20,7 +20,10 @@ assumes, so every starvation finding states which one it used and how it was kno
    the running streams (the upper bound of the ITL bucket at rank 1 - 0.5 x long prompts x median running /
    ITL samples), so one outlier gap does not pass for a chunk; a step is taken to hold a long prefill when
    the estimate is at least `1.5 x 512` (the bucket bounds make it coarse; pass `--max-num-batched-tokens`
-   to be exact). A gap still open is in no histogram yet: when the live counters show the streams frozen with
+   to be exact), and never when S, the gaps above the ITL SLO per long prefill per running stream, is at
+   least 2 and P / (S - 1) < 512: a prompt spread over S slow steps, all but the last chunk full, had no
+   chunk above that, in whichever ITL buckets its steps fell (the top bucket alone misses them when they
+   straddle a bound). A gap still open is in no histogram yet: when the live counters show the streams frozen with
    nothing moving for at least 3/4 of T, one step held (nearly) a whole prompt, so chunking reads off after all. Without long
    prompts in the histograms, the stalls decide: about one ITL sample above the SLO per long prefill per
    stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell: vLLM
@@ -60,6 +63,7 @@ class Chunking:
     detail: str = ""
     budget_estimate: float | None = None  # inferred from metrics: P x G / T (module docstring, 3)
     long_prefill_s: float | None = None   # inferred from metrics: T, the long prompts' median prefill time
+    budget_bound: float | None = None     # inferred from metrics: at most P / (S - 1) (module docstring, 3)
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS) -> bool | None:
         """Whether one step can compute >= `cut` prompt tokens: True with chunking off or a budget >= cut."""
@@ -67,6 +71,8 @@ class Chunking:
             return True
         if self.enabled and self.budget:
             return bool(self.budget >= cut)
+        if self.enabled and self.budget_bound is not None and self.budget_bound < cut:
+            return False
         if self.enabled and self.budget_estimate is not None:
             return bool(self.budget_estimate >= ESTIMATE_MARGIN * cut)
         return None
@@ -87,7 +93,8 @@ class Chunking:
 
     def as_evidence(self) -> dict:
         return {"chunked_prefill": self.enabled, "max_num_batched_tokens_in_use": self.budget,
-                "config_source": self.source, "budget_estimate": self.budget_estimate}
+                "config_source": self.source, "budget_estimate": self.budget_estimate,
+                "budget_bound": self.budget_bound}
 
 
 UNKNOWN = Chunking()
@@ -132,9 +139,10 @@ def _whole_run(rows, family: str, t0: int, t1: int):
     return les, np.maximum.accumulate(np.nan_to_num(rates[0])) * max(t1 - t0, 1) / 1e9
 
 
-def infer_from_histograms(samples) -> Chunking:
+def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     """Chunking inferred from one target's ITL, prefill-time and prompt-token histograms (module docstring,
-    3); UNKNOWN when they hold no long prompt."""
+    3); UNKNOWN when they hold no long prompt. `slo` (the ITL SLO, s) also bounds the budget by the count
+    of gaps above it."""
     from stallscope.analyzers.signals import split_metrics
 
     if samples is None or not len(samples):
@@ -179,9 +187,19 @@ def infer_from_histograms(samples) -> Chunking:
     slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])
     # both read high: a bucket's upper bound, and a prompt's share per top-bucket gap
     est = float(min(prompt * min(slowest, gap) / t_long, prompt / max(top, 1.0)))
-    return Chunking(True, None, "inferred from metrics", what + f": prefills spread over steps; the slowest step of "
-                    f"each held about {est:.0f} of a {prompt:.0f}-token prompt", budget_estimate=est,
-                    long_prefill_s=t_long)
+    what += f": prefills spread over steps; the slowest step of each held about {est:.0f} of a {prompt:.0f}-token prompt"
+    bound = None
+    if slo is not None and slo > 0:
+        # S: gaps above the SLO per long prefill per running stream; S >= 2 slow steps per prompt hold at most
+        # P / (S - 1) tokens each (all but the last chunk are full), wherever in the ITL buckets they fell
+        lo = np.concatenate([[0.0], itl[0][:-1]])
+        slow = (itl[1][-1] - (itl[1][np.flatnonzero(lo < slo)[-1]] if (lo < slo).any() else 0.0)) / (n_long * streams)
+        if slow >= 2.0:
+            bound = float(prompt / (slow - 1.0))
+            what += (f"; {slow:.1f} gaps above the SLO per long prefill per running stream: no step held more than "
+                     f"about {bound:.0f}")
+    return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
+                    budget_bound=bound)
 
 
 FROZEN_SHARE = 0.75   # a freeze this share of a whole long prefill is one step holding (nearly) all of it

@@ -152,7 +152,8 @@ def recommend(slo: float, cost: dict, chunking: Chunking, running: float, budget
     in_use = budget_in_use if budget_in_use is not None else (chunking.budget if chunking.enabled else None)
     text, extra = chunked_prefill_recommendation(slo_s=slo, decode_step_s=cost["decode_step_s"],
                                                  prefill_s_per_token=cost["prefill_s_per_token"], source=cost["source"],
-                                                 budget_in_use=in_use, running=running)
+                                                 budget_in_use=in_use, running=running,
+                                                 budget_estimated=in_use is not None and not chunking.budget)
     simulated = budget_advice() if budget_advice is not None else None
     if simulated is not None and simulated[1].get("max_num_batched_tokens") != in_use:
         text = simulated[0]

@@ -8,6 +8,9 @@ spans, it gets one cause, and the finding says which evidence decided it.
      time sat in gaps above it (a long freeze that a per-observation P99 over a long window hides);
    - `frozen`: requests are RUNNING and the live mean gap per stream (running / live generation rate) is
      above the SLO: a stall seen while it lasts, before any ITL sample records it;
+   - `still`: requests are RUNNING and nothing has moved for longer than the SLO at scrape resolution
+     (`nothing_for_s`), while the live window still averages in the tokens from before the freeze; it has no
+     PromQL form, so the alert rules and the fleet push-down see such a freeze once the live window does;
    - `interference`: 1-5 % of stream time in gaps above the SLO while P99 stayed under it (info-grade).
    Impaired windows at most one window apart form one episode; a sleeping engine's windows are not impaired.
 2. Evidence over the episode and one window after it (a prompt's tokens are counted when its prefill
@@ -89,18 +92,22 @@ def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5) -> dict[s
     awake = _col(sig, "asleep", 0.0) < 1
     live_gap = np.where(running > 0, np.where(np.isnan(live), 0.0, live), 0.0)
     frozen = awake & (running > 0) & (live_gap > slo)
+    # at scrape resolution: nothing has moved for longer than the SLO, while the live window still averages in
+    # the tokens from before (no PromQL form, so the fleet push-down and the alert rules see it a live window on)
+    nothing_for = _col(sig, "nothing_for_s", 0.0)
+    still = awake & (running > 0) & (nothing_for > slo)
     missed = awake & ((p99_lo >= slo) | (share >= MISSED_SHARE))
-    interference = awake & ~missed & ~frozen & (share >= INTERFERENCE_SHARE)
+    interference = awake & ~missed & ~frozen & ~still & (share >= INTERFERENCE_SHARE)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.maximum.reduce([p99_lo / slo, share / (2 * MISSED_SHARE), np.where(frozen, live_gap / slo, 0.0)])
+        ratio = np.maximum.reduce([p99_lo / slo, share / (2 * MISSED_SHARE), np.where(frozen, live_gap / slo, 0.0),
+                                   np.where(still, nothing_for / slo, 0.0)])
     # the alert rules' test: fewer than `generation_tokens_rate_low` tokens/s and no prompt token over the live
     # window (rules/render.py); at scrape resolution, no progress for longer than the SLO (a live window longer
     # than the freeze still holds the tokens from before it)
-    nothing_for = _col(sig, "nothing_for_s", 0.0)
     quiet = frozen & (_col(sig, "live_gen_rate", 0.0) < gen_low) & (_col(sig, "live_prompt_rate", 0.0) <= 0)
-    nothing = quiet | (frozen & (nothing_for > slo))
+    nothing = quiet | still
     missed_ref, critical_ref = _slo_missed(sig, slo, p99_lo)
-    return {"missed": missed, "frozen": frozen, "interference": interference, "ratio": ratio,
+    return {"missed": missed, "frozen": frozen, "still": still, "interference": interference, "ratio": ratio,
             "nothing_moves": nothing, "quiet_live_window": quiet, "missed_ref": awake & missed_ref,
             "critical_ref": awake & critical_ref}
 
@@ -124,7 +131,7 @@ def find(sig: pd.DataFrame, *, thresholds: dict, chunking: Chunking, window_ns: 
     paged = _frozen_long(sig, st["frozen"], parse_duration(
         thresholds.get("for", {}).get("VLLMDecodeStarvationInProgress", "30s")))
     st["missed_ref"], st["critical_ref"] = st["missed_ref"] | paged, st["critical_ref"] | paged
-    impaired = st["missed"] | st["frozen"] | st["interference"]
+    impaired = st["missed"] | st["frozen"] | st["still"] | st["interference"]
     per_window = max(1, window_ns // max(step_ns, 1))
     st["above_excess"] = _above_excess(sig, per_window)
     out = []
@@ -167,7 +174,7 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
     with np.errstate(divide="ignore", invalid="ignore"):
         per_prefill = above_prefill / (long_prefills * streams) if long_prefills > 0 and streams > 0 else float("nan")
     return {"windows": j - i + 1, "windows_missed": int(st["missed"][i:j + 1].sum()),
-            "windows_frozen": int(st["frozen"][i:j + 1].sum()), "long_prefills": long_prefills,
+            "windows_frozen": int((st["frozen"] | st["still"])[i:j + 1].sum()), "long_prefills": long_prefills,
             "itl_samples_above_slo": above, "itl_samples_above_slo_at_prefills": above_prefill, "preemptions": preempt, "running_median": streams,
             "stalls_per_long_prefill_per_stream": per_prefill,
             "windows_frozen_computing_prompts": int(long_work.sum()), "windows_nothing_moves": int(nothing.sum()),

@@ -51,7 +51,9 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     budget = chunking.budget if chunking.enabled else None
     if budget is None and cost["prefill_s_per_token"] > 0 and math.isfinite(step):
         est = (step - d) / cost["prefill_s_per_token"]
-        budget = int(est) if math.isfinite(est) and est >= 1 else None  # estimated from the slow steps
+        # estimated from the slow steps, no more than the inference's own figures where it made them
+        est = min([est] + [b for b in (chunking.budget_estimate, chunking.budget_bound) if b is not None])
+        budget = int(est) if math.isfinite(est) and est >= 1 else None
         ev["max_num_batched_tokens_in_use_estimated"] = budget
     free = ep.evidence["windows_prefill_free"]
     explanation = (f"{tail}. {chunking.sentence()}: no step computed a long prompt, so this is not decode "
@@ -64,6 +66,6 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     ev.update(extra)
     if d > slo:
         text, extra = slo_levers(slo, d, ep.evidence["running_median"], cost["prefill_s_per_token"], budget,
-                                 cost["source"])
+                                 cost["source"], estimated=not chunking.budget)
         ev.update(extra)
     return explanation, text

@@ -45,7 +45,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         own = samples[samples["target"].fillna("") == target] if samples is not None and "target" in samples else None
         known = chunking if chunking is not None and chunking.enabled is not None else None
         if known is None and own is not None:
-            known = C.infer_from_histograms(own)
+            known = C.infer_from_histograms(own, float(th["itl_slo_s"]))
             known = known if known.enabled is not None else None
         first = known or C.UNKNOWN
         eps = E.find(sig, thresholds=th, chunking=first, window_ns=window, step_ns=step, live_ns=live)

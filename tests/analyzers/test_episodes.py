@@ -198,10 +198,11 @@ def test_a_freeze_that_lasts_the_in_progress_alerts_for_is_critical_a_shorter_on
     assert f.evidence["episode"]["reference_itl_share_above_slo"] < 0.01 and "Severity info" in f.explanation
 
 
-def _histogram_run(long_gaps_s, long_gaps, prefill_s=2.4, long_prompts=7, running=3):
+def _histogram_run(long_gaps_s, long_gaps, prefill_s=2.4, long_prompts=7, running=3, prompt_tokens=800,
+                   more_gaps=()):
     """Two scrapes of vLLM's histograms on the `small` model's scale: 700 decode gaps of 70 ms, 40 short
-    prompts (50 tokens, 0.2 s prefill), `long_prompts` of 800 tokens taking `prefill_s`, and `long_gaps` ITL
-    gaps of `long_gaps_s` (the steps those prefills held)."""
+    prompts (50 tokens, 0.2 s prefill), `long_prompts` of `prompt_tokens` taking `prefill_s`, and `long_gaps`
+    ITL gaps of `long_gaps_s` (the steps those prefills held), plus `more_gaps` ((seconds, count), ...)."""
     import pandas as pd
     from prometheus_client import Histogram
 
@@ -219,10 +220,11 @@ def _histogram_run(long_gaps_s, long_gaps, prefill_s=2.4, long_prompts=7, runnin
         tokens.observe(50)
         m.prefill_time.observe(0.2)
     for _ in range(long_prompts):
-        tokens.observe(800)
+        tokens.observe(prompt_tokens)
         m.prefill_time.observe(prefill_s)
-    for _ in range(long_gaps):
-        m.itl.observe(long_gaps_s)
+    for gap_s, count in ((long_gaps_s, long_gaps), *more_gaps):
+        for _ in range(count):
+            m.itl.observe(gap_s)
     return pd.concat([first, m.scrape(T0_NS + 60 * 10**9)], ignore_index=True).assign(target="vllm")
 
 
@@ -236,6 +238,39 @@ def test_a_gap_bucket_as_wide_as_a_whole_prefill_is_told_by_how_many_gaps_it_hol
     assert on.enabled is True and on.holds_long_prefills() is False
     assert "holds 2.0 gaps per long prefill per running stream" in on.detail
     assert 300 < on.budget_estimate < 768
+
+
+def test_chunk_steps_that_straddle_an_itl_bucket_bound_are_all_counted_against_the_slo():
+    """1,800-token prompts in chunks of about 450: per long prefill per running stream three 0.9 s gaps fall in
+    the (0.75 s, 1 s] bucket and one 1.2 s gap in (1 s, 2.5 s]. The top bucket alone (1 per prefill per stream)
+    reads whole-prompt-sized steps (estimate about 1,000 of the 1,500 the prompt bucket gives); the 4 gaps above
+    the 200 ms SLO bound every chunk to 1,500 / 3 = 500, under the 512-token cut."""
+    run = _histogram_run(1.2, 21, prefill_s=3.6, prompt_tokens=1800, more_gaps=((0.9, 63),))
+    unbounded = C.infer_from_histograms(run)
+    assert unbounded.enabled is True and unbounded.budget_estimate >= 768 and unbounded.holds_long_prefills()
+    bounded = C.infer_from_histograms(run, slo=0.2)
+    assert bounded.budget_bound == pytest.approx(500, rel=0.01) and bounded.holds_long_prefills() is False
+    assert "4.0 gaps above the SLO per long prefill per running stream" in bounded.detail
+    # whole-prompt-sized chunks: one slow gap per prefill per stream bounds nothing
+    assert C.infer_from_histograms(_histogram_run(1.3, 21, prefill_s=3.6, prompt_tokens=1800), slo=0.2).budget_bound is None
+
+
+def test_a_freeze_younger_than_the_live_window_is_impaired_from_the_scrapes_alone():
+    """Six streams at 1,000 tokens/s, then nothing for the last two 0.25 s scrapes: the live window (1.5 s)
+    still averages 550 tokens/s in (mean gap 11 ms, not frozen by the alert rules' test), but nothing has moved
+    for 0.5 s, longer than the 200 ms SLO: the window is impaired (`still`) and nothing moves in it."""
+    import numpy as np
+    import pandas as pd
+
+    from stallscope.analyzers.episodes import window_states
+
+    sig = pd.DataFrame({"running": [6.0] * 3, "live_mean_itl": [0.006, 0.008, 0.011],
+                        "nothing_for_s": [0.0, 0.25, 0.5], "live_gen_rate": [1000.0, 700.0, 550.0],
+                        "live_prompt_rate": [900.0, 700.0, 530.0]})
+    st = window_states(sig, 0.2)
+    assert not st["frozen"].any()
+    assert st["still"].tolist() == [False, True, True] and st["nothing_moves"].tolist() == [False, True, True]
+    assert np.isclose(st["ratio"][2], 0.5 / 0.2)
 
 
 def test_a_freeze_seen_only_between_scrapes_lasts_what_the_scrapes_measured():
