@@ -282,7 +282,30 @@ HELD_OUT_7 = [
                                                        "--long-every", "1000000", "--long-max-tokens", "1"),
              seed=80, held_out=7, exercises="a 1,000-token shared prefix recomputed (caching off), chunking off"),
 ]
-SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7
+# The eighth: written after the `still` state and the SLO bound on the inferred budget, before they ran on it.
+HELD_OUT_8 = [
+    Scenario("h8-tiny-nochunk-1000-s10", OFF, _h2(10, 1000, 2), seed=81, held_out=8, exercises="10 sessions, whole 1,000-token prefills every 2 s"),
+    Scenario("h8-tiny-chunk224-steady", chunked(224), _h2(6, 1700, 3), seed=82, held_out=8, exercises="budget 224, steady"),
+    Scenario("h8-tiny-chunk896", chunked(896), _h2(6, 1900, 2.5), seed=83, held_out=8,
+             exercises="budget 896: chunks of about 890 prompt tokens"),
+    Scenario("h8-small-chunk256-s4", chunked(256), _h2(4, 1100, 7), model="small", seed=84, held_out=8,
+             exercises="`small`, budget 256, 4 sessions"),
+    Scenario("h8-small-nochunk-1500", OFF, _h2(2, 1500, 10), model="small", seed=85, held_out=8,
+             exercises="`small`, whole 1,500-token prefills"),
+    Scenario("h8-kv-auto-3mb-36sess", KV + ("--kv-cache-mb", "3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "36", "--short-prompt-tokens", "32", "--max-tokens", "150", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "900", "--long-every", "2"), seed=86, held_out=8, exercises="a 3 MiB pool, 36 sessions"),
+    Scenario("h8-kv-fp8-16mb", KV + ("--kv-cache-mb", "16", "--kv-cache-dtype", "fp8"), KV_LOAD, seed=87, held_out=8,
+             exercises="negative: a 16 MiB fp8 pool that fits"),
+    Scenario("h8-neg-short-96sess", ("--max-num-seqs", "128"),
+             ("--sessions", "96", "--short-prompt-tokens", "16", "--max-tokens", "32") + SHORT_ONLY, seed=88,
+             held_out=8, exercises="negative: 96 sessions of 16-token prompts"),
+    Scenario("h8-end-in-stall-small-scrape0.5", OFF, _h2(4, 1100, "{half}"), model="small", seed=89, collect_frac=0.5,
+             collect_tail_s=1.5, held_out=8, exercises="`small`, ends about 1.5 s into a 1,100-token prefill, 0.5 s scrapes"),
+    Scenario("h8-tiny-nochunk-800-scrape1s", OFF, _h2(8, 800, 1.5), seed=90, interval="1s", held_out=8,
+             exercises="8 sessions, whole 800-token prefills every 1.5 s, 1 s scrapes"),
+]
+SCENARIOS = SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
 # A run is flagged for a kind when analyze reports the kind at any severity (the detection); the "no warning
 # on runs meeting the SLO" target counts warnings and criticals only (the severity), docs/accuracy.md.
 DETECTED_AT = "info"
@@ -447,7 +470,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load per scenario (CI); else {FULL_S:.0f} s")
     ap.add_argument("--only", help="comma-separated scenario names (default: all)")
-    ap.add_argument("--set", choices=["all", "tuned", "held-out", "held-out-2", "held-out-3", "held-out-4", "held-out-5", "held-out-6", "held-out-7"], default="all",
+    ap.add_argument("--set", choices=["all", "tuned", "held-out", "held-out-2", "held-out-3", "held-out-4", "held-out-5", "held-out-6", "held-out-7", "held-out-8"], default="all",
                     help="the tuned scenarios, a held-out set, or all (default)")
     ap.add_argument("--out", default=None, help="run directories go here (default runs/scenarios[-quick])")
     ap.add_argument("--json", dest="json_out", help="write the rows and the summary here")
@@ -462,7 +485,7 @@ def main() -> int:
             print(f"{sc.name}: {sc.exercises}\n  refserver --model {sc.model} --seed {sc.seed} {' '.join(sc.server)}\n"
                   f"  loadgen {' '.join(sc.loadgen_flags(FULL_S))}; scrape {sc.interval}")
         return 0
-    wanted = {"tuned": 0, "held-out": 1, "held-out-2": 2, "held-out-3": 3, "held-out-4": 4, "held-out-5": 5, "held-out-6": 6, "held-out-7": 7}.get(args.set)
+    wanted = {"tuned": 0, "held-out": 1, "held-out-2": 2, "held-out-3": 3, "held-out-4": 4, "held-out-5": 5, "held-out-6": 6, "held-out-7": 7, "held-out-8": 8}.get(args.set)
     chosen = [sc for sc in SCENARIOS if wanted is None or sc.held_out == wanted]
     names = args.only.split(",") if args.only else [sc.name for sc in chosen]
     unknown = sorted(set(names) - {sc.name for sc in SCENARIOS})
