@@ -143,7 +143,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     """Chunking inferred from one target's ITL, prefill-time and prompt-token histograms (module docstring,
     3); UNKNOWN when they hold no long prompt. `slo` (the ITL SLO, s) also bounds the budget by the count
     of gaps above it."""
-    from stallscope.analyzers.signals import split_metrics
+    from stallscope.analyzers.signals import _per_bucket, split_metrics
 
     if samples is None or not len(samples):
         return UNKNOWN
@@ -192,8 +192,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     if slo is not None and slo > 0:
         # S: gaps above the SLO per long prefill per running stream; S >= 2 slow steps per prompt hold at most
         # P / (S - 1) tokens each (all but the last chunk are full), wherever in the ITL buckets they fell
-        lo = np.concatenate([[0.0], itl[0][:-1]])
-        slow = (itl[1][-1] - (itl[1][np.flatnonzero(lo < slo)[-1]] if (lo < slo).any() else 0.0)) / (n_long * streams)
+        lower, per_bucket = _per_bucket(itl[0], itl[1][None, :])
+        slow = float(per_bucket[0, lower >= slo].sum()) / (n_long * streams)
         if slow >= 2.0:
             bound = float(prompt / (slow - 1.0))
             what += (f"; {slow:.1f} gaps above the SLO per long prefill per running stream: no step held more than "

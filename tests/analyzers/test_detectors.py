@@ -254,3 +254,15 @@ def test_the_simulated_budget_is_asked_for_only_by_a_starvation_finding(unchunke
     for f in found:  # the simulated text replaces the fitted one; its evidence wins, the fit's stays beside it
         assert f.recommendation == "simulated" and f.evidence["budget_source"] == "sim"
         assert f.evidence["max_num_batched_tokens"] == 256 and f.evidence["expected_step_s"] > 0
+
+
+def test_the_grid_sits_on_jittered_scrapes_and_its_last_point_reads_the_newest():
+    """Scrapes every 500 ms +/- 4 ms (median 500 ms): a grid stepping 500 ms from the first scrape drifts
+    against them, reading some scrapes twice and others never, and its last point falls before the newest
+    scrape. Evaluated at the scrapes, every scrape after the first window is read once, the newest last."""
+    jitter = np.tile([4, -4, 0, 0, -4], 24)[:100] * 1_000_000
+    ts = T0_NS + np.cumsum(np.full(100, 500_000_000) + jitter)
+    samples = pd.DataFrame({"ts": ts, "metric": "vllm:num_requests_running", "value": 1.0, "target": "vllm"})
+    eval_ts, window = signals.choose_grid(samples, load_thresholds())
+    assert eval_ts[-1] == ts[-1]
+    assert list(eval_ts) == [t for t in ts if t >= ts[0] + window]
