@@ -23,7 +23,9 @@ assumes, so every starvation finding states which one it used and how it was kno
    to be exact), and never when S, the gaps above the ITL SLO per long prefill per running stream, is at
    least 2 and P / (S - 1) < 512: a prompt spread over S slow steps, all but the last chunk full, had no
    chunk above that, in whichever ITL buckets its steps fell (the top bucket alone misses them when they
-   straddle a bound). A gap still open is in no histogram yet: when the live counters show the streams frozen with
+   straddle a bound). The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower
+   bound, so a chunked budget down to P x that bound / T (`budget_floor`) reads the same; when that is under 512
+   the finding says so, and a budget passed to `analyze` settles it. A gap still open is in no histogram yet: when the live counters show the streams frozen with
    nothing moving for at least 3/4 of T, one step held (nearly) a whole prompt, so chunking reads off after all. Without long
    prompts in the histograms, the stalls decide: about one ITL sample above the SLO per long prefill per
    stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell: vLLM
@@ -64,18 +66,27 @@ class Chunking:
     budget_estimate: float | None = None  # inferred from metrics: P x G / T (module docstring, 3)
     long_prefill_s: float | None = None   # inferred from metrics: T, the long prompts' median prefill time
     budget_bound: float | None = None     # inferred from metrics: at most P / (S - 1) (module docstring, 3)
+    budget_floor: float | None = None     # inferred from metrics: the smallest chunk the slowest gap allows
 
-    def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS) -> bool | None:
-        """Whether one step can compute >= `cut` prompt tokens: True with chunking off or a budget >= cut."""
+    def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS, decodes: int = 0) -> bool | None:
+        """Whether one step can compute >= `cut` prompt tokens beside `decodes` running decodes: True with
+        chunking off or a budget >= cut + decodes (vLLM V1 schedules the running decodes first, one token each,
+        and a chunk gets what is left of the budget: a stream that waits on the step decodes in it)."""
         if self.enabled is False:
             return True
         if self.enabled and self.budget:
-            return bool(self.budget >= cut)
+            return bool(self.budget - decodes >= cut)
         if self.enabled and self.budget_bound is not None and self.budget_bound < cut:
             return False
         if self.enabled and self.budget_estimate is not None:
             return bool(self.budget_estimate >= ESTIMATE_MARGIN * cut)
         return None
+
+    def undecided(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
+        """Whether the histograms that inferred long-prefill steps also allow chunks under `cut`: the slowest
+        ITL gap's bucket starts low enough for a chunk of `budget_floor` tokens (module docstring, 3)."""
+        return bool(self.source == "inferred from metrics" and self.holds_long_prefills(cut)
+                    and self.budget_floor is not None and self.budget_floor < cut)
 
     def describe(self) -> str:
         """`chunked prefill on, --max-num-batched-tokens 64 (flags)`."""
@@ -94,7 +105,7 @@ class Chunking:
     def as_evidence(self) -> dict:
         return {"chunked_prefill": self.enabled, "max_num_batched_tokens_in_use": self.budget,
                 "config_source": self.source, "budget_estimate": self.budget_estimate,
-                "budget_bound": self.budget_bound}
+                "budget_bound": self.budget_bound, "budget_floor": self.budget_floor}
 
 
 UNKNOWN = Chunking()
@@ -169,6 +180,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     gap = float(itl[0][used[-1]]) if np.isfinite(itl[0][used[-1]]) else float(itl[0][used[-1] - 1]) * 2
     if not (t_long > 0 and np.isfinite(t_long)):
         return UNKNOWN
+    # the slowest gap lasted at least its bucket's lower bound: a chunk of at least this share of the prompt
+    floor = prompt * min(float(itl[0][used[-1] - 1]) if used[-1] > 0 else 0.0, t_long) / t_long
     what = (f"the longest ITL gap (<= {gap:.3g} s) vs the median prefill of the {n_long:.0f} prompts over "
             f"{LONG_PROMPT_BOUND} tokens ({t_long:.3g} s)")
     running = parts.get("vllm:num_requests_running")
@@ -178,7 +191,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     top = (itl[1][-1] - (itl[1][used[-1] - 1] if used[-1] > 0 else 0.0)) / (n_long * streams)
     if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED:
         return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills",
-                        long_prefill_s=t_long)
+                        long_prefill_s=t_long, budget_floor=floor)
     if gap >= t_long:
         what += (f", but that bucket holds {top:.1f} gaps per long prefill per running stream (a whole prompt per "
                  "step leaves at most about 1)")
@@ -198,8 +211,9 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
             bound = float(prompt / (slow - 1.0))
             what += (f"; {slow:.1f} gaps above the SLO per long prefill per running stream: no step held more than "
                      f"about {bound:.0f}")
+    floor = prompt * min(float(lo[0]), min(slowest, gap)) / t_long if np.isfinite(lo[0]) else floor
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
-                    budget_bound=bound)
+                    budget_bound=bound, budget_floor=min(floor, est))
 
 
 FROZEN_SHARE = 0.75   # a freeze this share of a whole long prefill is one step holding (nearly) all of it

@@ -26,7 +26,7 @@ import pandas as pd
 
 from stallscope.analyzers import prefill_cost
 from stallscope.analyzers.advice import chunked_prefill_recommendation
-from stallscope.analyzers.chunking import Chunking
+from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS, Chunking
 from stallscope.analyzers.quantiles import format_quantile
 
 STALL_SHARE = 0.01  # 1 - q for q = 0.99: the time-weighted counterpart of a P99 breach
@@ -191,6 +191,11 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
         how = (f" {chunking.sentence()}. Every decode in a step waits for the whole step, so a step "
                "that computes a long prompt holds every running stream.")
     text = f"{lead}{how} Decided by: {ep.decided_by}."
+    if chunking.undecided():
+        text += (f" The metrics cannot rule out chunked prefill at a budget of about {chunking.budget_floor:.0f} "
+                 f"tokens or more (the slowest ITL gaps fell in a bucket that wide); under {LONG_PREFILL_TOKENS} the "
+                 "same stalls are chunk steps slower than the SLO, not long prefills. Pass `--enable-chunked-prefill "
+                 "--max-num-batched-tokens N` (or a run directory) to analyze to decide it.")
     if ev["prompt_tokens_source"] != "local_compute":
         text += (f" Note: {NOT_SEPARATED}; with prefix caching on (vLLM's default) part of this load may "
                  "be cache hits that cost no compute.")

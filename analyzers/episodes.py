@@ -24,7 +24,8 @@ spans, it gets one cause, and the finding says which evidence decided it.
    - `preemption`: preemptions number at least half the ITL samples above the SLO (each preempted request
      stalls once, for its recompute);
    - `prefill_chunks`: prefill work, but no step computed a long prompt: chunked prefill is on at a budget
-     under the long-prefill cut (known), or, when unknown, no step outlasted the live window and each stream
+     under the long-prefill cut plus the running decodes scheduled before any chunk (known: the running
+     median less the prefilling request, at least 1), or, when unknown, no step outlasted the live window and each stream
      stalled more than 1.5 times per long prefill (ITL samples above the SLO in windows where a long
      prefill completed, less the target's rate away from long prefills; stallscope.analyzers.chunking);
    - `prefill`: a long prefill completed, or prompt tokens were computed at `prefill_tokens_rate_high` or
@@ -206,13 +207,17 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
     if pre > 0 and pre >= 0.5 * above and ev["windows_frozen_computing_prompts"] == 0:
         return "preemption", f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO"
     prefill_work = ev["long_prefills"] > 0 or ev["windows_frozen_computing_prompts"] > 0
-    holds = chunking.holds_long_prefills()
+    running = ev["running_median"]
+    # the running requests less the one prefilling decode beside every chunk (at least one: a stream to starve)
+    decodes = max(int(running) - 1, 1) if running == running else 1
+    holds = chunking.holds_long_prefills(decodes=decodes)
     per = ev["stalls_per_long_prefill_per_stream"]
     # a step outlasted the live window, then a prefill completed: whole-prompt steps, unless the configuration
     # (given or read off the histograms) says the steps were chunks
     whole_steps = ev["windows_nothing_moves"] > 0 and holds is not False
     if prefill_work and (holds is False or (holds is None and not whole_steps and per > STALLS_PER_PREFILL_CHUNKED)):
-        why = (f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens"
+        beside = f" beside {decodes} running decodes" if chunking.budget and chunking.budget >= LONG_PREFILL_TOKENS else ""
+        why = (f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}"
                if holds is False else f"{per:.1f} ITL samples above the SLO per long prefill per stream: every "
                "chunk step of a prompt was slow, so its steps were chunks")
         return "prefill_chunks", why

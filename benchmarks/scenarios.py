@@ -372,10 +372,10 @@ def record(sc: Scenario, run: Path, duration: float, extra_server: list[str]) ->
                collect_s=sc.collect_s(duration))
 
 
-def analyze(run: Path, slo: float, steps: bool = False) -> list[dict]:
+def analyze(run: Path, slo: float, steps: bool = False, config: tuple[str, ...] = ()) -> list[dict]:
     """The findings of `stallscope analyze --db store.db --format json` (exit 1 is `--fail-on critical`); with
-    `steps`, the run's step trace is given too (`--steps steps.jsonl`)."""
-    extra = ["--steps", str(run / "steps.jsonl")] if steps else []
+    `steps`, the run's step trace is given too (`--steps steps.jsonl`); `config`: analyze's chunked-prefill flags."""
+    extra = (["--steps", str(run / "steps.jsonl")] if steps else []) + list(config)
     res = subprocess.run(SS + ["analyze", "--db", str(run / "store.db"), *extra, "--format", "json", "--itl-slo", str(slo)],
                          capture_output=True, text=True)
     if res.returncode not in (0, 1):
@@ -383,7 +383,15 @@ def analyze(run: Path, slo: float, steps: bool = False) -> list[dict]:
     return json.loads(res.stdout)["findings"]
 
 
-def evaluate(sc: Scenario, run: Path, slo: float) -> dict:
+def known_config(sc: Scenario) -> tuple[str, ...]:
+    """The scenario server's chunked-prefill flags as `analyze` takes them (what its operator knows)."""
+    flags = [f for f in sc.server if f in ("--enable-chunked-prefill", "--no-enable-chunked-prefill")]
+    if "--max-num-batched-tokens" in sc.server and flags != ["--no-enable-chunked-prefill"]:
+        flags += ["--max-num-batched-tokens", sc.server[sc.server.index("--max-num-batched-tokens") + 1]]
+    return tuple(flags) or ("--enable-chunked-prefill", "--max-num-batched-tokens", "2048")  # the refserver's defaults
+
+
+def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False) -> dict:
     from stallscope.analyzers import signals, truth
     from stallscope.analyzers.step_cost import read_step_trace
     from stallscope.collectors import loader
@@ -395,7 +403,7 @@ def evaluate(sc: Scenario, run: Path, slo: float) -> dict:
     window = signals.choose_grid(samples, load_thresholds(itl_slo_s=slo))[1]
     interval = parse_duration(sc.interval)
     true = truth.episodes(read_step_trace(run / "steps.jsonl"), slo, run_end_ns=run_end)
-    findings = analyze(run, slo)
+    findings = analyze(run, slo, config=known_config(sc) if with_config else ())
     load = json.loads((run / "loadgen.json").read_text())
     row = {"scenario": sc.name, "run": str(run), "itl_p99_s": analyzed_itl_p99(load, int(samples["ts"].min()), run_end),
            "itl_p99_whole_load_s": load["all"]["itl_s"].get("p99"), "window_s": window / 1e9,
@@ -502,6 +510,8 @@ def main() -> int:
     ap.add_argument("--itl-slo", type=float, default=None, help="ITL SLO for truth and analyze (default itl_slo_s)")
     ap.add_argument("--evaluate-only", action="store_true", help="score recorded runs; record none")
     ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
+    ap.add_argument("--with-config", action="store_true",
+                    help="give analyze each server's chunked-prefill flags (as its operator would); default: inferred")
     args = ap.parse_args()
     from stallscope.core.config import load_thresholds
 
@@ -526,7 +536,7 @@ def main() -> int:
         run = out / sc.name
         if not (run / "store.db").exists() and not args.evaluate_only:
             record(sc, run, duration, extra)
-        rows.append(evaluate(sc, run, slo))
+        rows.append(evaluate(sc, run, slo, args.with_config))
         print(f"{sc.name}: truth {rows[-1]['truth']} flagged {rows[-1]['flagged']}", file=sys.stderr)
     summary = summarize(rows, slo)
     print_report(rows, summary)

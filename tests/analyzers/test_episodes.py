@@ -307,3 +307,42 @@ def test_a_starvation_explanation_with_an_inferred_budget_names_the_estimate_nev
     text = explain(ep, ev, "", 0.2, inferred)
     assert "a step still computes about 1019 prompt tokens" in text and "None" not in text
     assert "a step still computes up to 768 prompt tokens" in explain(ep, ev, "", 0.2, C.from_flags(True, 768))
+
+
+def test_an_inferred_whole_prompt_step_says_when_the_gap_bucket_also_fits_a_chunk_under_the_cut():
+    """800-token prompts taking 2.4 s, one gap per long prefill per stream in vLLM's (1 s, 2.5 s] bucket: whole
+    prompts, or chunks of at least 800 x 1 / 2.4 = 333 tokens (a budget of 512 reads the same), so the finding
+    says the metrics cannot decide it. 1,200-token prompts with 4 s gaps in (2.5 s, 5 s] leave chunks of at
+    least 2.5 / 4 of the prompt (the histograms read the prompt as 1,500 and the prefill as 3.75 s: 1,000
+    tokens), above the cut, and nothing is left open."""
+    from types import SimpleNamespace
+
+    from stallscope.analyzers.decode_starvation import explain
+
+    off = C.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2)
+    assert off.enabled is False and off.budget_floor == pytest.approx(800 / 2.4, rel=0.02) and off.undecided()
+    ep = SimpleNamespace(ongoing=False, evidence={"windows_frozen": 0, "running_median": 3.0}, decided_by="test")
+    ev = {"itl_stall_share_max": 0.2, "itl_p99_bucket_s": (1.0, 2.5), "itl_p99": "1 s-2.5 s",
+          "prompt_tokens_source": "local_compute"}
+    assert "cannot rule out chunked prefill at a budget of about 333 tokens" in explain(ep, ev, "", 0.2, off)
+    settled = C.infer_from_histograms(_histogram_run(4.0, 21, prefill_s=4.0, prompt_tokens=1200), slo=0.2)
+    assert settled.enabled is False and settled.budget_floor == pytest.approx(1500 * 2.5 / 3.75, rel=0.02)
+    assert not settled.undecided() and "cannot rule out" not in explain(ep, ev, "", 0.2, settled)
+    assert not C.from_flags(False, None).undecided()
+
+
+def test_a_budget_of_512_computes_no_long_prompt_beside_running_decodes():
+    """vLLM V1 schedules the running decodes first, one token each; a chunk gets what is left. At
+    `--max-num-batched-tokens 512` with 8 requests RUNNING (7 decoding beside the prefilling one) a step holds at
+    most 505 prompt tokens, under the 512-token cut: the episode is `prefill_chunks`, not starvation. At 520 a
+    chunk of 513 fits, and so does a whole-prompt step with nobody else running."""
+    from stallscope.analyzers.episodes import _cause
+
+    ev = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
+          "preemptions": 0.0, "windows_frozen_computing_prompts": 0, "long_prefills": 5.0, "running_median": 8.0,
+          "stalls_per_long_prefill_per_stream": 1.0}
+    cause, why = _cause(ev, C.from_flags(True, 512), 60.0, False)
+    assert cause == "prefill_chunks" and "no step computes 512+ prompt tokens beside 7 running decodes" in why
+    assert _cause(ev, C.from_flags(True, 520), 60.0, False)[0] == "prefill"
+    assert C.from_flags(True, 512).holds_long_prefills() is True
+    assert C.from_flags(True, 512).holds_long_prefills(decodes=1) is False
