@@ -329,8 +329,33 @@ HELD_OUT_9 = [
     Scenario("h9-end-in-stall-small-1200", OFF, _h2(4, 1200, "{half}"), model="small", seed=100, collect_frac=0.5,
              collect_tail_s=2.0, held_out=9, exercises="`small`, ends about 2 s into a whole 1,200-token prefill"),
 ]
+# The tenth: drawn the same way (seed 202612031), after the known-budget rule (B - running decodes >= 512).
+HELD_OUT_10 = [
+    Scenario("h10-tiny-nochunk-1750-s6-scrape1s", OFF, _h2(6, 1750, 7.5), seed=101, interval="1s", held_out=10,
+             exercises="6 sessions, whole 1,750-token prefills every 7.5 s, 1 s scrapes"),
+    Scenario("h10-tiny-chunk128-s14", chunked(128), _h2(14, 750, 5.8), seed=102, held_out=10,
+             exercises="budget 128, 14 sessions, 750-token prompts"),
+    Scenario("h10-tiny-chunk1024-s16", chunked(1024), _h2(16, 1850, 7.3), seed=103, held_out=10,
+             exercises="budget 1,024, 16 sessions, 1,850-token prompts"),
+    Scenario("h10-tiny-nochunk-1000-s10-scrape1s", OFF, _h2(10, 1000, 5.9), seed=104, interval="1s", held_out=10,
+             exercises="10 sessions, whole 1,000-token prefills every 5.9 s, 1 s scrapes"),
+    Scenario("h10-small-nochunk-1400-s2", OFF, _h2(2, 1400, 4.0), model="small", seed=105, held_out=10,
+             exercises="`small`, 2 sessions, whole 1,400-token prefills every 4 s"),
+    Scenario("h10-tiny-chunk768-s6", chunked(768), _h2(6, 1250, 3.3), seed=106, held_out=10,
+             exercises="budget 768, 6 sessions, 1,250-token prompts every 3.3 s"),
+    Scenario("h10-kv-fp8-18mb-38sess", KV + ("--kv-cache-mb", "17.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "38") + KV_LOAD[2:], seed=107, held_out=10, exercises="a 17.9 MiB fp8 pool, 38 sessions"),
+    Scenario("h10-kv-fp8-15mb-24sess", KV + ("--kv-cache-mb", "14.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "24") + KV_LOAD[2:], seed=108, held_out=10, exercises="a 14.8 MiB fp8 pool, 24 sessions"),
+    Scenario("h10-neg-short-125sess", ("--max-num-seqs", "128"),
+             ("--sessions", "125", "--short-prompt-tokens", "56", "--max-tokens", "32") + SHORT_ONLY, seed=109,
+             held_out=10, exercises="negative: 125 sessions of 56-token prompts"),
+    Scenario("h10-end-in-stall-small-1850-scrape1s", OFF, _h2(4, 1850, "{half}"), model="small", seed=110,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=10,
+             exercises="`small`, ends about 2 s into a whole 1,850-token prefill, 1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
-             + HELD_OUT_9)
+             + HELD_OUT_9 + HELD_OUT_10)
 # A run is flagged for a kind when analyze reports the kind at any severity (the detection); the "no warning
 # on runs meeting the SLO" target counts warnings and criticals only (the severity), docs/accuracy.md.
 DETECTED_AT = "info"
@@ -503,7 +528,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load per scenario (CI); else {FULL_S:.0f} s")
     ap.add_argument("--only", help="comma-separated scenario names (default: all)")
-    ap.add_argument("--set", choices=["all", "tuned", "held-out"] + [f"held-out-{k}" for k in range(2, 10)], default="all",
+    ap.add_argument("--set", choices=["all", "tuned", "held-out"] + [f"held-out-{k}" for k in range(2, 11)], default="all",
                     help="the tuned scenarios, a held-out set, or all (default)")
     ap.add_argument("--out", default=None, help="run directories go here (default runs/scenarios[-quick])")
     ap.add_argument("--json", dest="json_out", help="write the rows and the summary here")
