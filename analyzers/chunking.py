@@ -70,8 +70,10 @@ class Chunking:
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS, decodes: int = 0) -> bool | None:
         """Whether one step can compute >= `cut` prompt tokens beside `decodes` running decodes: True with
-        chunking off or a budget >= cut + decodes (vLLM V1 schedules the running decodes first, one token each,
-        and a chunk gets what is left of the budget: a stream that waits on the step decodes in it)."""
+        chunking off or a budget >= cut + decodes. vLLM V1 schedules RUNNING requests in admission order, one
+        token per decode, and a partial prefill takes what is left of the budget; every decode beside a chunk
+        is older than its prompt, because a chunk that takes the rest of the budget lets no request in behind it
+        until its last step. So a stream that waits on the step decodes in it, ahead of the chunk."""
         if self.enabled is False:
             return True
         if self.enabled and self.budget:
