@@ -24,10 +24,11 @@ assumes, so every starvation finding states which one it used and how it was kno
    least 2 and P / (S - 1) < 512: a prompt spread over S slow steps, all but the last chunk full, had no
    chunk above that, in whichever ITL buckets its steps fell (the top bucket alone misses them when they
    straddle a bound). The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower
-   bound, so a chunked budget down to P x that bound / T (`budget_floor`) reads the same; when that is under 512
-   the finding says so, and a budget passed to `analyze` settles it. A gap still open is in no histogram yet: when the live counters show the streams frozen with
-   nothing moving for at least 3/4 of T, one step held (nearly) a whole prompt, so chunking reads off after all. Without long
-   prompts in the histograms, the stalls decide: about one ITL sample above the SLO per long prefill per
+   bound, so a chunked budget down to P x that bound / T (`budget_floor`) reads the same; when that is
+   under 512 the finding says so, and a budget passed to `analyze` settles it. A gap still open is in no
+   histogram yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of
+   T, one step held (nearly) a whole prompt, so chunking reads off after all. Without long prompts in the
+   histograms, the stalls decide: about one ITL sample above the SLO per long prefill per
    stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell: vLLM
    counts a prompt's computed tokens in the step where its prefill completes, chunked or not
    (docs/metric-traps.md);

@@ -25,8 +25,8 @@ spans, it gets one cause, and the finding says which evidence decided it.
      stalls once, for its recompute);
    - `prefill_chunks`: prefill work, but no step computed a long prompt: chunked prefill is on at a budget
      under the long-prefill cut plus the running decodes scheduled before any chunk (known: the running
-     median less the prefilling request, at least 1), or, when unknown, no step outlasted the live window and each stream
-     stalled more than 1.5 times per long prefill (ITL samples above the SLO in windows where a long
+     median less the prefilling request, at least 1), or, when unknown, no step outlasted the live window
+     and each stream stalled more than 1.5 times per long prefill (ITL samples above the SLO in windows where a long
      prefill completed, less the target's rate away from long prefills; stallscope.analyzers.chunking);
    - `prefill`: a long prefill completed, or prompt tokens were computed at `prefill_tokens_rate_high` or
      more while the streams were frozen, or the streams are frozen with nothing moving (one engine step in progress; with
@@ -216,7 +216,7 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
     # (given or read off the histograms) says the steps were chunks
     whole_steps = ev["windows_nothing_moves"] > 0 and holds is not False
     if prefill_work and (holds is False or (holds is None and not whole_steps and per > STALLS_PER_PREFILL_CHUNKED)):
-        beside = f" beside {decodes} running decodes" if chunking.budget and chunking.budget >= LONG_PREFILL_TOKENS else ""
+        beside = f" beside {decodes} running decodes" if (chunking.budget or 0) >= LONG_PREFILL_TOKENS else ""
         why = (f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}"
                if holds is False else f"{per:.1f} ITL samples above the SLO per long prefill per stream: every "
                "chunk step of a prompt was slow, so its steps were chunks")
