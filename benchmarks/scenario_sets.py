@@ -1,0 +1,340 @@
+"""The scenario sets of the labelled matrix (issue 16): each a named, seeded run, as data.
+
+The idea: a scenario is server flags + load-generator flags + scrape interval, nothing else, so a set can be
+written (or drawn) and committed before it ever runs; benchmarks/scenarios.py records and scores them.
+The tuned set came first; each held-out set was written after the detector changes that came before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SESSIONS = ("--sessions", "6", "--short-prompt-tokens", "32", "--max-tokens", "32", "--long-max-tokens", "1")
+SHORT_ONLY = ("--long-every", "1000000")  # the ticker never fires within the run
+OFF = ("--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096")
+KV = ("--max-num-seqs", "256", "--enable-chunked-prefill", "--max-num-batched-tokens", "64")
+KV_LOAD = ("--sessions", "16", "--short-prompt-tokens", "32", "--max-tokens", "128", "--long-max-tokens", "16",
+           "--long-prompt-tokens", "1536", "--long-every", "3")
+
+
+def chunked(budget: int) -> tuple[str, ...]:
+    return ("--enable-chunked-prefill", "--max-num-batched-tokens", str(budget))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One named, seeded run. `load` may hold `{half}` (half the load duration, s); the collector runs for
+    `collect_frac` x duration + `collect_tail_s` (< duration: the run ends while the load still runs)."""
+
+    name: str
+    server: tuple[str, ...]
+    load: tuple[str, ...]
+    interval: str = "0.5s"
+    seed: int = 1
+    model: str = "tiny"
+    collect_frac: float = 1.0
+    collect_tail_s: float = 8.0
+    exercises: str = ""
+    held_out: int = 0               # 1, 2: held-out sets, written after the detector was tuned on the sets before
+    prefix_caching: bool = False    # keep the server's prefix caching (vLLM's default) on
+
+    def loadgen_flags(self, duration: float) -> list[str]:
+        return [f.format(half=duration / 2) for f in self.load]
+
+    def collect_s(self, duration: float) -> float:
+        return self.collect_frac * duration + self.collect_tail_s
+
+
+def _long(tokens: int, every: float | str) -> tuple[str, ...]:
+    return SESSIONS + ("--long-prompt-tokens", str(tokens), "--long-every", str(every))
+
+
+SCENARIOS = [
+    Scenario("tiny-nochunk-steady", OFF, _long(1200, 8), exercises="starvation: whole 1,200-token prefills"),
+    Scenario("tiny-chunk32-steady", chunked(32), _long(1200, 8), exercises="chunked, small budget"),
+    Scenario("tiny-chunk128-steady", chunked(128), _long(1200, 8), exercises="chunked, mid budget"),
+    Scenario("tiny-chunk512-steady", chunked(512), _long(1200, 8), exercises="chunked, large budget"),
+    Scenario("tiny-nochunk-overload", OFF, _long(1200, 1), seed=2, exercises="long prompts faster than served"),
+    Scenario("tiny-chunk128-overload", chunked(128), _long(1200, 1), seed=2, exercises="chunked, overloaded"),
+    Scenario("small-nochunk-steady", OFF, _long(800, 8), model="small", exercises="starvation on `small`"),
+    Scenario("small-chunk64-steady", chunked(64), _long(800, 8), model="small", exercises="chunked on `small`"),
+    Scenario("kv-auto-preempt", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "auto"), KV_LOAD, seed=3,
+             exercises="pool too small: preemption"),
+    Scenario("kv-fp8-nopreempt", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "fp8"), KV_LOAD, seed=3,
+             exercises="the same pool in fp8 holds twice the tokens"),
+    Scenario("kv-fp8-preempt", KV + ("--kv-cache-mb", "1.25", "--kv-cache-dtype", "fp8"), KV_LOAD, seed=3,
+             exercises="fp8 pool that still preempts"),
+    Scenario("kv-auto-roomy", KV + ("--kv-cache-mb", "16", "--kv-cache-dtype", "auto"), KV_LOAD, seed=3,
+             exercises="negative: a pool that fits"),
+    Scenario("neg-bigbatch-short", ("--max-num-seqs", "256"),
+             ("--sessions", "48", "--short-prompt-tokens", "32", "--max-tokens", "64") + SHORT_ONLY,
+             exercises="negative: a big batch of short prompts only"),
+    Scenario("neg-blas1", ("--blas-threads", "1"),
+             ("--sessions", "12", "--short-prompt-tokens", "32", "--max-tokens", "32") + SHORT_ONLY,
+             exercises="negative: a host slowed to one BLAS thread"),
+    Scenario("end-in-stall", OFF, SESSIONS + ("--long-prompt-tokens", "1900", "--long-every", "{half}"),
+             collect_frac=0.5, collect_tail_s=2.0, exercises="the run ends inside a whole 1,900-token prefill"),
+]
+
+# Held out (issue 16): written after the episode detector was tuned on the scenarios above, and scored once.
+HO_SESSIONS = ("--sessions", "10", "--short-prompt-tokens", "48", "--max-tokens", "48", "--long-max-tokens", "1")
+
+
+def _ho(tokens: int, every: float | str, sessions: tuple = HO_SESSIONS) -> tuple[str, ...]:
+    return sessions + ("--long-prompt-tokens", str(tokens), "--long-every", str(every))
+
+
+HELD_OUT = [
+    Scenario("ho-tiny-nochunk-1600", OFF, _ho(1600, 5), seed=11, held_out=1,
+             exercises="10 sessions, whole 1,600-token prefills every 5 s"),
+    Scenario("ho-tiny-chunk96", chunked(96), _ho(1600, 5), seed=11, held_out=1, exercises="same load, budget 96"),
+    Scenario("ho-tiny-chunk256-overload", chunked(256), _ho(1600, 1.5), seed=12, held_out=1,
+             exercises="1,600-token prompts every 1.5 s, budget 256"),
+    Scenario("ho-tiny-chunk1024", chunked(1024), _ho(1800, 6), seed=13, held_out=1,
+             exercises="budget 1,024: chunk steps of 1,024 prompt tokens"),
+    Scenario("ho-tiny-nochunk-scrape1s", OFF, _ho(1400, 6), seed=14, interval="1s", held_out=1,
+             exercises="whole 1,400-token prefills, scraped every 1 s"),
+    Scenario("ho-small-chunk256", chunked(256), _ho(700, 8, ("--sessions", "4", "--short-prompt-tokens", "24",
+                                                             "--max-tokens", "24", "--long-max-tokens", "1")),
+             model="small", seed=15, held_out=1, exercises="`small`, budget 256, 4 sessions"),
+    Scenario("ho-small-nochunk-600", OFF, _ho(600, 10, ("--sessions", "4", "--short-prompt-tokens", "24",
+                                                        "--max-tokens", "24", "--long-max-tokens", "1")),
+             model="small", seed=16, held_out=1, exercises="`small`, whole 600-token prefills"),
+    Scenario("ho-kv-auto-2mb", KV + ("--kv-cache-mb", "2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "20", "--short-prompt-tokens", "24", "--max-tokens", "160", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1200", "--long-every", "4"), seed=17, held_out=1,
+             exercises="a 2 MiB pool, 20 sessions: preemption"),
+    Scenario("ho-shared-prefix-cached", OFF, ("--sessions", "6", "--shared-prefix-tokens", "1400",
+                                              "--short-prompt-tokens", "32", "--max-tokens", "48", "--long-every",
+                                              "1000000", "--long-max-tokens", "1"), seed=18, held_out=1,
+             prefix_caching=True, exercises="negative: a 1,400-token shared prefix served from the prefix cache"),
+    Scenario("ho-end-in-stall-small", OFF, _ho(1000, "{half}", ("--sessions", "4", "--short-prompt-tokens", "24",
+                                                                 "--max-tokens", "24", "--long-max-tokens", "1")),
+             model="small", seed=19, collect_frac=0.5, collect_tail_s=3.0, held_out=1,
+             exercises="`small`: the run ends inside a whole 1,000-token prefill"),
+]
+# The second held-out set: written after the detector was adjusted on the first, before it ran once.
+H2_SESSIONS = ("--short-prompt-tokens", "40", "--max-tokens", "40", "--long-max-tokens", "1")
+
+
+def _h2(sessions: int, tokens: int, every: float | str) -> tuple[str, ...]:
+    return ("--sessions", str(sessions), *H2_SESSIONS, "--long-prompt-tokens", str(tokens), "--long-every", str(every))
+
+
+HELD_OUT_2 = [
+    Scenario("h2-tiny-nochunk-1000", OFF, _h2(12, 1000, 4), seed=21, held_out=2, exercises="12 sessions, whole 1,000-token prefills"),
+    Scenario("h2-tiny-chunk192", chunked(192), _h2(8, 1800, 4), seed=22, held_out=2, exercises="budget 192, 1,800-token prompts"),
+    Scenario("h2-tiny-chunk768", chunked(768), _h2(8, 1900, 5), seed=23, held_out=2, exercises="budget 768"),
+    Scenario("h2-tiny-nochunk-overload", OFF, _h2(8, 1000, 0.8), seed=24, held_out=2,
+             exercises="1,000-token prompts every 0.8 s, chunking off"),
+    Scenario("h2-small-chunk128", chunked(128), _h2(3, 600, 8), model="small", seed=25, held_out=2,
+             exercises="`small`, budget 128, 3 sessions"),
+    Scenario("h2-small-nochunk-400", OFF, _h2(3, 400, 8), model="small", seed=26, held_out=2,
+             exercises="`small`, whole 400-token prefills: below the 512-token cut of the truth"),
+    Scenario("h2-kv-fp8-1mb", KV + ("--kv-cache-mb", "1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "14", "--short-prompt-tokens", "40", "--max-tokens", "140", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1000", "--long-every", "5"), seed=27, held_out=2, exercises="a 1 MiB fp8 pool"),
+    Scenario("h2-neg-bigbatch-64", ("--max-num-seqs", "256"),
+             ("--sessions", "64", "--short-prompt-tokens", "24", "--max-tokens", "48") + SHORT_ONLY, seed=28,
+             held_out=2, exercises="negative: 64 short-prompt sessions"),
+    Scenario("h2-end-in-stall-1s", OFF, _h2(6, 1950, "{half}"), seed=29, interval="1s", collect_frac=0.5,
+             collect_tail_s=2.5, held_out=2, exercises="the run ends inside a 1,950-token prefill, 1 s scrapes"),
+    Scenario("h2-slowhost-chunk64", ("--blas-threads", "1") + chunked(64), _h2(6, 1200, 6), seed=30, held_out=2,
+             exercises="one BLAS thread, budget 64"),
+]
+# The third held-out set: written after the detector was adjusted on the second, run once with the final code.
+HELD_OUT_3 = [
+    Scenario("h3-tiny-nochunk-1300-s3", OFF, _h2(3, 1300, 5), seed=31, held_out=3, exercises="3 sessions, whole 1,300-token prefills"),
+    Scenario("h3-tiny-chunk160", chunked(160), _h2(7, 1700, 4), seed=32, held_out=3, exercises="budget 160"),
+    Scenario("h3-tiny-chunk2048", chunked(2048), _h2(7, 1700, 5), seed=33, held_out=3,
+             exercises="chunked prefill on, but a budget larger than the prompts"),
+    Scenario("h3-tiny-nochunk-burst", OFF, _h2(9, 1100, 0.6), seed=34, held_out=3, exercises="1,100-token prompts every 0.6 s"),
+    Scenario("h3-tiny-chunk320-overload", chunked(320), _h2(7, 1500, 1), seed=35, held_out=3,
+             exercises="budget 320, a long prompt every second"),
+    Scenario("h3-small-nochunk-900", OFF, _h2(3, 900, 9), model="small", seed=36, held_out=3, exercises="`small`, 900-token prefills"),
+    Scenario("h3-kv-auto-3mb", KV + ("--kv-cache-mb", "3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "24", "--short-prompt-tokens", "32", "--max-tokens", "150", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1300", "--long-every", "3"), seed=37, held_out=3, exercises="a 3 MiB pool, 24 sessions"),
+    Scenario("h3-neg-short-32sess", ("--max-num-seqs", "64"),
+             ("--sessions", "32", "--short-prompt-tokens", "64", "--max-tokens", "96") + SHORT_ONLY, seed=38,
+             held_out=3, exercises="negative: 32 sessions of 64-token prompts"),
+    Scenario("h3-end-in-stall-scrape0.25", OFF, _h2(8, 1800, "{half}"), seed=39, interval="0.25s", collect_frac=0.5,
+             collect_tail_s=1.5, held_out=3, exercises="ends inside a 1,800-token prefill, 0.25 s scrapes"),
+    Scenario("h3-shared-prefix-nocache", OFF, ("--sessions", "5", "--shared-prefix-tokens", "1200",
+                                               "--short-prompt-tokens", "32", "--max-tokens", "40", "--long-every",
+                                               "1000000", "--long-max-tokens", "1"), seed=40, held_out=3,
+             exercises="a 1,200-token shared prefix with prefix caching off: every prompt is a long prefill"),
+]
+# The fourth held-out set: written after the severity became the reference window's P99 (docs/accuracy.md),
+# before it ran once; edges of that rule: prompts just over the truth's 512-token cut, chunks of exactly 512,
+# 2 s scrapes ending inside a stall, a cached shared prefix under chunking.
+HELD_OUT_4 = [
+    Scenario("h4-tiny-nochunk-1500-s6", OFF, _h2(6, 1500, 3), seed=41, held_out=4, exercises="6 sessions, whole 1,500-token prefills every 3 s"),
+    Scenario("h4-tiny-nochunk-700", OFF, _h2(10, 700, 2), seed=42, held_out=4, exercises="whole 700-token prefills, just over the cut"),
+    Scenario("h4-tiny-chunk512", chunked(512), _h2(8, 1600, 3), seed=43, held_out=4, exercises="chunks of exactly 512 prompt tokens"),
+    Scenario("h4-tiny-chunk64-overload", chunked(64), _h2(8, 1200, 1.5), seed=44, held_out=4,
+             exercises="budget 64, a 1,200-token prompt every 1.5 s"),
+    Scenario("h4-small-chunk384", chunked(384), _h2(3, 800, 8), model="small", seed=45, held_out=4, exercises="`small`, budget 384"),
+    Scenario("h4-small-nochunk-1200", OFF, _h2(2, 1200, 10), model="small", seed=46, held_out=4,
+             exercises="`small`, 2 sessions, whole 1,200-token prefills"),
+    Scenario("h4-kv-fp8-2mb", KV + ("--kv-cache-mb", "2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "28", "--short-prompt-tokens", "32", "--max-tokens", "160", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1400", "--long-every", "3"), seed=47, held_out=4, exercises="a 2 MiB fp8 pool, 28 sessions"),
+    Scenario("h4-neg-short-48sess", ("--max-num-seqs", "128"),
+             ("--sessions", "48", "--short-prompt-tokens", "40", "--max-tokens", "64") + SHORT_ONLY, seed=48,
+             held_out=4, exercises="negative: 48 sessions of 40-token prompts"),
+    Scenario("h4-end-in-stall-scrape2s", OFF, _h2(10, 1900, "{half}"), seed=49, interval="2s", collect_frac=0.5,
+             collect_tail_s=3.0, held_out=4, exercises="ends inside a 1,900-token prefill, 2 s scrapes, 10 sessions"),
+    Scenario("h4-shared-prefix-cached-chunk256", chunked(256), ("--sessions", "6", "--shared-prefix-tokens", "1600",
+                                                                "--short-prompt-tokens", "32", "--max-tokens", "48",
+                                                                "--long-every", "1000000", "--long-max-tokens", "1"),
+             seed=50, held_out=4, prefix_caching=True,
+             exercises="negative: a 1,600-token shared prefix from the prefix cache, budget 256"),
+]
+HELD_OUT_5 = [
+    Scenario("h5-tiny-nochunk-900-s4", OFF, _h2(4, 900, 2.5), seed=51, held_out=5, exercises="4 sessions, whole 900-token prefills"),
+    Scenario("h5-tiny-chunk448", chunked(448), _h2(8, 1800, 2.5), seed=52, held_out=5,
+             exercises="chunks of 448 tokens, just under the cut"),
+    Scenario("h5-tiny-chunk640-overload", chunked(640), _h2(10, 1700, 1.2), seed=53, held_out=5,
+             exercises="chunks of 640 tokens, a 1,700-token prompt every 1.2 s"),
+    Scenario("h5-small-chunk192", chunked(192), _h2(3, 700, 7), model="small", seed=54, held_out=5, exercises="`small`, budget 192"),
+    Scenario("h5-small-nochunk-1000-s3", OFF, _h2(3, 1000, 9), model="small", seed=55, held_out=5,
+             exercises="`small`, 3 sessions, whole 1,000-token prefills"),
+    Scenario("h5-kv-auto-4mb-40sess", KV + ("--kv-cache-mb", "4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "40", "--short-prompt-tokens", "32", "--max-tokens", "200", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1200", "--long-every", "2.5"), seed=56, held_out=5, exercises="a 4 MiB pool, 40 sessions"),
+    Scenario("h5-neg-blas1-24sess", ("--blas-threads", "1", "--max-num-seqs", "64"),
+             ("--sessions", "24", "--short-prompt-tokens", "48", "--max-tokens", "48") + SHORT_ONLY, seed=57,
+             held_out=5, exercises="negative: one BLAS thread, 24 sessions of 48-token prompts"),
+    Scenario("h5-end-in-stall-small", OFF, _h2(3, 1400, "{half}"), model="small", seed=58, interval="1s",
+             collect_frac=0.5, collect_tail_s=2.0, held_out=5, exercises="`small`, ends inside a 1,400-token prefill, 1 s scrapes"),
+    Scenario("h5-shared-prefix-nocache-chunk1024", chunked(1024), ("--sessions", "6", "--shared-prefix-tokens", "1200",
+                                                                   "--short-prompt-tokens", "32", "--max-tokens", "40",
+                                                                   "--long-every", "1000000", "--long-max-tokens", "1"),
+             seed=59, held_out=5, exercises="a 1,200-token shared prefix, caching off, budget 1,024"),
+    Scenario("h5-tiny-nochunk-1100-scrape1s", OFF, _h2(12, 1100, 2), seed=60, interval="1s", held_out=5,
+             exercises="12 sessions, whole 1,100-token prefills, 1 s scrapes"),
+]
+HELD_OUT_6 = [
+    Scenario("h6-tiny-nochunk-1200-s8", OFF, _h2(8, 1200, 2), seed=61, held_out=6, exercises="8 sessions, whole 1,200-token prefills every 2 s"),
+    Scenario("h6-tiny-chunk256-steady", chunked(256), _h2(6, 1400, 3), seed=62, held_out=6, exercises="budget 256, steady"),
+    Scenario("h6-tiny-chunk1536", chunked(1536), _h2(8, 1400, 2.5), seed=63, held_out=6,
+             exercises="chunked, but a budget above the prompt: whole-prompt steps beside the decodes"),
+    Scenario("h6-small-chunk96", chunked(96), _h2(3, 900, 8), model="small", seed=64, held_out=6, exercises="`small`, budget 96"),
+    Scenario("h6-small-nochunk-600-s2", OFF, _h2(2, 600, 6), model="small", seed=65, held_out=6,
+             exercises="`small`, 2 sessions, whole 600-token prefills"),
+    Scenario("h6-kv-fp8-3mb-32sess", KV + ("--kv-cache-mb", "3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "32", "--short-prompt-tokens", "32", "--max-tokens", "180", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1300", "--long-every", "2"), seed=66, held_out=6, exercises="a 3 MiB fp8 pool, 32 sessions"),
+    Scenario("h6-kv-auto-32mb", KV + ("--kv-cache-mb", "32", "--kv-cache-dtype", "auto"), KV_LOAD, seed=67, held_out=6,
+             exercises="negative: a 32 MiB pool that fits"),
+    Scenario("h6-neg-short-64sess", ("--max-num-seqs", "128"),
+             ("--sessions", "64", "--short-prompt-tokens", "24", "--max-tokens", "48") + SHORT_ONLY, seed=68,
+             held_out=6, exercises="negative: 64 sessions of 24-token prompts"),
+    Scenario("h6-end-in-stall-small-scrape0.5", OFF, _h2(3, 1800, "{half}"), model="small", seed=69, collect_frac=0.5,
+             collect_tail_s=3.0, held_out=6, exercises="`small`, ends about 3 s into a 1,800-token prefill"),
+    Scenario("h6-shared-prefix-cached-nochunk", OFF, ("--sessions", "6", "--shared-prefix-tokens", "1400",
+                                                      "--short-prompt-tokens", "32", "--max-tokens", "48",
+                                                      "--long-every", "1000000", "--long-max-tokens", "1"),
+             seed=70, held_out=6, prefix_caching=True,
+             exercises="negative: a 1,400-token shared prefix from the prefix cache, chunking off"),
+]
+# The seventh: written after the grid fix of 2026-12-03 (evaluation at the scrapes), before it ran once.
+HELD_OUT_7 = [
+    Scenario("h7-tiny-nochunk-1600-s5", OFF, _h2(5, 1600, 3), seed=71, held_out=7, exercises="5 sessions, whole 1,600-token prefills every 3 s"),
+    Scenario("h7-tiny-chunk128-overload", chunked(128), _h2(8, 1500, 1.5), seed=72, held_out=7,
+             exercises="budget 128, a 1,500-token prompt every 1.5 s"),
+    Scenario("h7-tiny-chunk1280", chunked(1280), _h2(6, 1100, 2.5), seed=73, held_out=7,
+             exercises="budget 1,280 above the 1,100-token prompt: whole-prompt steps beside the decodes"),
+    Scenario("h7-small-chunk320", chunked(320), _h2(3, 1200, 8), model="small", seed=74, held_out=7, exercises="`small`, budget 320"),
+    Scenario("h7-small-nochunk-800-scrape2s", OFF, _h2(4, 800, 7), model="small", seed=75, interval="2s", held_out=7,
+             exercises="`small`, whole 800-token prefills, 2 s scrapes"),
+    Scenario("h7-kv-fp8-2mb-48sess", KV + ("--kv-cache-mb", "2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "48", "--short-prompt-tokens", "32", "--max-tokens", "160", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "1000", "--long-every", "2"), seed=76, held_out=7, exercises="a 2 MiB fp8 pool, 48 sessions"),
+    Scenario("h7-kv-auto-24mb", KV + ("--kv-cache-mb", "24", "--kv-cache-dtype", "auto"), KV_LOAD, seed=77, held_out=7,
+             exercises="negative: a 24 MiB pool that fits"),
+    Scenario("h7-neg-blas1-bigbatch-40sess", ("--blas-threads", "1", "--max-num-seqs", "96"),
+             ("--sessions", "40", "--short-prompt-tokens", "40", "--max-tokens", "64") + SHORT_ONLY, seed=78,
+             held_out=7, exercises="negative: one BLAS thread, 40 sessions of 40-token prompts"),
+    Scenario("h7-end-in-stall-tiny-scrape0.25", OFF, _h2(6, 2000, "{half}"), seed=79, interval="0.25s", collect_frac=0.5,
+             collect_tail_s=0.75, held_out=7, exercises="`tiny`, ends inside a 2,000-token prefill, 0.25 s scrapes"),
+    Scenario("h7-shared-prefix-nocache-nochunk", OFF, ("--sessions", "5", "--shared-prefix-tokens", "1000",
+                                                       "--short-prompt-tokens", "32", "--max-tokens", "48",
+                                                       "--long-every", "1000000", "--long-max-tokens", "1"),
+             seed=80, held_out=7, exercises="a 1,000-token shared prefix recomputed (caching off), chunking off"),
+]
+# The eighth: written after the `still` state and the SLO bound on the inferred budget, before they ran on it.
+HELD_OUT_8 = [
+    Scenario("h8-tiny-nochunk-1000-s10", OFF, _h2(10, 1000, 2), seed=81, held_out=8, exercises="10 sessions, whole 1,000-token prefills every 2 s"),
+    Scenario("h8-tiny-chunk224-steady", chunked(224), _h2(6, 1700, 3), seed=82, held_out=8, exercises="budget 224, steady"),
+    Scenario("h8-tiny-chunk896", chunked(896), _h2(6, 1900, 2.5), seed=83, held_out=8,
+             exercises="budget 896: chunks of about 890 prompt tokens"),
+    Scenario("h8-small-chunk256-s4", chunked(256), _h2(4, 1100, 7), model="small", seed=84, held_out=8,
+             exercises="`small`, budget 256, 4 sessions"),
+    Scenario("h8-small-nochunk-1500", OFF, _h2(2, 1500, 10), model="small", seed=85, held_out=8,
+             exercises="`small`, whole 1,500-token prefills"),
+    Scenario("h8-kv-auto-3mb-36sess", KV + ("--kv-cache-mb", "3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "36", "--short-prompt-tokens", "32", "--max-tokens", "150", "--long-max-tokens", "8",
+              "--long-prompt-tokens", "900", "--long-every", "2"), seed=86, held_out=8, exercises="a 3 MiB pool, 36 sessions"),
+    Scenario("h8-kv-fp8-16mb", KV + ("--kv-cache-mb", "16", "--kv-cache-dtype", "fp8"), KV_LOAD, seed=87, held_out=8,
+             exercises="negative: a 16 MiB fp8 pool that fits"),
+    Scenario("h8-neg-short-96sess", ("--max-num-seqs", "128"),
+             ("--sessions", "96", "--short-prompt-tokens", "16", "--max-tokens", "32") + SHORT_ONLY, seed=88,
+             held_out=8, exercises="negative: 96 sessions of 16-token prompts"),
+    Scenario("h8-end-in-stall-small-scrape0.5", OFF, _h2(4, 1100, "{half}"), model="small", seed=89, collect_frac=0.5,
+             collect_tail_s=1.5, held_out=8, exercises="`small`, ends about 1.5 s into a 1,100-token prefill, 0.5 s scrapes"),
+    Scenario("h8-tiny-nochunk-800-scrape1s", OFF, _h2(8, 800, 1.5), seed=90, interval="1s", held_out=8,
+             exercises="8 sessions, whole 800-token prefills every 1.5 s, 1 s scrapes"),
+]
+# The ninth: its parameters drawn once by a seeded RNG (seed 20261203; the draw is in docs/accuracy.md), not chosen.
+HELD_OUT_9 = [
+    Scenario("h9-tiny-chunk640-s4-scrape1s", chunked(640), _h2(4, 1150, 5.8), seed=91, interval="1s", held_out=9,
+             exercises="budget 640, 4 sessions, 1,150-token prompts every 5.8 s, 1 s scrapes"),
+    Scenario("h9-small-nochunk-1200-s7", OFF, _h2(7, 1200, 7.1), model="small", seed=92, held_out=9,
+             exercises="`small`, 7 sessions, whole 1,200-token prefills every 7.1 s"),
+    Scenario("h9-small-chunk512-s8", chunked(512), _h2(8, 650, 7.7), model="small", seed=93, held_out=9,
+             exercises="`small`, budget 512, 8 sessions, 650-token prompts"),
+    Scenario("h9-small-nochunk-450-scrape1s", OFF, _h2(9, 450, 9.4), model="small", seed=94, interval="1s",
+             held_out=9, exercises="`small`, whole 450-token prefills (under the 512 cut), 1 s scrapes"),
+    Scenario("h9-tiny-nochunk-1300-s11-scrape1s", OFF, _h2(11, 1300, 9.6), seed=95, interval="1s", held_out=9,
+             exercises="11 sessions, whole 1,300-token prefills every 9.6 s, 1 s scrapes"),
+    Scenario("h9-tiny-chunk384-s5-scrape1s", chunked(384), _h2(5, 900, 9.5), seed=96, interval="1s", held_out=9,
+             exercises="budget 384, 5 sessions, 1 s scrapes"),
+    Scenario("h9-kv-fp8-17mb-11sess", KV + ("--kv-cache-mb", "17.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "11") + KV_LOAD[2:], seed=97, held_out=9, exercises="a 17.3 MiB fp8 pool, 11 sessions"),
+    Scenario("h9-kv-fp8-11mb-16sess", KV + ("--kv-cache-mb", "11.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "16") + KV_LOAD[2:], seed=98, held_out=9, exercises="an 11.2 MiB fp8 pool, 16 sessions"),
+    Scenario("h9-neg-short-69sess", ("--max-num-seqs", "128"),
+             ("--sessions", "69", "--short-prompt-tokens", "18", "--max-tokens", "32") + SHORT_ONLY, seed=99,
+             held_out=9, exercises="negative: 69 sessions of 18-token prompts"),
+    Scenario("h9-end-in-stall-small-1200", OFF, _h2(4, 1200, "{half}"), model="small", seed=100, collect_frac=0.5,
+             collect_tail_s=2.0, held_out=9, exercises="`small`, ends about 2 s into a whole 1,200-token prefill"),
+]
+# The tenth: drawn the same way (seed 202612031), after the known-budget rule (B - running decodes >= 512).
+HELD_OUT_10 = [
+    Scenario("h10-tiny-nochunk-1750-s6-scrape1s", OFF, _h2(6, 1750, 7.5), seed=101, interval="1s", held_out=10,
+             exercises="6 sessions, whole 1,750-token prefills every 7.5 s, 1 s scrapes"),
+    Scenario("h10-tiny-chunk128-s14", chunked(128), _h2(14, 750, 5.8), seed=102, held_out=10,
+             exercises="budget 128, 14 sessions, 750-token prompts"),
+    Scenario("h10-tiny-chunk1024-s16", chunked(1024), _h2(16, 1850, 7.3), seed=103, held_out=10,
+             exercises="budget 1,024, 16 sessions, 1,850-token prompts"),
+    Scenario("h10-tiny-nochunk-1000-s10-scrape1s", OFF, _h2(10, 1000, 5.9), seed=104, interval="1s", held_out=10,
+             exercises="10 sessions, whole 1,000-token prefills every 5.9 s, 1 s scrapes"),
+    Scenario("h10-small-nochunk-1400-s2", OFF, _h2(2, 1400, 4.0), model="small", seed=105, held_out=10,
+             exercises="`small`, 2 sessions, whole 1,400-token prefills every 4 s"),
+    Scenario("h10-tiny-chunk768-s6", chunked(768), _h2(6, 1250, 3.3), seed=106, held_out=10,
+             exercises="budget 768, 6 sessions, 1,250-token prompts every 3.3 s"),
+    Scenario("h10-kv-fp8-18mb-38sess", KV + ("--kv-cache-mb", "17.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "38") + KV_LOAD[2:], seed=107, held_out=10, exercises="a 17.9 MiB fp8 pool, 38 sessions"),
+    Scenario("h10-kv-fp8-15mb-24sess", KV + ("--kv-cache-mb", "14.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "24") + KV_LOAD[2:], seed=108, held_out=10, exercises="a 14.8 MiB fp8 pool, 24 sessions"),
+    Scenario("h10-neg-short-125sess", ("--max-num-seqs", "128"),
+             ("--sessions", "125", "--short-prompt-tokens", "56", "--max-tokens", "32") + SHORT_ONLY, seed=109,
+             held_out=10, exercises="negative: 125 sessions of 56-token prompts"),
+    Scenario("h10-end-in-stall-small-1850-scrape1s", OFF, _h2(4, 1850, "{half}"), model="small", seed=110,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=10,
+             exercises="`small`, ends about 2 s into a whole 1,850-token prefill, 1 s scrapes"),
+]
+SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
+             + HELD_OUT_9 + HELD_OUT_10)
