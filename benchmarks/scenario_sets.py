@@ -287,7 +287,7 @@ HELD_OUT_8 = [
     Scenario("h8-tiny-nochunk-800-scrape1s", OFF, _h2(8, 800, 1.5), seed=90, interval="1s", held_out=8,
              exercises="8 sessions, whole 800-token prefills every 1.5 s, 1 s scrapes"),
 ]
-# The ninth: its parameters drawn once by a seeded RNG (seed 20261203; the draw is in docs/accuracy.md), not chosen.
+# The ninth: its parameters drawn once, not chosen (`python benchmarks/draw_scenarios.py --seed 20261203`).
 HELD_OUT_9 = [
     Scenario("h9-tiny-chunk640-s4-scrape1s", chunked(640), _h2(4, 1150, 5.8), seed=91, interval="1s", held_out=9,
              exercises="budget 640, 4 sessions, 1,150-token prompts every 5.8 s, 1 s scrapes"),
