@@ -164,3 +164,18 @@ def test_the_analyzed_itl_p99_counts_gaps_inside_the_store_and_the_gap_still_ope
     gaps = [0.01] * 50 + [2.0]
     assert ends_in_stall == pytest.approx(float(__import__("numpy").percentile(gaps, 99)))
     assert analyzed_itl_p99({"records": []}, 0, 1) is None
+
+
+def test_with_config_gives_analyze_the_flags_each_server_ran():
+    """`--with-config`: chunking off says so; a chunked budget goes with it; a server without those flags ran
+    the refserver's defaults (chunked, 2048); the sets' names are unique."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from scenario_sets import KV, OFF, SCENARIOS, Scenario, chunked
+    from scenarios import known_config
+
+    assert known_config(Scenario("a", OFF, ())) == ("--no-enable-chunked-prefill",)
+    assert known_config(Scenario("b", chunked(640), ())) == ("--enable-chunked-prefill", "--max-num-batched-tokens", "640")
+    assert known_config(Scenario("c", KV, ())) == ("--enable-chunked-prefill", "--max-num-batched-tokens", "64")
+    assert known_config(Scenario("d", ("--max-num-seqs", "128"), ())) == ("--enable-chunked-prefill",
+                                                                           "--max-num-batched-tokens", "2048")
+    assert len({sc.name for sc in SCENARIOS}) == len(SCENARIOS)
