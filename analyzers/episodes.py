@@ -209,7 +209,7 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
     prefill_work = ev["long_prefills"] > 0 or ev["windows_frozen_computing_prompts"] > 0
     running = ev["running_median"]
     # the running requests less the one prefilling decode beside every chunk (at least one: a stream to starve)
-    decodes = max(int(running) - 1, 1) if running == running else 1
+    decodes = max(int(running) - 1, 1) if np.isfinite(running) else 1
     holds = chunking.holds_long_prefills(decodes=decodes)
     per = ev["stalls_per_long_prefill_per_stream"]
     # a step outlasted the live window, then a prefill completed: whole-prompt steps, unless the configuration

@@ -346,3 +346,5 @@ def test_a_budget_of_512_computes_no_long_prompt_beside_running_decodes():
     assert _cause(ev, C.from_flags(True, 520), 60.0, False)[0] == "prefill"
     assert C.from_flags(True, 512).holds_long_prefills() is True
     assert C.from_flags(True, 512).holds_long_prefills(decodes=1) is False
+    # a running gauge that overflowed to inf (the fuzzed exposition did) counts the one stream it implies
+    assert _cause({**ev, "running_median": float("inf")}, C.from_flags(True, 512), 60.0, False)[0] == "prefill_chunks"
