@@ -2,7 +2,8 @@
 
 Each scenario (benchmarks/scenario_sets.py) is server flags + load-generator flags + scrape interval; the
 duration is --quick's or the full one. `record_run` drives the real reference server, collector and load
-generator (benchmarks/accuracy.py records its arms with it too); truth comes from the run's steps.jsonl by the rule of `analyzers/truth.py` (docs/accuracy.md);
+generator (benchmarks/accuracy.py records its arms with it too); truth comes from the run's steps.jsonl by
+the rule of `analyzers/truth.py` (docs/accuracy.md);
 findings come from `stallscope analyze --db store.db --format json`, run as a user would. Printed: one
 row per scenario, then the summary figures beside the issue's targets with the ratio to each.
 
@@ -23,6 +24,7 @@ import numpy as np
 from bench_collect_cpu import wait_http
 from scenario_sets import OFF, SCENARIOS, Scenario  # noqa: F401  (OFF: for benchmarks/prefix_cache.py)
 
+from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.server_thread import free_port
 
 SS = [sys.executable, "-m", "stallscope.cli"]
@@ -80,11 +82,12 @@ def analyze(run: Path, slo: float, steps: bool = False, config: tuple[str, ...] 
 
 
 def known_config(sc: Scenario) -> tuple[str, ...]:
-    """The scenario server's chunked-prefill flags as `analyze` takes them (what its operator knows)."""
-    flags = [f for f in sc.server if f in ("--enable-chunked-prefill", "--no-enable-chunked-prefill")]
-    if "--max-num-batched-tokens" in sc.server and flags != ["--no-enable-chunked-prefill"]:
-        flags += ["--max-num-batched-tokens", sc.server[sc.server.index("--max-num-batched-tokens") + 1]]
-    return tuple(flags) or ("--enable-chunked-prefill", "--max-num-batched-tokens", "2048")  # the refserver's defaults
+    """The scenario server's chunked-prefill flags as `analyze` takes them (what its operator knows), read by the
+    refserver's own flag parser (its defaults included)."""
+    cfg = EngineConfig.from_flags(sc.server)
+    if not cfg.enable_chunked_prefill:
+        return ("--no-enable-chunked-prefill",)
+    return ("--enable-chunked-prefill", "--max-num-batched-tokens", str(cfg.max_num_batched_tokens))
 
 
 def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False) -> dict:
