@@ -336,5 +336,30 @@ HELD_OUT_10 = [
              interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=10,
              exercises="`small`, ends about 2 s into a whole 1,850-token prefill, 1 s scrapes"),
 ]
+# The eleventh: drawn the same way (seed 202612032), before any change this session, to score on its first pass.
+HELD_OUT_11 = [
+    Scenario("h11-tiny-chunk256-s12", chunked(256), _h2(12, 1500, 1.7), seed=111, held_out=11,
+             exercises="budget 256, 12 sessions, 1,500-token prompts every 1.7 s"),
+    Scenario("h11-small-chunk768-s13-scrape1s", chunked(768), _h2(13, 1250, 4.0), model="small", seed=112,
+             interval="1s", held_out=11, exercises="`small`, budget 768, 13 sessions, 1,250-token prompts, 1 s scrapes"),
+    Scenario("h11-small-chunk64-s15-scrape1s", chunked(64), _h2(15, 600, 3.8), model="small", seed=113,
+             interval="1s", held_out=11, exercises="`small`, budget 64, 15 sessions, 600-token prompts, 1 s scrapes"),
+    Scenario("h11-tiny-nochunk-650-s3", OFF, _h2(3, 650, 7.4), seed=114, held_out=11,
+             exercises="3 sessions, whole 650-token prefills every 7.4 s"),
+    Scenario("h11-small-chunk1536-s11", chunked(1536), _h2(11, 600, 1.5), model="small", seed=115, held_out=11,
+             exercises="`small`, budget 1,536 (whole 600-token prompts), 11 sessions, every 1.5 s"),
+    Scenario("h11-tiny-nochunk-1250-s14", OFF, _h2(14, 1250, 5.7), seed=116, held_out=11,
+             exercises="14 sessions, whole 1,250-token prefills every 5.7 s"),
+    Scenario("h11-kv-fp8-7mb-37sess", KV + ("--kv-cache-mb", "7.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "37") + KV_LOAD[2:], seed=117, held_out=11, exercises="a 7.1 MiB fp8 pool, 37 sessions"),
+    Scenario("h11-kv-auto-4mb-13sess", KV + ("--kv-cache-mb", "3.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "13") + KV_LOAD[2:], seed=118, held_out=11, exercises="a 3.6 MiB auto pool, 13 sessions"),
+    Scenario("h11-neg-short-49sess", ("--max-num-seqs", "128"),
+             ("--sessions", "49", "--short-prompt-tokens", "51", "--max-tokens", "32") + SHORT_ONLY, seed=119,
+             held_out=11, exercises="negative: 49 sessions of 51-token prompts"),
+    Scenario("h11-end-in-stall-small-1250-scrape1s", OFF, _h2(4, 1250, "{half}"), model="small", seed=120,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=11,
+             exercises="`small`, ends about 2 s into a whole 1,250-token prefill, 1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
-             + HELD_OUT_9 + HELD_OUT_10)
+             + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11)
