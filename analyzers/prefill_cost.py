@@ -51,7 +51,11 @@ def fit(samples: pd.DataFrame | None) -> dict | None:
     or fewer than 3 scrape intervals finished a request with computed tokens."""
     if samples is None or not len(samples):
         return None
-    inc = increments(samples)
+    return fit_increments(increments(samples))
+
+
+def fit_increments(inc: pd.DataFrame) -> dict | None:
+    """`fit` on per-interval increments (columns `t`, `n`, `p`, as `increments` returns them)."""
     if len(inc) < MIN_INTERVALS or not np.isfinite(inc.to_numpy(dtype=float)).all():
         return None
     per_request_tokens = inc["p"] / inc["n"]

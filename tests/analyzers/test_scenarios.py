@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from stallscope.analyzers import truth
@@ -179,3 +180,21 @@ def test_with_config_gives_analyze_the_flags_each_server_ran():
     assert known_config(Scenario("d", ("--max-num-seqs", "128"), ())) == ("--enable-chunked-prefill",
                                                                            "--max-num-batched-tokens", "2048")
     assert len({sc.name for sc in SCENARIOS}) == len(SCENARIOS)
+
+
+def test_rebuilt_prefill_times_count_a_shared_step_once_per_request_as_the_metric_does(tmp_path):
+    # a 1,000-token prompt alone for 300 ms, then two 40-token prompts in one 20 ms step, then decodes
+    rows = [step(0, 0, 300, prefill=1000, decode=0), step(1, 300, 320, prefill=80, decode=1, prefill_reqs=2),
+            step(2, 320, 330, prefill=0, decode=3)]
+    rows[0].update(num_scheduled_tokens={"long": 1000}, arrival_ns={"long": T0})
+    rows[1].update(num_scheduled_tokens={"long": 1, "a": 40, "b": 40}, arrival_ns={"a": T0, "b": T0})
+    rows[2].update(num_scheduled_tokens={"long": 1, "a": 1, "b": 1})
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from prefill_time_inflation import rebuilt_increments, request_prefills
+
+    reqs = request_prefills(trace(tmp_path, rows)).set_index("p")
+    assert reqs.loc[1000, "t"] == pytest.approx(0.300) and not reqs.loc[1000, "shared"]
+    assert list(reqs.loc[40, "t"]) == pytest.approx([0.020, 0.020])       # the metric: the step twice
+    assert list(reqs.loc[40, "split"]) == pytest.approx([0.010, 0.010])   # counted once between them
+    inc = rebuilt_increments(reqs.reset_index(), np.array([T0 - 1, T0 + 310 * MS, T0 + 400 * MS]))
+    assert inc[["t", "n", "p"]].to_numpy().ravel() == pytest.approx([0.3, 1, 1000, 0.04, 2, 80])

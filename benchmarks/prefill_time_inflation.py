@@ -1,0 +1,114 @@
+"""Why the metrics' cost per prompt token reads high (issue 16): the same fit on prefill times rebuilt from the step trace.
+
+The idea: vLLM's `request_prefill_time_seconds` is each request's own time from first scheduled to first token,
+so a step that prefills k requests is counted k times in its sum (a burst of short prompts that queued behind
+a long prefill step is batched into one step, and each of them records all of it). This benchmark rebuilds
+every request's prefill time from a run's own step trace (the start of the first step that scheduled it to
+the end of its last prefill step, as the reference server measures it), sums them per scrape interval of the
+run's own store as the counters do, and runs the metrics path's fit (`analyzers/prefill_cost.py`) on them.
+When the rebuilt sums read as high as the real counters, the excess is in what the metric counts, not in
+the collection or the fit; the same fit with every step counted once (its time divided among the
+requests it prefilled) shows what the double counting costs. Printed per run: the step trace's least-squares cost per prompt token (the
+reference), the fit on the real counters, on the rebuilt ones and on the rebuilt ones counted once, each ratio to the reference beside the
+25 % limit of the cost-model target, and the share of prefill seconds recorded by requests that shared a
+prefill step.
+
+    python benchmarks/prefill_time_inflation.py runs/h9-full/h9-tiny-nochunk-1300-s11-scrape1s runs/h7-full/h7-tiny-chunk1280
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stallscope.analyzers import decode_starvation, prefill_cost
+from stallscope.analyzers.step_cost import read_step_trace
+from stallscope.collectors import loader
+
+LIMIT = 0.25
+
+
+def request_prefills(steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per request whose prefill ended inside the trace: `end_ns` (its last prefill step's end), `p`
+    (prompt tokens computed), `t` (seconds from its first step's start to that end), `split` (the same steps,
+    each divided among the requests it prefilled: what a metric counting every step once would hold),
+    `shared` (whether one of its prefill steps prefilled another request too)."""
+    open_: dict[str, list] = {}
+    done = []
+    for rec in steps[["start_ns", "end_ns", "num_prefill_reqs", "num_scheduled_tokens", "arrival_ns"]].itertuples(index=False):
+        sched = rec.num_scheduled_tokens if isinstance(rec.num_scheduled_tokens, dict) else {}
+        new = rec.arrival_ns if isinstance(rec.arrival_ns, dict) else {}
+        for req in [r for r in open_ if not (sched.get(r, 0) > 1)]:
+            start, end, p, split, shared = open_.pop(req)
+            done.append((end, p, (end - start) / 1e9, split, shared))
+        share = (rec.end_ns - rec.start_ns) / 1e9 / max(int(rec.num_prefill_reqs), 1)
+        for req, n in sched.items():
+            if req in new:
+                open_[req] = [rec.start_ns, rec.end_ns, n, share, rec.num_prefill_reqs > 1]
+            elif req in open_:
+                _, _, p, split, shared = open_[req]
+                open_[req][1:] = [rec.end_ns, p + n, split + share, shared or rec.num_prefill_reqs > 1]
+    return pd.DataFrame(done, columns=["end_ns", "p", "t", "split", "shared"])
+
+
+def rebuilt_increments(reqs: pd.DataFrame, scrape_ts: np.ndarray, time: str = "t") -> pd.DataFrame:
+    """`prefill_cost.increments`' frame from rebuilt requests (`time`: "t" as the metric counts, "split" with
+    every step counted once): each in the scrape interval its prefill ended in (the server counts it when
+    the request finishes, a few decode steps later)."""
+    k = np.searchsorted(scrape_ts, reqs["end_ns"].to_numpy(), side="left")
+    inside = (k > 0) & (k < len(scrape_ts))
+    g = reqs[inside].assign(k=k[inside]).groupby("k").agg(t=(time, "sum"), n=(time, "size"), p=("p", "sum"))
+    return g[(g["n"] > 0) & (g["p"] > 0)].astype(float)
+
+
+def measure(run: Path) -> dict:
+    steps = read_step_trace(run / "steps.jsonl")
+    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+    ref = decode_starvation.estimate_cost(pd.DataFrame(), steps)["prefill_s_per_token"]
+    reqs = request_prefills(steps)
+    real = prefill_cost.fit(samples)
+    ts = np.sort(samples["ts"].unique())
+    rebuilt = prefill_cost.fit_increments(rebuilt_increments(reqs, ts))
+    split = prefill_cost.fit_increments(rebuilt_increments(reqs, ts, "split"))
+    per_token = {name: (f["per_token_s"] if f else float("nan"))
+                 for name, f in (("real", real), ("rebuilt", rebuilt), ("split", split))}
+    shared = float(reqs.loc[reqs["shared"], "t"].sum() / reqs["t"].sum()) if len(reqs) else float("nan")
+    return {"run": str(run), "trace_s_per_token": ref, "metrics_s_per_token": per_token["real"],
+            "rebuilt_s_per_token": per_token["rebuilt"], "metrics_ratio": per_token["real"] / ref,
+            "rebuilt_ratio": per_token["rebuilt"] / ref, "split_s_per_token": per_token["split"],
+            "split_ratio": per_token["split"] / ref, "shared_prefill_share": shared,
+            "long_prompts": int((reqs["p"] >= 512).sum()), "requests": int(len(reqs))}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="scenario run directories (steps.jsonl and store.db)")
+    ap.add_argument("--json", dest="json_out", help="write the rows here")
+    args = ap.parse_args()
+    rows = [measure(run) for run in args.runs]
+    print(f"| run | long prompts | trace us/token | metrics us/token | / trace (limit {1 - LIMIT:.2f}-{1 + LIMIT:.2f}) "
+          "| rebuilt from the trace us/token | / trace | rebuilt, each step counted once | / trace "
+          "| prefill seconds in shared steps |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {Path(r['run']).name} | {r['long_prompts']} | {r['trace_s_per_token'] * 1e6:.0f} | "
+              f"{r['metrics_s_per_token'] * 1e6:.0f} | {r['metrics_ratio']:.2f} | {r['rebuilt_s_per_token'] * 1e6:.0f} | "
+              f"{r['rebuilt_ratio']:.2f} | {r['split_s_per_token'] * 1e6:.0f} | {r['split_ratio']:.2f} | "
+              f"{r['shared_prefill_share']:.0%} |")
+    ratios = np.array([[r["metrics_ratio"], r["rebuilt_ratio"], r["split_ratio"]] for r in rows], dtype=float)
+    for name, col in (("metrics", 0), ("rebuilt", 1), ("rebuilt, each step once", 2)):
+        x = ratios[:, col][np.isfinite(ratios[:, col])]
+        if len(x):
+            print(f"{name}: median ratio {np.median(x):.2f}, within {LIMIT:.0%} on {(np.abs(x - 1) <= LIMIT).sum()} of {len(x)}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
