@@ -31,7 +31,7 @@ def chunk_budget(slo_s: float, decode_step_s: float, prefill_s_per_token: float,
 def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefill_s_per_token: float,
                                    source: str, long_prompt_tokens: float | None = None,
                                    budget_in_use: int | None = None, running: float | None = None,
-                                   budget_estimated: bool = False) -> tuple[str, dict]:
+                                   budget_estimated: bool = False, decode_from: str | None = None) -> tuple[str, dict]:
     """`--enable-chunked-prefill --max-num-batched-tokens N` with the step time and ITL it should give; never the
     budget already in use (`budget_in_use`): when no smaller budget of at least 64 tokens fits the SLO, it says
     chunking cannot meet the SLO on this hardware and names the levers that remain (`slo_levers`)."""
@@ -40,13 +40,14 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                 "conservative default): long prompts are then split into chunks that share each step with the "
                 "running decodes instead of holding the step for the whole prompt.")
         if budget_in_use is not None and budget_in_use <= 512:
-            return slo_levers(slo_s, decode_step_s, running, None, budget_in_use, estimated=budget_estimated)
+            return slo_levers(slo_s, decode_step_s, running, None, budget_in_use, estimated=budget_estimated,
+                              decode_from=decode_from)
         return text, {"max_num_batched_tokens": 512, "budget_source": "default"}
     n = chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
     step_s = decode_step_s + n * prefill_s_per_token
     if step_s > slo_s or (budget_in_use is not None and n >= budget_in_use):
         return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
-                          estimated=budget_estimated)
+                          estimated=budget_estimated, decode_from=decode_from)
     text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: a step then carries at most {n} tokens, "
             f"so it takes about {decode_step_s * 1e3:.0f} ms + {n} x {prefill_s_per_token * 1e3:.3f} ms "
             f"= {step_s * 1e3:.0f} ms (a long prompt's average cost per token: its first chunk costs less, its "
@@ -63,21 +64,38 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
 
 
 def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefill_s_per_token: float | None,
-               budget_in_use: int | None, source: str = "the metrics", estimated: bool = False) -> tuple[str, dict]:
+               budget_in_use: int | None, source: str = "the metrics", estimated: bool = False,
+               decode_from: str | None = None) -> tuple[str, dict]:
     """Chunking cannot meet the SLO here: the smallest useful chunk step (or the decode step alone) is too slow,
-    or the budget in use is already the one that fits. The levers that remain, with figures."""
+    or the budget in use is already the one that fits. The levers that remain, with figures.
+
+    `decode_from` "itl_p50": the decode step is the metrics' median gap between tokens, which bounds it from
+    above; when most steps carry prefill work (a queue of long prompts) it is far above a decode step, so
+    the text says what the figure is and gives no --max-num-seqs figure that would rest on it."""
     smallest = decode_step_s + 64 * prefill_s_per_token if prefill_s_per_token else float("nan")
-    facts = [f"a decode step alone takes about {decode_step_s * 1e3:.0f} ms"
-             + (f" at {running:.0f} running requests" if running else "")]
-    if math.isfinite(smallest):
+    at = f" at {running:.0f} running requests" if running else ""
+    bound_only = decode_from == "itl_p50" and decode_step_s > slo_s
+    if decode_from == "itl_p50":
+        facts = [f"the median gap between tokens (ITL P50) is about {decode_step_s * 1e3:.0f} ms{at}, and a "
+                 "decode step alone is at most that" + ("; with prefill work in most steps it may be far less, "
+                                                        "which a step trace (`--steps`) would measure" if bound_only else "")]
+    else:
+        facts = [f"a decode step alone takes about {decode_step_s * 1e3:.0f} ms{at}"]
+    if math.isfinite(smallest) and bound_only:
+        facts.append(f"a 64-token chunk adds about {64 * prefill_s_per_token * 1e3:.0f} ms to a step")
+    elif math.isfinite(smallest):
         facts.append(f"a step with a 64-token chunk about {smallest * 1e3:.0f} ms")
     if budget_in_use is not None:
         facts.append(f"the budget in use is about {budget_in_use} tokens (inferred from the metrics)" if estimated
                      else f"the budget in use is already {budget_in_use} tokens")
-    text = (f"Chunked prefill alone cannot meet the {slo_s * 1e3:.0f} ms ITL SLO on this hardware ({'; '.join(facts)}; "
+    lead = ("The metrics cannot show chunked prefill alone meeting" if bound_only else "Chunked prefill alone cannot meet")
+    text = (f"{lead} the {slo_s * 1e3:.0f} ms ITL SLO on this hardware ({'; '.join(facts)}; "
             f"cost figures from {source}). Levers that remain: ")
     levers = []
-    if running and running >= 2 and decode_step_s > 0:
+    if running and running >= 2 and bound_only:
+        levers.append(f"a smaller `--max-num-seqs` (fewer than the {running:.0f} running now: a memory-bound decode "
+                      "step shrinks with the batch)")
+    elif running and running >= 2 and decode_step_s > 0:
         seqs = max(1, min(int(running * min(1.0, 0.5 * slo_s / decode_step_s)), math.ceil(running) - 1))
         levers.append(f"a smaller `--max-num-seqs` (e.g. {seqs} instead of the {running:.0f} running now: a "
                       "memory-bound decode step shrinks with the batch)")

@@ -73,7 +73,7 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
             decode_only = dur[(x[:, 1] == 0) & (x[:, 2] > 0)]
             if coef[1] > 0 and len(decode_only):
                 return {"decode_step_s": float(np.median(decode_only)), "prefill_s_per_token": float(coef[1]),
-                        "source": f"a least-squares fit of {len(st)} traced steps"}
+                        "source": f"a least-squares fit of {len(st)} traced steps", "decode_step_from": "trace"}
     prompt = np.nansum(signals["prompt_rate"].to_numpy(dtype=float))
     prefill_time = np.nansum(signals["prefill_time_rate"].to_numpy(dtype=float))
     decode = _nanmedian(signals["itl_p50"])
@@ -83,7 +83,7 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
         if chunking is not None and chunking.enabled and chunking.budget:
             per_token = max(per_token - decode / chunking.budget, 0.25 * per_token)
             what = f", less one decode step per {chunking.budget}-token chunk"
-        return {"decode_step_s": decode, "prefill_s_per_token": per_token,
+        return {"decode_step_s": decode, "prefill_s_per_token": per_token, "decode_step_from": "itl_p50",
                 "source": f"the metrics (a least-squares fit of request_prefill_time_seconds on requests and computed "
                           f"prompt tokens over {fitted['intervals']} scrape intervals{what}; ITL P50 as the decode step)"}
     if prompt > 0 and prefill_time > 0 and np.isfinite(decode):
@@ -97,13 +97,13 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
             steps += prompt / chunking.budget
             tokens += f", less one decode step per {chunking.budget}-token chunk"
         per_token = max((prefill_time - decode * steps) / prompt, 0.25 * raw)
-        return {"decode_step_s": decode, "prefill_s_per_token": per_token,
+        return {"decode_step_s": decode, "prefill_s_per_token": per_token, "decode_step_from": "itl_p50",
                 "source": f"the metrics (request_prefill_time_seconds per {tokens}, less one ITL P50 decode step "
                           "per prefilled request; ITL P50 as the decode step)"}
     if roofline_cost:
         return dict(roofline_cost)
     return {"decode_step_s": decode if np.isfinite(decode) else 0.0, "prefill_s_per_token": float("nan"),
-            "source": "none"}
+            "source": "none", "decode_step_from": "itl_p50" if np.isfinite(decode) else None}
 
 
 def _computed(signals) -> bool:
@@ -153,7 +153,8 @@ def recommend(slo: float, cost: dict, chunking: Chunking, running: float, budget
     text, extra = chunked_prefill_recommendation(slo_s=slo, decode_step_s=cost["decode_step_s"],
                                                  prefill_s_per_token=cost["prefill_s_per_token"], source=cost["source"],
                                                  budget_in_use=in_use, running=running,
-                                                 budget_estimated=in_use is not None and not chunking.budget)
+                                                 budget_estimated=in_use is not None and not chunking.budget,
+                                                 decode_from=cost.get("decode_step_from"))
     simulated = budget_advice() if budget_advice is not None else None
     if simulated is not None and simulated[1].get("max_num_batched_tokens") != in_use:
         text = simulated[0]

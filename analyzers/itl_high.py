@@ -56,8 +56,9 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
         budget = int(est) if math.isfinite(est) and est >= 1 else None
         ev["max_num_batched_tokens_in_use_estimated"] = budget
     free = ep.evidence["windows_prefill_free"]
+    decode_is = "the median gap between tokens is" if cost.get("decode_step_from") == "itl_p50" else "decode steps take"
     explanation = (f"{tail}. {chunking.sentence()}: no step computed a long prompt, so this is not decode "
-                   f"starvation; the chunk steps themselves are slower than the SLO here (decode steps take about "
+                   f"starvation; the chunk steps themselves are slower than the SLO here ({decode_is} about "
                    f"{d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and every running stream waits "
                    f"for each of them. Decided by: {ep.decided_by}.")
     if free:
@@ -66,6 +67,7 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     ev.update(extra)
     if d > slo:
         text, extra = slo_levers(slo, d, ep.evidence["running_median"], cost["prefill_s_per_token"], budget,
-                                 cost["source"], estimated=not chunking.budget)
+                                 cost["source"], estimated=not chunking.budget,
+                                 decode_from=cost.get("decode_step_from"))
         ev.update(extra)
     return explanation, text

@@ -1,17 +1,19 @@
 """Why the metrics' cost per prompt token reads high (issue 16): the same fit on prefill times rebuilt from the step trace.
 
-The idea: vLLM's `request_prefill_time_seconds` is each request's own time from first scheduled to first token,
-so a step that prefills k requests is counted k times in its sum (a burst of short prompts that queued behind
-a long prefill step is batched into one step, and each of them records all of it). This benchmark rebuilds
-every request's prefill time from a run's own step trace (the start of the first step that scheduled it to
-the end of its last prefill step, as the reference server measures it), sums them per scrape interval of the
-run's own store as the counters do, and runs the metrics path's fit (`analyzers/prefill_cost.py`) on them.
-When the rebuilt sums read as high as the real counters, the excess is in what the metric counts, not in
-the collection or the fit; the same fit with every step counted once (its time divided among the
-requests it prefilled) shows what the double counting costs. Printed per run: the step trace's least-squares cost per prompt token (the
-reference), the fit on the real counters, on the rebuilt ones and on the rebuilt ones counted once, each ratio to the reference beside the
-25 % limit of the cost-model target, and the share of prefill seconds recorded by requests that shared a
-prefill step.
+The idea: vLLM's `request_prefill_time_seconds` is each request's own time from first scheduled to first
+token, so a step that prefills k requests is counted k times in its sum (a burst of short prompts that queued
+behind a long prefill step is batched into one step, and each of them records all of it). This benchmark
+rebuilds every request's prefill time from a run's own step trace (the start of the first step that
+scheduled it to the end of its last prefill step, as the reference server measures it), sums them per scrape
+interval of the run's own store by the step that finished each request, as the counters do, and runs the
+metrics path's fit (`analyzers/prefill_cost.py`) on them. When the rebuilt sums read as high as the real
+counters, the excess is in what the metric counts, not in the collection or the fit; the same fit with every
+step counted once (its time divided among the requests it prefilled) shows what the double counting costs.
+
+Printed per run: the step trace's least-squares cost per prompt token (the reference); the fit on the real
+counters, on the rebuilt ones and on the rebuilt ones counted once, each with its ratio to the reference
+beside the 25 % limit of the cost-model target; and the share of prefill seconds recorded by requests that
+shared a prefill step.
 
     python benchmarks/prefill_time_inflation.py runs/h9-full/h9-tiny-nochunk-1300-s11-scrape1s runs/h7-full/h7-tiny-chunk1280
 """
@@ -34,18 +36,20 @@ LIMIT = 0.25
 
 
 def request_prefills(steps: pd.DataFrame) -> pd.DataFrame:
-    """One row per request whose prefill ended inside the trace: `end_ns` (its last prefill step's end), `p`
+    """One row per request whose prefill ended inside the trace: `end_ns` (its last prefill step's end),
+    `finish_ns` (the end of the last step that scheduled it: when the server counts it), `p`
     (prompt tokens computed), `t` (seconds from its first step's start to that end), `split` (the same steps,
     each divided among the requests it prefilled: what a metric counting every step once would hold),
     `shared` (whether one of its prefill steps prefilled another request too)."""
     open_: dict[str, list] = {}
-    done = []
+    done, last = [], {}
     for rec in steps[["start_ns", "end_ns", "num_prefill_reqs", "num_scheduled_tokens", "arrival_ns"]].itertuples(index=False):
         sched = rec.num_scheduled_tokens if isinstance(rec.num_scheduled_tokens, dict) else {}
         new = rec.arrival_ns if isinstance(rec.arrival_ns, dict) else {}
+        last.update(dict.fromkeys(sched, rec.end_ns))
         for req in [r for r in open_ if not (sched.get(r, 0) > 1)]:
             start, end, p, split, shared = open_.pop(req)
-            done.append((end, p, (end - start) / 1e9, split, shared))
+            done.append((req, end, p, (end - start) / 1e9, split, shared))
         share = (rec.end_ns - rec.start_ns) / 1e9 / max(int(rec.num_prefill_reqs), 1)
         for req, n in sched.items():
             if req in new:
@@ -53,14 +57,14 @@ def request_prefills(steps: pd.DataFrame) -> pd.DataFrame:
             elif req in open_:
                 _, _, p, split, shared = open_[req]
                 open_[req][1:] = [rec.end_ns, p + n, split + share, shared or rec.num_prefill_reqs > 1]
-    return pd.DataFrame(done, columns=["end_ns", "p", "t", "split", "shared"])
+    out = pd.DataFrame(done, columns=["req", "end_ns", "p", "t", "split", "shared"])
+    return out.assign(finish_ns=out["req"].map(last)).drop(columns="req")
 
 
 def rebuilt_increments(reqs: pd.DataFrame, scrape_ts: np.ndarray, time: str = "t") -> pd.DataFrame:
     """`prefill_cost.increments`' frame from rebuilt requests (`time`: "t" as the metric counts, "split" with
-    every step counted once): each in the scrape interval its prefill ended in (the server counts it when
-    the request finishes, a few decode steps later)."""
-    k = np.searchsorted(scrape_ts, reqs["end_ns"].to_numpy(), side="left")
+    every step counted once): each in the scrape interval it finished in, as the server counts it."""
+    k = np.searchsorted(scrape_ts, reqs["finish_ns"].to_numpy(), side="left")
     inside = (k > 0) & (k < len(scrape_ts))
     g = reqs[inside].assign(k=k[inside]).groupby("k").agg(t=(time, "sum"), n=(time, "size"), p=("p", "sum"))
     return g[(g["n"] > 0) & (g["p"] > 0)].astype(float)

@@ -348,3 +348,22 @@ def test_a_budget_of_512_computes_no_long_prompt_beside_running_decodes():
     assert C.from_flags(True, 512).holds_long_prefills(decodes=1) is False
     # a running gauge that overflowed to inf (the fuzzed exposition did) counts the one stream it implies
     assert _cause({**ev, "running_median": float("inf")}, C.from_flags(True, 512), 60.0, False)[0] == "prefill_chunks"
+
+
+def test_levers_say_an_itl_p50_only_bounds_the_decode_step_when_prefill_fills_most_steps():
+    # an overloaded slow host: every gap holds a prefill, so the metrics' median gap (3.75 s) is no decode step
+    text, extra = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=3.75, prefill_s_per_token=0.0024,
+                                                 source="the metrics", running=12, decode_from="itl_p50")
+    assert extra["max_num_batched_tokens"] is None
+    assert "median gap between tokens (ITL P50) is about 3750 ms at 12 running requests" in text
+    assert "a decode step alone is at most that" in text and "`--steps`" in text
+    assert "a decode step alone takes" not in text and "e.g." not in text     # no figure resting on it
+    assert text.startswith("The metrics cannot show chunked prefill alone meeting the 200 ms ITL SLO")
+    assert "a 64-token chunk adds about 154 ms to a step" in text
+    # under the SLO the median gap is the decode step's figure, and the --max-num-seqs figure stays
+    text, _ = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=0.002,
+                                             source="the metrics", budget_in_use=64, running=16, decode_from="itl_p50")
+    assert "(ITL P50) is about 150 ms at 16 running requests" in text and "`--steps`" not in text and "e.g. 10" in text
+    text, _ = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=0.002,
+                                             source="a trace", budget_in_use=64, running=16, decode_from="trace")
+    assert "a decode step alone takes about 150 ms at 16 running requests" in text

@@ -196,5 +196,8 @@ def test_rebuilt_prefill_times_count_a_shared_step_once_per_request_as_the_metri
     assert reqs.loc[1000, "t"] == pytest.approx(0.300) and not reqs.loc[1000, "shared"]
     assert list(reqs.loc[40, "t"]) == pytest.approx([0.020, 0.020])       # the metric: the step twice
     assert list(reqs.loc[40, "split"]) == pytest.approx([0.010, 0.010])   # counted once between them
-    inc = rebuilt_increments(reqs.reset_index(), np.array([T0 - 1, T0 + 310 * MS, T0 + 400 * MS]))
-    assert inc[["t", "n", "p"]].to_numpy().ravel() == pytest.approx([0.3, 1, 1000, 0.04, 2, 80])
+    assert set(reqs["finish_ns"]) == {T0 + 330 * MS}                       # the server counts them there
+    inc = rebuilt_increments(reqs.reset_index(), np.array([T0 - 1, T0 + 325 * MS, T0 + 400 * MS]))
+    assert inc[["t", "n", "p"]].to_numpy().ravel() == pytest.approx([0.34, 3, 1080])
+    once = rebuilt_increments(reqs.reset_index(), np.array([T0, T0 + 400 * MS]), "split")
+    assert once[["t", "n", "p"]].to_numpy().ravel() == pytest.approx([0.32, 3, 1080])
