@@ -12,8 +12,9 @@ step counted once (its time divided among the requests it prefilled) shows what 
 
 Printed per run: the step trace's least-squares cost per prompt token (the reference); the fit on the real
 counters, on the rebuilt ones and on the rebuilt ones counted once, each with its ratio to the reference
-beside the 25 % limit of the cost-model target; and the share of prefill seconds recorded by requests that
-shared a prefill step.
+beside the 25 % limit of the cost-model target; the share of prefill seconds recorded by requests that
+shared a prefill step; and, per run in the JSON and pooled on screen, the metrics path's decode step (ITL P50)
+beside the trace's decode-only steps.
 
     python benchmarks/prefill_time_inflation.py runs/h9-full/h9-tiny-nochunk-1300-s11-scrape1s runs/h7-full/h7-tiny-chunk1280
 """
@@ -28,9 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers import decode_starvation, prefill_cost
+from stallscope.analyzers import decode_starvation, prefill_cost, signals
 from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.collectors import loader
+from stallscope.core.config import load_thresholds
 
 LIMIT = 0.25
 
@@ -82,11 +84,19 @@ def measure(run: Path) -> dict:
     per_token = {name: (f["per_token_s"] if f else float("nan"))
                  for name, f in (("real", real), ("rebuilt", rebuilt), ("split", split))}
     shared = float(reqs.loc[reqs["shared"], "t"].sum() / reqs["t"].sum()) if len(reqs) else float("nan")
+    dur = (steps["end_ns"] - steps["start_ns"]).to_numpy(dtype=float) / 1e9
+    decode_only = dur[(steps["num_prefill_tokens"] == 0).to_numpy() & (steps["num_decode_tokens"] > 0).to_numpy()]
+    th = load_thresholds()
+    eval_ts, window = signals.choose_grid(samples, th)
+    p50 = decode_starvation.estimate_cost(signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window),
+                                          None, None, None, samples)["decode_step_s"]
     return {"run": str(run), "trace_s_per_token": ref, "metrics_s_per_token": per_token["real"],
             "rebuilt_s_per_token": per_token["rebuilt"], "metrics_ratio": per_token["real"] / ref,
             "rebuilt_ratio": per_token["rebuilt"] / ref, "split_s_per_token": per_token["split"],
             "split_ratio": per_token["split"] / ref, "shared_prefill_share": shared,
-            "long_prompts": int((reqs["p"] >= 512).sum()), "requests": int(len(reqs))}
+            "long_prompts": int((reqs["p"] >= 512).sum()), "requests": int(len(reqs)),
+            "decode_step_trace_s": float(np.median(decode_only)) if len(decode_only) else float("nan"),
+            "decode_step_metrics_s": float(p50)}
 
 
 def main() -> int:
@@ -104,6 +114,12 @@ def main() -> int:
               f"{r['metrics_s_per_token'] * 1e6:.0f} | {r['metrics_ratio']:.2f} | {r['rebuilt_s_per_token'] * 1e6:.0f} | "
               f"{r['rebuilt_ratio']:.2f} | {r['split_s_per_token'] * 1e6:.0f} | {r['split_ratio']:.2f} | "
               f"{r['shared_prefill_share']:.0%} |")
+    decode = np.array([r["decode_step_metrics_s"] / r["decode_step_trace_s"] for r in rows], dtype=float)
+    decode = decode[np.isfinite(decode)]
+    if len(decode):
+        print(f"decode step, the metrics' (ITL P50) / the trace's decode-only median: median {np.median(decode):.2f}, "
+              f"within 25 % on {(np.abs(decode - 1) <= LIMIT).sum()} of {len(decode)}, within 2x on "
+              f"{((decode >= 0.5) & (decode <= 2)).sum()}, max {decode.max():.1f}")
     ratios = np.array([[r["metrics_ratio"], r["rebuilt_ratio"], r["split_ratio"]] for r in rows], dtype=float)
     for name, col in (("metrics", 0), ("rebuilt", 1), ("rebuilt, each step once", 2)):
         x = ratios[:, col][np.isfinite(ratios[:, col])]
