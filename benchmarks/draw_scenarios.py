@@ -3,7 +3,7 @@
 The idea: a set written by hand tries what its author thought of; a set drawn once from a seeded RNG over
 the space below, written into benchmarks/scenario_sets.py and committed before its first run, tries what
 a new user might. Held-out 9 is seed 20261203, held-out 10 seed 202612031,
-held-out 11 seed 202612032 (docs/accuracy.md).
+held-out 11 seed 202612032; held-out 12, KV pools only, `--seed 202612033 --kv 8` (docs/accuracy.md).
 
     python benchmarks/draw_scenarios.py --seed 20261203
 """
@@ -40,10 +40,32 @@ def draw(seed: int) -> list[tuple]:
     return out
 
 
+def draw_kv(seed: int, n: int = 8) -> list[tuple]:
+    """`n` KV-pool scenarios on `tiny` over a wider space than `draw`'s two, so some preempt and some do not:
+    a pool of 2,048-16,384 tokens (log-uniform; from one request of `tiny`'s max_model_len, the least vLLM
+    starts with) in `auto` or `fp8`, 8-48 sessions, 64-256 output tokens per short request, long prompts of
+    600-1,800 tokens every 1-5 s, 0.5 s or 1 s scrapes. The pool is printed in MiB, as `--kv-cache-mb`
+    takes it (rounded up to 0.1)."""
+    from stallscope.refserver.config import EngineConfig
+
+    r = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        tokens = float(np.exp(r.uniform(np.log(2048), np.log(16384))))
+        dtype = str(r.choice(["auto", "fp8"]))
+        mb = float(np.ceil(tokens * EngineConfig(model="tiny", kv_cache_dtype=dtype).bytes_per_token / 2**20 * 10) / 10)
+        out.append(("kv", mb, dtype, int(r.integers(8, 49)), int(r.integers(64, 257)),
+                    int(r.integers(600, 1801) // 50 * 50), round(float(r.uniform(1, 5)), 1),
+                    "1s" if r.random() < 0.3 else "0.5s"))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, required=True)
-    for row in draw(ap.parse_args().seed):
+    ap.add_argument("--kv", type=int, default=0, help="draw this many KV-pool scenarios only (draw_kv)")
+    args = ap.parse_args()
+    for row in draw_kv(args.seed, args.kv) if args.kv else draw(args.seed):
         print(*row)
     return 0
 

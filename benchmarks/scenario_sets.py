@@ -361,5 +361,42 @@ HELD_OUT_11 = [
              interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=11,
              exercises="`small`, ends about 2 s into a whole 1,250-token prefill, 1 s scrapes"),
 ]
+# The twelfth: KV pools only, drawn once (`python benchmarks/draw_scenarios.py --seed 202612033 --kv 8`) over a
+# wider space than the sets above, so that some pools preempt; committed before its first run.
+HELD_OUT_12 = [
+    Scenario("h12-kv-auto-11.2mb-23sess", KV + ("--kv-cache-mb", "11.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "23", "--short-prompt-tokens", "32", "--max-tokens", "192", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1650", "--long-every", "4.5"), seed=121, held_out=12,
+             exercises="a 11.2 MiB auto pool, 23 sessions of 192 output tokens, 1,650-token prompts every 4.5 s"),
+    Scenario("h12-kv-auto-11.3mb-28sess", KV + ("--kv-cache-mb", "11.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "28", "--short-prompt-tokens", "32", "--max-tokens", "246", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "700", "--long-every", "3.8"), seed=122, held_out=12,
+             exercises="a 11.3 MiB auto pool, 28 sessions of 246 output tokens, 700-token prompts every 3.8 s"),
+    Scenario("h12-kv-fp8-1.3mb-40sess-scrape1s", KV + ("--kv-cache-mb", "1.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "40", "--short-prompt-tokens", "32", "--max-tokens", "153", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "650", "--long-every", "3.0"), seed=123, interval="1s", held_out=12,
+             exercises="a 1.3 MiB fp8 pool, 40 sessions of 153 output tokens, 650-token prompts every 3.0 s"),
+    Scenario("h12-kv-fp8-5.6mb-20sess", KV + ("--kv-cache-mb", "5.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "20", "--short-prompt-tokens", "32", "--max-tokens", "176", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "800", "--long-every", "1.0"), seed=124, held_out=12,
+             exercises="a 5.6 MiB fp8 pool, 20 sessions of 176 output tokens, 800-token prompts every 1.0 s"),
+    Scenario("h12-kv-auto-2.1mb-24sess", KV + ("--kv-cache-mb", "2.1", "--kv-cache-dtype", "auto"),
+             ("--sessions", "24", "--short-prompt-tokens", "32", "--max-tokens", "119", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1300", "--long-every", "4.2"), seed=125, held_out=12,
+             exercises="a 2.1 MiB auto pool, 24 sessions of 119 output tokens, 1,300-token prompts every 4.2 s"),
+    Scenario("h12-kv-auto-2.4mb-10sess", KV + ("--kv-cache-mb", "2.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "10", "--short-prompt-tokens", "32", "--max-tokens", "117", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "1.4"), seed=126, held_out=12,
+             exercises="a 2.4 MiB auto pool, 10 sessions of 117 output tokens, 850-token prompts every 1.4 s"),
+    Scenario("h12-kv-auto-8.7mb-13sess", KV + ("--kv-cache-mb", "8.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "13", "--short-prompt-tokens", "32", "--max-tokens", "68", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1150", "--long-every", "2.3"), seed=127, held_out=12,
+             exercises="a 8.7 MiB auto pool, 13 sessions of 68 output tokens, 1,150-token prompts every 2.3 s"),
+    Scenario("h12-kv-fp8-7.4mb-26sess", KV + ("--kv-cache-mb", "7.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "26", "--short-prompt-tokens", "32", "--max-tokens", "86", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "2.4"), seed=128, held_out=12,
+             exercises="a 7.4 MiB fp8 pool, 26 sessions of 86 output tokens, 1,350-token prompts every 2.4 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
-             + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11)
+             + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
+             + HELD_OUT_12)
