@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -16,6 +17,12 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 settings.register_profile("ci", deadline=None, max_examples=40, print_blob=True)
 settings.register_profile("dev", deadline=None, max_examples=25)
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "dev")
+
+# The tests stop the servers they start with SIGINT, as a user's Ctrl-C does. A shell that starts the suite as a
+# background job (`cmd &`, nohup) hands every child SIGINT ignored, and a Python child then never raises
+# KeyboardInterrupt; restoring the default here gives the children a deliverable SIGINT again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def in_ci() -> bool:
