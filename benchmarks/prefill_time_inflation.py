@@ -13,7 +13,7 @@ step counted once (its time divided among the requests it prefilled) shows what 
 Printed per run: the step trace's least-squares cost per prompt token (the reference); the fit on the real
 counters, on the rebuilt ones and on the rebuilt ones counted once, each with its ratio to the reference
 beside the 25 % limit of the cost-model target; the share of prefill seconds recorded by requests that
-shared a prefill step; and, per run in the JSON and pooled on screen, the metrics path's decode step (ITL P50)
+were batched with another prefill; and, per run in the JSON and pooled on screen, the metrics path's decode step (ITL P50)
 beside the trace's decode-only steps.
 
     python benchmarks/prefill_time_inflation.py runs/h9-full/h9-tiny-nochunk-1300-s11-scrape1s runs/h7-full/h7-tiny-chunk1280
@@ -42,7 +42,7 @@ def request_prefills(steps: pd.DataFrame) -> pd.DataFrame:
     `finish_ns` (the end of the last step that scheduled it: when the server counts it), `p`
     (prompt tokens computed), `t` (seconds from its first step's start to that end), `split` (the same steps,
     each divided among the requests it prefilled: what a metric counting every step once would hold),
-    `shared` (whether one of its prefill steps prefilled another request too)."""
+    `co_batched` (whether one of its prefill steps prefilled another request too)."""
     open_: dict[str, list] = {}
     done, last = [], {}
     for rec in steps[["start_ns", "end_ns", "num_prefill_reqs", "num_scheduled_tokens", "arrival_ns"]].itertuples(index=False):
@@ -50,16 +50,16 @@ def request_prefills(steps: pd.DataFrame) -> pd.DataFrame:
         new = rec.arrival_ns if isinstance(rec.arrival_ns, dict) else {}
         last.update(dict.fromkeys(sched, rec.end_ns))
         for req in [r for r in open_ if not (sched.get(r, 0) > 1)]:
-            start, end, p, split, shared = open_.pop(req)
-            done.append((req, end, p, (end - start) / 1e9, split, shared))
+            start, end, p, split, co_batched = open_.pop(req)
+            done.append((req, end, p, (end - start) / 1e9, split, co_batched))
         share = (rec.end_ns - rec.start_ns) / 1e9 / max(int(rec.num_prefill_reqs), 1)
         for req, n in sched.items():
             if req in new:
                 open_[req] = [rec.start_ns, rec.end_ns, n, share, rec.num_prefill_reqs > 1]
             elif req in open_:
-                _, _, p, split, shared = open_[req]
-                open_[req][1:] = [rec.end_ns, p + n, split + share, shared or rec.num_prefill_reqs > 1]
-    out = pd.DataFrame(done, columns=["req", "end_ns", "p", "t", "split", "shared"])
+                _, _, p, split, co_batched = open_[req]
+                open_[req][1:] = [rec.end_ns, p + n, split + share, co_batched or rec.num_prefill_reqs > 1]
+    out = pd.DataFrame(done, columns=["req", "end_ns", "p", "t", "split", "co_batched"])
     return out.assign(finish_ns=out["req"].map(last)).drop(columns="req")
 
 
@@ -75,7 +75,14 @@ def rebuilt_increments(reqs: pd.DataFrame, scrape_ts: np.ndarray, time: str = "t
 def measure(run: Path) -> dict:
     steps = read_step_trace(run / "steps.jsonl")
     samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
-    ref = decode_starvation.estimate_cost(pd.DataFrame(), steps)["prefill_s_per_token"]
+    th = load_thresholds()
+    eval_ts, window = signals.choose_grid(samples, th)
+    sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
+    # the reference: the analyzer's own least-squares fit of the traced steps (NaN when the trace cannot give one)
+    traced = decode_starvation.estimate_cost(sig, steps)
+    ref, decode_trace = ((traced["prefill_s_per_token"], traced["decode_step_s"]) if traced.get("decode_step_from") == "trace"
+                         else (float("nan"), float("nan")))
+    decode_metrics = decode_starvation.estimate_cost(sig, None, None, None, samples)["decode_step_s"]
     reqs = request_prefills(steps)
     real = prefill_cost.fit(samples)
     ts = np.sort(samples["ts"].unique())
@@ -83,20 +90,13 @@ def measure(run: Path) -> dict:
     split = prefill_cost.fit_increments(rebuilt_increments(reqs, ts, "split"))
     per_token = {name: (f["per_token_s"] if f else float("nan"))
                  for name, f in (("real", real), ("rebuilt", rebuilt), ("split", split))}
-    shared = float(reqs.loc[reqs["shared"], "t"].sum() / reqs["t"].sum()) if len(reqs) else float("nan")
-    dur = (steps["end_ns"] - steps["start_ns"]).to_numpy(dtype=float) / 1e9
-    decode_only = dur[(steps["num_prefill_tokens"] == 0).to_numpy() & (steps["num_decode_tokens"] > 0).to_numpy()]
-    th = load_thresholds()
-    eval_ts, window = signals.choose_grid(samples, th)
-    p50 = decode_starvation.estimate_cost(signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window),
-                                          None, None, None, samples)["decode_step_s"]
+    co_batched = float(reqs.loc[reqs["co_batched"], "t"].sum() / reqs["t"].sum()) if len(reqs) else float("nan")
     return {"run": str(run), "trace_s_per_token": ref, "metrics_s_per_token": per_token["real"],
             "rebuilt_s_per_token": per_token["rebuilt"], "metrics_ratio": per_token["real"] / ref,
             "rebuilt_ratio": per_token["rebuilt"] / ref, "split_s_per_token": per_token["split"],
-            "split_ratio": per_token["split"] / ref, "shared_prefill_share": shared,
+            "split_ratio": per_token["split"] / ref, "co_batched_prefill_share": co_batched,
             "long_prompts": int((reqs["p"] >= 512).sum()), "requests": int(len(reqs)),
-            "decode_step_trace_s": float(np.median(decode_only)) if len(decode_only) else float("nan"),
-            "decode_step_metrics_s": float(p50)}
+            "decode_step_trace_s": float(decode_trace), "decode_step_metrics_s": float(decode_metrics)}
 
 
 def main() -> int:
@@ -107,13 +107,13 @@ def main() -> int:
     rows = [measure(run) for run in args.runs]
     print(f"| run | long prompts | trace us/token | metrics us/token | / trace (limit {1 - LIMIT:.2f}-{1 + LIMIT:.2f}) "
           "| rebuilt from the trace us/token | / trace | rebuilt, each step counted once | / trace "
-          "| prefill seconds in shared steps |")
+          "| prefill seconds in co-batched steps |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {Path(r['run']).name} | {r['long_prompts']} | {r['trace_s_per_token'] * 1e6:.0f} | "
               f"{r['metrics_s_per_token'] * 1e6:.0f} | {r['metrics_ratio']:.2f} | {r['rebuilt_s_per_token'] * 1e6:.0f} | "
               f"{r['rebuilt_ratio']:.2f} | {r['split_s_per_token'] * 1e6:.0f} | {r['split_ratio']:.2f} | "
-              f"{r['shared_prefill_share']:.0%} |")
+              f"{r['co_batched_prefill_share']:.0%} |")
     decode = np.array([r["decode_step_metrics_s"] / r["decode_step_trace_s"] for r in rows], dtype=float)
     decode = decode[np.isfinite(decode)]
     if len(decode):

@@ -182,7 +182,7 @@ def test_with_config_gives_analyze_the_flags_each_server_ran():
     assert len({sc.name for sc in SCENARIOS}) == len(SCENARIOS)
 
 
-def test_rebuilt_prefill_times_count_a_shared_step_once_per_request_as_the_metric_does(tmp_path):
+def test_rebuilt_prefill_times_count_a_co_batched_step_once_per_request_as_the_metric_does(tmp_path):
     # a 1,000-token prompt alone for 300 ms, then two 40-token prompts in one 20 ms step, then decodes
     rows = [step(0, 0, 300, prefill=1000, decode=0), step(1, 300, 320, prefill=80, decode=1, prefill_reqs=2),
             step(2, 320, 330, prefill=0, decode=3)]
@@ -193,7 +193,7 @@ def test_rebuilt_prefill_times_count_a_shared_step_once_per_request_as_the_metri
     from prefill_time_inflation import rebuilt_increments, request_prefills
 
     reqs = request_prefills(trace(tmp_path, rows)).set_index("p")
-    assert reqs.loc[1000, "t"] == pytest.approx(0.300) and not reqs.loc[1000, "shared"]
+    assert reqs.loc[1000, "t"] == pytest.approx(0.300) and not reqs.loc[1000, "co_batched"]
     assert list(reqs.loc[40, "t"]) == pytest.approx([0.020, 0.020])       # the metric: the step twice
     assert list(reqs.loc[40, "split"]) == pytest.approx([0.010, 0.010])   # counted once between them
     assert set(reqs["finish_ns"]) == {T0 + 330 * MS}                       # the server counts them there
