@@ -23,7 +23,10 @@ assumes, so every starvation finding states which one it used and how it was kno
    to be exact), and never when S, the gaps above the ITL SLO per long prefill per running stream, is at
    least 2 and P / (S - 1) < 512: a prompt spread over S slow steps, all but the last chunk full, had no
    chunk above that, in whichever ITL buckets its steps fell (the top bucket alone misses them when they
-   straddle a bound). The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower
+   straddle a bound). With at least as many preemptions as gaps in that top bucket, "off" is not inferred
+   from it: a preempted request's next ITL sample spans its wait and recompute, not one step. "Off" is stated as
+   off or a budget whose one step holds most of a long prompt: the bucket bounds cannot tell them apart.
+   The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower
    bound, so a chunked budget down to P x that bound / T (`budget_floor`) reads the same; when that is
    under 512 the finding says so, and a budget passed to `analyze` settles it. A gap still open is in no
    histogram yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of
@@ -50,6 +53,7 @@ LONG_PROMPT_BOUND = 500       # vLLM's request-token buckets: 1-2-5 series; "lon
 ITL_FAMILIES = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 TOKEN_FAMILIES = ("vllm:request_prefill_kv_computed_tokens", "vllm:request_prompt_tokens")
 PREFILL_TIME = "vllm:request_prefill_time_seconds"
+PREEMPTIONS = "vllm:num_preemptions_total"
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class Chunking:
     long_prefill_s: float | None = None   # inferred from metrics: T, the long prompts' median prefill time
     budget_bound: float | None = None     # inferred from metrics: at most P / (S - 1) (module docstring, 3)
     budget_floor: float | None = None     # inferred from metrics: the smallest chunk the slowest gap allows
+    long_prompt_tokens: float | None = None  # inferred from metrics: P, the long prompts' median size
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS, decodes: int = 0) -> bool | None:
         """Whether one step can compute >= `cut` prompt tokens beside `decodes` running decodes: True with
@@ -92,10 +97,19 @@ class Chunking:
                     and self.budget_floor is not None and self.budget_floor < cut)
 
     def describe(self) -> str:
-        """`chunked prefill on, --max-num-batched-tokens 64 (flags)`."""
+        """`chunked prefill on, --max-num-batched-tokens 64 (flags)`. Whole-prompt steps inferred from the metrics
+        read as off or a budget of at least the long prompts: a chunked server whose budget holds a whole prompt
+        leaves the same histograms as one with chunking off.
+
+        >>> Chunking(False, None, "inferred from metrics", "x", long_prompt_tokens=1250).describe()
+        'chunked prefill off, or on with a budget that holds most of a long prompt (about 1250 tokens) in one step (inferred from metrics: x)'
+        """
         if self.enabled is None:
             return "chunked prefill: unknown (pass --[no-]enable-chunked-prefill and --max-num-batched-tokens)"
         state = "on" if self.enabled else "off"
+        if self.whole_prompts_inferred():
+            size = f" (about {self.long_prompt_tokens:.0f} tokens)" if self.long_prompt_tokens else ""
+            state = f"off, or on with a budget that holds most of a long prompt{size} in one step"
         budget = f", --max-num-batched-tokens {self.budget}" if self.budget and self.enabled else ""
         detail = f": {self.detail}" if self.detail else ""
         return f"chunked prefill {state}{budget} ({self.source}{detail})"
@@ -105,10 +119,32 @@ class Chunking:
         text = self.describe()
         return text[:1].upper() + text[1:]
 
+    def whole_prompts_inferred(self) -> bool:
+        """Whole-prompt steps read off the histograms: their bucket bounds cannot tell chunking off from a budget
+        whose one chunk step holds most of a long prompt, so the texts say both."""
+        return self.enabled is False and self.source == "inferred from metrics"
+
+    def step_held(self) -> str:
+        """What one slow step held, as the configuration allows: a chunk with chunking on, else a whole prompt.
+
+        >>> Chunking(True, 768, "flags").step_held(), Chunking(False, None, "flags").step_held()
+        ('a chunk of up to 768 prompt tokens', 'the whole prompt')
+        """
+        if self.whole_prompts_inferred():
+            return "the whole prompt, or most of it"
+        if not self.enabled:
+            return "the whole prompt"
+        if self.budget:
+            return f"a chunk of up to {self.budget} prompt tokens"
+        if self.budget_estimate:
+            return f"a chunk of about {self.budget_estimate:.0f} prompt tokens"
+        return "a chunk of the prompt"
+
     def as_evidence(self) -> dict:
         return {"chunked_prefill": self.enabled, "max_num_batched_tokens_in_use": self.budget,
                 "config_source": self.source, "budget_estimate": self.budget_estimate,
-                "budget_bound": self.budget_bound, "budget_floor": self.budget_floor}
+                "budget_bound": self.budget_bound, "budget_floor": self.budget_floor,
+                "long_prompt_tokens": self.long_prompt_tokens}
 
 
 UNKNOWN = Chunking()
@@ -153,6 +189,14 @@ def _whole_run(rows, family: str, t0: int, t1: int):
     return les, np.maximum.accumulate(np.nan_to_num(rates[0])) * max(t1 - t0, 1) / 1e9
 
 
+def _increase(rows) -> float:
+    """A counter's increase over the rows' span, summed over its series (resets not expected in one run)."""
+    if rows is None or not len(rows):
+        return 0.0
+    total = rows.groupby("ts")["value"].sum().sort_index()
+    return float(max(total.iloc[-1] - total.iloc[0], 0.0))
+
+
 def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     """Chunking inferred from one target's ITL, prefill-time and prompt-token histograms (module docstring,
     3); UNKNOWN when they hold no long prompt. `slo` (the ITL SLO, s) also bounds the budget by the count
@@ -162,7 +206,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     if samples is None or not len(samples):
         return UNKNOWN
     t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
-    names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)] + ["vllm:num_requests_running"]
+    names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)] + ["vllm:num_requests_running",
+                                                                                     PREEMPTIONS]
     parts = split_metrics(samples, names)
     itl = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in ITL_FAMILIES if f + "_bucket" in parts), None)
     tokens = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in TOKEN_FAMILIES if f + "_bucket" in parts),
@@ -193,8 +238,10 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     # K: gaps in the highest ITL bucket in use per long prefill per running stream (at most ~1 with chunking off)
     top = (itl[1][-1] - (itl[1][used[-1] - 1] if used[-1] > 0 else 0.0)) / (n_long * streams)
     if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED:
+        if _increase(parts.get(PREEMPTIONS)) >= max(top * n_long * streams, 0.5):
+            return UNKNOWN  # the slowest gaps may be preempted requests' waits, not steps (module docstring, 3)
         return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills",
-                        long_prefill_s=t_long, budget_floor=floor)
+                        long_prefill_s=t_long, budget_floor=floor, long_prompt_tokens=prompt)
     if gap >= t_long:
         what += (f", but that bucket holds {top:.1f} gaps per long prefill per running stream (a whole prompt per "
                  "step leaves at most about 1)")
@@ -216,7 +263,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
                      f"about {bound:.0f}")
     floor = prompt * min(float(lo[0]), min(slowest, gap)) / t_long if np.isfinite(lo[0]) else floor
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
-                    budget_bound=bound, budget_floor=min(floor, est))
+                    budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt)
 
 
 FROZEN_SHARE = 0.75   # a freeze this share of a whole long prefill is one step holding (nearly) all of it
@@ -230,5 +277,5 @@ def frozen_through_prefill(inferred: Chunking, longest_freeze_s: float) -> Chunk
         return Chunking(False, None, "inferred from metrics",
                         f"the streams froze for {longest_freeze_s:.1f} s with nothing moving, as long as a whole "
                         f"prefill ({inferred.long_prefill_s:.3g} s): one step held the whole prompt",
-                        long_prefill_s=inferred.long_prefill_s)
+                        long_prefill_s=inferred.long_prefill_s, long_prompt_tokens=inferred.long_prompt_tokens)
     return inferred

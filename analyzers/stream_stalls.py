@@ -60,9 +60,11 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
 
 
 def _inferred(eps: list) -> C.Chunking:
-    """The chunking one target's episodes imply, pooled over every episode with long prefills."""
-    above = sum(ep.evidence["itl_samples_above_slo"] for ep in eps if ep.evidence["long_prefills"] > 0)
-    per = [(ep.evidence["long_prefills"] * ep.evidence["running_median"]) for ep in eps if ep.evidence["long_prefills"] > 0]
+    """The chunking one target's episodes imply, pooled over every episode with long prefills whose stalls
+    preemptions do not explain (a preempted request's gap spans its wait and recompute, not one step)."""
+    eps = [ep for ep in eps if ep.evidence["long_prefills"] > 0 and ep.cause != "preemption"]
+    above = sum(ep.evidence["itl_samples_above_slo"] for ep in eps)
+    per = [(ep.evidence["long_prefills"] * ep.evidence["running_median"]) for ep in eps]
     total = sum(per)
     return C.infer(above / total if total > 0 else float("nan"), total)
 

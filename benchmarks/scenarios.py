@@ -110,13 +110,44 @@ def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False) -> 
            "flagged": sorted(k for k in truth.KINDS if truth.flagged(findings, k, DETECTED_AT)),
            "warned": sorted(k for k in truth.KINDS if truth.flagged(findings, k, "warning")),
            "all_findings": sorted({f["kind"] for f in findings}),
-           "contradictions": truth.contradictions(truth.merge(true["decode_starvation"] + true["kv_pressure"]), findings)}
+           "contradictions": truth.contradictions(truth.merge(true["decode_starvation"] + true["kv_pressure"]), findings),
+           "config_contradictions": config_contradictions(sc, findings)}
     for kind in truth.KINDS:
         found = truth.flagged(findings, kind, DETECTED_AT)
         ttd = truth.times_to_detect(true[kind], found, window)
         row[kind] = {**truth.episode_scores(true[kind], found), "ttd_s": ttd,
                      "ttd_vs_target": [t / (2 * interval + window / 1e9) for t in ttd if t is not None]}
     return row
+
+
+def long_prompt_tokens(sc: Scenario) -> int:
+    """The scenario's long prompt size, by loadgen's own parser (its default included)."""
+    import argparse
+
+    from stallscope.cli.loadgen import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return int(parser.parse_known_args(sc.loadgen_flags(FULL_S))[0].long_prompt_tokens)
+
+
+def config_contradictions(sc: Scenario, findings: list[dict]) -> list[str]:
+    """The starvation and ITL findings whose stated chunked-prefill configuration contradicts the server's (the
+    rule, written once): "on" (`chunked_prefill` true) on a server with chunking off; whole-prompt steps
+    (`chunked_prefill` false: off, or on with a budget whose one step holds most of a long prompt) on a chunked
+    server whose budget is at most half its long prompts; a decided-by saying one step held the whole prompt on
+    such a server."""
+    cfg = EngineConfig.from_flags(sc.server)
+    splits = cfg.enable_chunked_prefill and 2 * cfg.max_num_batched_tokens <= long_prompt_tokens(sc)
+    out = []
+    for f in findings:
+        ev = f["evidence"]
+        if f["kind"] not in ("decode_starvation", "itl_high") or ev.get("chunked_prefill") is None:
+            continue
+        said_whole = ev["chunked_prefill"] is False or "held the whole prompt" in (ev.get("decided_by") or "")
+        if (ev["chunked_prefill"] is True and not cfg.enable_chunked_prefill) or (said_whole and splits):
+            out.append(f"{f['kind']} at {f.get('start', '?')}: {ev.get('chunking') or ev.get('decided_by')}")
+    return out
 
 
 def analyzed_itl_p99(load: dict, start_ns: int, end_ns: int) -> float | None:
@@ -162,6 +193,9 @@ def summarize(rows: list[dict], slo: float) -> dict:
                                                           "runs": unwarned}
     contra = sum(r["contradictions"] for r in rows)
     out["contradictions_within_episodes"] = {"value": contra, "target": 0, "met": contra == 0}
+    stated = [f"{r['scenario']}: {c}" for r in rows for c in r.get("config_contradictions", [])]
+    out["stated_configuration_contradicting_the_server"] = {"value": len(stated), "target": 0, "met": not stated,
+                                                            "findings": stated}
     med = float(np.median(ttd)) if ttd else float("nan")
     out["median_time_to_detect_starvation"] = {"value": med, "unit": "x (2 scrapes + 1 window)", "target": 1.0, "ratio": med,
                                     "detected": len(ttd), "never_detected": missed}

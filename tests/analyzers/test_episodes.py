@@ -62,7 +62,8 @@ def test_unchunked_run_is_starvation_with_chunking_off_in_the_explanation(unchun
     assert [f.kind for f in inferred] and {f.kind for f in inferred} == {"decode_starvation"}
     assert all(f.evidence["config_source"] == "inferred from metrics" and f.evidence["chunked_prefill"] is False
                for f in inferred)
-    assert "chunked prefill off (inferred from metrics" in inferred[0].explanation
+    assert "chunked prefill off, or on with a budget that holds most of a long prompt in one step (inferred from " \
+           "metrics" in inferred[0].explanation
     given = _findings(samples, C.from_flags(False, None))
     assert "chunked prefill off (flags)" in given[0].explanation
     # one finding per episode: each 2 s freeze is one finding, none contradicting another
@@ -199,7 +200,7 @@ def test_a_freeze_that_lasts_the_in_progress_alerts_for_is_critical_a_shorter_on
 
 
 def _histogram_run(long_gaps_s, long_gaps, prefill_s=2.4, long_prompts=7, running=3, prompt_tokens=800,
-                   more_gaps=()):
+                   more_gaps=(), preemptions=0):
     """Two scrapes of vLLM's histograms on the `small` model's scale: 700 decode gaps of 70 ms, 40 short
     prompts (50 tokens, 0.2 s prefill), `long_prompts` of `prompt_tokens` taking `prefill_s`, and `long_gaps`
     ITL gaps of `long_gaps_s` (the steps those prefills held), plus `more_gaps` ((seconds, count), ...)."""
@@ -225,6 +226,7 @@ def _histogram_run(long_gaps_s, long_gaps, prefill_s=2.4, long_prompts=7, runnin
     for gap_s, count in ((long_gaps_s, long_gaps), *more_gaps):
         for _ in range(count):
             m.itl.observe(gap_s)
+    m.preemptions.inc(preemptions)
     return pd.concat([first, m.scrape(T0_NS + 60 * 10**9)], ignore_index=True).assign(target="vllm")
 
 
@@ -329,6 +331,53 @@ def test_an_inferred_whole_prompt_step_says_when_the_gap_bucket_also_fits_a_chun
     assert settled.enabled is False and settled.budget_floor == pytest.approx(1500 * 2.5 / 3.75, rel=0.02)
     assert not settled.undecided() and "cannot rule out" not in explain(ep, ev, "", 0.2, settled)
     assert not C.from_flags(False, None).undecided()
+
+
+def test_inferred_whole_prompt_steps_name_the_budget_that_reads_the_same_and_chunk_steps_say_chunk():
+    """A chunked server whose one step holds most of a prompt leaves the histograms of one with chunking off, so
+    the inferred state says both: 7 prompts of 800 tokens in vLLM's (500, 1000] bucket read as about 750 tokens.
+    A step that froze the streams with chunking on held a chunk (about 784 tokens inferred, up to 768 known),
+    not the whole prompt; known off, the whole prompt."""
+    from stallscope.analyzers.decode_starvation import explain
+    from stallscope.analyzers.episodes import _cause
+
+    off = C.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2)
+    assert off.enabled is False and off.long_prompt_tokens == pytest.approx(750)
+    assert off.describe().startswith("chunked prefill off, or on with a budget that holds most of a long prompt "
+                                     "(about 750 tokens) in one step (inferred from metrics: ")
+    assert off.as_evidence()["long_prompt_tokens"] == pytest.approx(750)
+    assert C.from_flags(False, None).describe() == "chunked prefill off (flags)"
+    from types import SimpleNamespace
+    ep = SimpleNamespace(ongoing=False, evidence={"windows_frozen": 0, "running_median": 3.0}, decided_by="test")
+    ev = {"itl_stall_share_max": 0.2, "itl_p99_bucket_s": (1.0, 2.5), "itl_p99": "1 s-2.5 s",
+          "prompt_tokens_source": "local_compute"}
+    assert "With chunked prefill off, or on with a budget that holds most of a long prompt (about 750 tokens) in " \
+           "one step" in explain(ep, ev, "", 0.2, off)
+    frozen = {"window_s": 5.0, "windows_nothing_moves": 1, "nothing_moves_s": 2.0, "itl_samples_above_slo": 40.0,
+              "preemptions": 0.0, "windows_frozen_computing_prompts": 1, "long_prefills": 14.0, "running_median": 13.0,
+              "stalls_per_long_prefill_per_stream": 2.0}
+    on = C.Chunking(True, None, "inferred from metrics", "a test", budget_estimate=784.5)
+    assert _cause(frozen, on, 30.0, False) == (
+        "prefill", "14.0 long prefills completed after the streams froze with nothing moving for 2.0 s: one step "
+        "held a chunk of about 784 prompt tokens")
+    assert _cause(frozen, C.from_flags(True, 768), 30.0, False)[1].endswith("one step held a chunk of up to 768 "
+                                                                             "prompt tokens")
+    assert _cause(frozen, off, 30.0, False)[1].endswith("one step held the whole prompt, or most of it")
+    assert _cause(frozen, C.from_flags(False, None), 30.0, False)[1].endswith("one step held the whole prompt")
+    one = {**frozen, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "stalls_per_long_prefill_per_stream": 1.0}
+    assert _cause(one, C.from_flags(True, 1024), 30.0, False)[1].endswith(
+        "(one stall per prompt: its slowest step held a chunk of up to 1024 prompt tokens)")
+    assert _cause(one, off, 30.0, False)[1].endswith("(one stall per prompt: its slowest step held the whole "
+                                                     "prompt, or most of it)")
+
+
+def test_preemptions_as_many_as_the_slowest_gaps_leave_the_chunking_uninferred():
+    """A KV pool that preempts: a preempted request's next ITL sample spans its wait and recompute, so the top
+    ITL bucket is no step's length. 21 gaps of 2.4 s read as whole-prompt steps with no preemption and with 20;
+    with 21 preemptions nothing is inferred (the preemption finding says what happened)."""
+    assert C.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2).enabled is False
+    assert C.infer_from_histograms(_histogram_run(2.4, 21, preemptions=20), slo=0.2).enabled is False
+    assert C.infer_from_histograms(_histogram_run(2.4, 21, preemptions=21), slo=0.2) == C.UNKNOWN
 
 
 def test_a_budget_of_512_computes_no_long_prompt_beside_running_decodes():
