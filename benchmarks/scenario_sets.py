@@ -397,6 +397,32 @@ HELD_OUT_12 = [
               "--long-prompt-tokens", "1350", "--long-every", "2.4"), seed=128, held_out=12,
              exercises="a 7.4 MiB fp8 pool, 26 sessions of 86 output tokens, 1,350-token prompts every 2.4 s"),
 ]
+# The thirteenth: drawn the same way (seed 202612034), after this session's change to what an inferred
+# configuration says and before its first run, to score on its first pass.
+HELD_OUT_13 = [
+    Scenario("h13-tiny-nochunk-1600-s6", OFF, _h2(6, 1600, 7.6), seed=131, held_out=13,
+             exercises="6 sessions, whole 1,600-token prefills every 7.6 s"),
+    Scenario("h13-tiny-chunk384-s14", chunked(384), _h2(14, 750, 5.7), seed=132, held_out=13,
+             exercises="budget 384, 14 sessions, 750-token prompts every 5.7 s"),
+    Scenario("h13-tiny-chunk192-s3-scrape1s", chunked(192), _h2(3, 850, 7.5), seed=133, interval="1s", held_out=13,
+             exercises="budget 192, 3 sessions, 850-token prompts every 7.5 s, 1 s scrapes"),
+    Scenario("h13-tiny-chunk1024-s16", chunked(1024), _h2(16, 900, 9.1), seed=134, held_out=13,
+             exercises="budget 1,024 (whole 900-token prompts), 16 sessions, every 9.1 s"),
+    Scenario("h13-tiny-chunk512-s2-scrape1s", chunked(512), _h2(2, 550, 3.4), seed=135, interval="1s", held_out=13,
+             exercises="budget 512, 2 sessions, 550-token prompts every 3.4 s, 1 s scrapes"),
+    Scenario("h13-tiny-chunk1536-s8", chunked(1536), _h2(8, 800, 7.4), seed=136, held_out=13,
+             exercises="budget 1,536 (whole 800-token prompts), 8 sessions, every 7.4 s"),
+    Scenario("h13-kv-fp8-14mb-12sess", KV + ("--kv-cache-mb", "14.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "12") + KV_LOAD[2:], seed=137, held_out=13, exercises="a 14.1 MiB fp8 pool, 12 sessions"),
+    Scenario("h13-kv-fp8-16mb-15sess", KV + ("--kv-cache-mb", "15.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "15") + KV_LOAD[2:], seed=138, held_out=13, exercises="a 15.9 MiB fp8 pool, 15 sessions"),
+    Scenario("h13-neg-short-34sess", ("--max-num-seqs", "128"),
+             ("--sessions", "34", "--short-prompt-tokens", "37", "--max-tokens", "32") + SHORT_ONLY, seed=139,
+             held_out=13, exercises="negative: 34 sessions of 37-token prompts"),
+    Scenario("h13-end-in-stall-tiny-750-scrape1s", OFF, _h2(4, 750, "{half}"), seed=140,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=13,
+             exercises="the data ends 2 s after a whole 750-token prefill starts (on `tiny` it takes well under 1 s), 1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
-             + HELD_OUT_12)
+             + HELD_OUT_12 + HELD_OUT_13)
