@@ -182,6 +182,32 @@ def test_with_config_gives_analyze_the_flags_each_server_ran():
     assert len({sc.name for sc in SCENARIOS}) == len(SCENARIOS)
 
 
+def test_a_stated_configuration_contradicts_the_server_by_the_rule_written_once():
+    """"On" for a server with chunking off; whole-prompt steps for a chunked server whose budget is at most half
+    its long prompts (768 of 1,900: three steps per prompt), not for one whose step holds most of a prompt
+    (1,024 of 1,850) or all of it; "held the whole prompt" beside a stated "on" on a splitting server; the
+    loadgen default (1,536 tokens) when a scenario gives no long prompt size."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from scenario_sets import OFF, Scenario, chunked
+    from scenarios import config_contradictions, long_prompt_tokens
+
+    def finding(on, decided="x", kind="decode_starvation"):
+        return {"kind": kind, "start": "t", "evidence": {"chunked_prefill": on, "decided_by": decided, "chunking": "c"}}
+
+    long = ("--long-prompt-tokens", "1900")
+    assert long_prompt_tokens(Scenario("a", OFF, long)) == 1900 and long_prompt_tokens(Scenario("b", OFF, ())) == 1536
+    assert config_contradictions(Scenario("off", OFF, long), [finding(True)]) == ["decode_starvation at t: c"]
+    assert config_contradictions(Scenario("off", OFF, long), [finding(False)]) == []
+    assert len(config_contradictions(Scenario("s", chunked(768), long), [finding(False), finding(True)])) == 1
+    assert config_contradictions(Scenario("s", chunked(1024), ("--long-prompt-tokens", "1850")), [finding(False)]) == []
+    assert config_contradictions(Scenario("s", chunked(2048), long), [finding(False, kind="itl_high")]) == []
+    held = finding(True, "1.0 long prefills completed ...: one step held the whole prompt")
+    assert len(config_contradictions(Scenario("s", chunked(768), long), [held])) == 1
+    # other kinds, and findings that state no configuration, are not judged
+    assert config_contradictions(Scenario("s", chunked(64), long), [finding(False, kind="kv_pressure"),
+                                                                    finding(None)]) == []
+
+
 def test_rebuilt_prefill_times_count_a_co_batched_step_once_per_request_as_the_metric_does(tmp_path):
     # a 1,000-token prompt alone for 300 ms, then two 40-token prompts in one 20 ms step, then decodes
     rows = [step(0, 0, 300, prefill=1000, decode=0), step(1, 300, 320, prefill=80, decode=1, prefill_reqs=2),
