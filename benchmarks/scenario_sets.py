@@ -423,6 +423,33 @@ HELD_OUT_13 = [
              interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=13,
              exercises="the data ends 2 s after a whole 750-token prefill starts (on `tiny` it takes well under 1 s), 1 s scrapes"),
 ]
+# The fourteenth: drawn the same way (seed 202612035), after held-out 13's passes and with no change to the
+# detector since, before its first run.
+HELD_OUT_14 = [
+    Scenario("h14-tiny-chunk1536-s11-scrape1s", chunked(1536), _h2(11, 1100, 7.4), seed=141, interval="1s",
+             held_out=14, exercises="budget 1,536 (whole 1,100-token prompts), 11 sessions, every 7.4 s, 1 s scrapes"),
+    Scenario("h14-small-chunk1536-s2", chunked(1536), _h2(2, 1200, 7.0), model="small", seed=142, held_out=14,
+             exercises="`small`, budget 1,536 (whole 1,200-token prompts), 2 sessions, every 7.0 s"),
+    Scenario("h14-tiny-nochunk-1750-s14", OFF, _h2(14, 1750, 1.3), seed=143, held_out=14,
+             exercises="14 sessions, whole 1,750-token prefills every 1.3 s"),
+    Scenario("h14-small-nochunk-1200-s15", OFF, _h2(15, 1200, 9.1), model="small", seed=144, held_out=14,
+             exercises="`small`, 15 sessions, whole 1,200-token prefills every 9.1 s"),
+    Scenario("h14-tiny-nochunk-1650-s4-scrape1s", OFF, _h2(4, 1650, 4.0), seed=145, interval="1s", held_out=14,
+             exercises="4 sessions, whole 1,650-token prefills every 4.0 s, 1 s scrapes"),
+    Scenario("h14-small-chunk128-s6-scrape1s", chunked(128), _h2(6, 1250, 5.0), model="small", seed=146,
+             interval="1s", held_out=14, exercises="`small`, budget 128, 6 sessions, 1,250-token prompts, 1 s scrapes"),
+    Scenario("h14-kv-fp8-10mb-22sess", KV + ("--kv-cache-mb", "9.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "22") + KV_LOAD[2:], seed=147, held_out=14, exercises="a 9.9 MiB fp8 pool, 22 sessions"),
+    Scenario("h14-kv-fp8-16mb-33sess", KV + ("--kv-cache-mb", "15.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "33") + KV_LOAD[2:], seed=148, held_out=14, exercises="a 15.5 MiB fp8 pool, 33 sessions"),
+    Scenario("h14-neg-short-98sess", ("--max-num-seqs", "128"),
+             ("--sessions", "98", "--short-prompt-tokens", "23", "--max-tokens", "32") + SHORT_ONLY, seed=149,
+             held_out=14, exercises="negative: 98 sessions of 23-token prompts"),
+    Scenario("h14-end-in-stall-tiny-1150-scrape1s", OFF, _h2(4, 1150, "{half}"), seed=150,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=14,
+             exercises="the data ends 2 s after a whole 1,150-token prefill starts (on `tiny` it takes well under 1 s), "
+                       "1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
-             + HELD_OUT_12 + HELD_OUT_13)
+             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14)
