@@ -24,9 +24,9 @@ assumes, so every starvation finding states which one it used and how it was kno
    least 2 and P / (S - 1) < 512: a prompt spread over S slow steps, all but the last chunk full, had no
    chunk above that, in whichever ITL buckets its steps fell (the top bucket alone misses them when they
    straddle a bound). With at least as many preemptions as gaps in that top bucket, "off" is not inferred
-   from it: a preempted request's next ITL sample spans its wait and recompute, not one step. "Off" is stated as
-   off or a budget whose one step holds most of a long prompt: the bucket bounds cannot tell them apart.
-   The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower
+   from it: a preempted request's next ITL sample spans its wait and recompute, not one step. An inferred
+   "off" is stated as off or a budget whose one step holds most of a long prompt: the buckets cannot tell
+   them apart. The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower
    bound, so a chunked budget down to P x that bound / T (`budget_floor`) reads the same; when that is
    under 512 the finding says so, and a budget passed to `analyze` settles it. A gap still open is in no
    histogram yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of
@@ -98,11 +98,11 @@ class Chunking:
 
     def describe(self) -> str:
         """`chunked prefill on, --max-num-batched-tokens 64 (flags)`. Whole-prompt steps inferred from the metrics
-        read as off or a budget of at least the long prompts: a chunked server whose budget holds a whole prompt
-        leaves the same histograms as one with chunking off.
+        read as off or a budget whose one step holds most of a long prompt: such a chunked server leaves the
+        same histograms as one with chunking off.
 
-        >>> Chunking(False, None, "inferred from metrics", "x", long_prompt_tokens=1250).describe()
-        'chunked prefill off, or on with a budget that holds most of a long prompt (about 1250 tokens) in one step (inferred from metrics: x)'
+        >>> print(Chunking(False, None, "inferred from metrics", "x", long_prompt_tokens=1250).describe()[:92])
+        chunked prefill off, or on with a budget that holds most of a long prompt (about 1250 tokens)
         """
         if self.enabled is None:
             return "chunked prefill: unknown (pass --[no-]enable-chunked-prefill and --max-num-batched-tokens)"
@@ -276,6 +276,6 @@ def frozen_through_prefill(inferred: Chunking, longest_freeze_s: float) -> Chunk
     if inferred.enabled and inferred.long_prefill_s and longest_freeze_s >= FROZEN_SHARE * inferred.long_prefill_s:
         return Chunking(False, None, "inferred from metrics",
                         f"the streams froze for {longest_freeze_s:.1f} s with nothing moving, as long as a whole "
-                        f"prefill ({inferred.long_prefill_s:.3g} s): one step held the whole prompt",
+                        f"prefill ({inferred.long_prefill_s:.3g} s): one step held the whole prompt, or most of it",
                         long_prefill_s=inferred.long_prefill_s, long_prompt_tokens=inferred.long_prompt_tokens)
     return inferred

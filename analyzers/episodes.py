@@ -224,7 +224,8 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
     if prefill_work:
         if ev["long_prefills"] > 0 and whole_steps:
             return "prefill", (f"{ev['long_prefills']:.1f} long prefills completed after the streams froze with "
-                               f"nothing moving for {ev['nothing_moves_s']:.1f} s: one step held {chunking.step_held()}")
+                               f"nothing moving for {ev['nothing_moves_s']:.1f} s: one step held "
+                               f"{chunking.step_held()}")
         if ev["long_prefills"] > 0:
             return "prefill", (f"{ev['long_prefills']:.1f} long prefills completed"
                                + (f", {per:.1f} ITL samples above the SLO per long prefill per stream (one "

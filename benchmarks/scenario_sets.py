@@ -421,7 +421,8 @@ HELD_OUT_13 = [
              held_out=13, exercises="negative: 34 sessions of 37-token prompts"),
     Scenario("h13-end-in-stall-tiny-750-scrape1s", OFF, _h2(4, 750, "{half}"), seed=140,
              interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=13,
-             exercises="the data ends 2 s after a whole 750-token prefill starts (on `tiny` it takes well under 1 s), 1 s scrapes"),
+             exercises="the data ends 2 s after a whole 750-token prefill starts (on `tiny` it takes well under 1 s), "
+                       "1 s scrapes"),
 ]
 # The fourteenth: drawn the same way (seed 202612035), after held-out 13's passes and with no change to the
 # detector since, before its first run.
