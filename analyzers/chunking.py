@@ -101,7 +101,7 @@ class Chunking:
         read as off or a budget whose one step holds most of a long prompt: such a chunked server leaves the
         same histograms as one with chunking off.
 
-        >>> print(Chunking(False, None, "inferred from metrics", "x", long_prompt_tokens=1250).describe()[:92])
+        >>> print(Chunking(False, None, "inferred from metrics", "x", long_prompt_tokens=1250).describe()[:93])
         chunked prefill off, or on with a budget that holds most of a long prompt (about 1250 tokens)
         """
         if self.enabled is None:
