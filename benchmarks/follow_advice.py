@@ -169,7 +169,8 @@ def main() -> int:
           "\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["advice"] is None:
-            print(f"| {Path(r['run']).name} | {r['path']} | no budget recommended (no decode_starvation finding, or one that names no budget fitting the SLO) | | | | | | | | | |")
+            print(f"| {Path(r['run']).name} | {r['path']} | no budget recommended (no decode_starvation finding, "
+                  "or one that names no budget fitting the SLO) | | | | | | | | | |")
             continue
         m, a = r["measured"], r["advice"]
         slow = r["compared_with"] == "slowest_step"
