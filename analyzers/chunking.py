@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stallscope.analyzers import quantiles as Q
+from stallscope.analyzers.workload import counter_increase
 
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
 STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
@@ -189,14 +190,6 @@ def _whole_run(rows, family: str, t0: int, t1: int):
     return les, np.maximum.accumulate(np.nan_to_num(rates[0])) * max(t1 - t0, 1) / 1e9
 
 
-def _increase(rows) -> float:
-    """A counter's increase over the rows' span, summed over its series (resets not expected in one run)."""
-    if rows is None or not len(rows):
-        return 0.0
-    total = rows.groupby("ts")["value"].sum().sort_index()
-    return float(max(total.iloc[-1] - total.iloc[0], 0.0))
-
-
 def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     """Chunking inferred from one target's ITL, prefill-time and prompt-token histograms (module docstring,
     3); UNKNOWN when they hold no long prompt. `slo` (the ITL SLO, s) also bounds the budget by the count
@@ -238,7 +231,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     # K: gaps in the highest ITL bucket in use per long prefill per running stream (at most ~1 with chunking off)
     top = (itl[1][-1] - (itl[1][used[-1] - 1] if used[-1] > 0 else 0.0)) / (n_long * streams)
     if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED:
-        if _increase(parts.get(PREEMPTIONS)) >= max(top * n_long * streams, 0.5):
+        preempted = counter_increase(parts[PREEMPTIONS], by_le=False) if PREEMPTIONS in parts else 0.0
+        if preempted >= max(top * n_long * streams, 0.5):
             return UNKNOWN  # the slowest gaps may be preempted requests' waits, not steps (module docstring, 3)
         return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills",
                         long_prefill_s=t_long, budget_floor=floor, long_prompt_tokens=prompt)

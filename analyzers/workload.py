@@ -194,7 +194,7 @@ def workload_from_samples(samples: pd.DataFrame, *, duration_s: float | None = N
         raise InputError(f"{source}: samples span no time (one scrape); need at least two")
     prompt = _hist_dist(samples, PROMPT_HIST, source)
     output = _hist_dist(samples, OUTPUT_HIST, source)
-    count = _increase(samples[samples["metric"] == PROMPT_HIST + "_count"], by_le=False)
+    count = counter_increase(samples[samples["metric"] == PROMPT_HIST + "_count"], by_le=False)
     rate = float(count) / span_s
     if rate <= 0:
         raise InputError(f"{source}: `{PROMPT_HIST}_count` did not increase: no requests finished in the window")
@@ -205,13 +205,13 @@ def _hist_dist(samples: pd.DataFrame, name: str, source: str) -> LengthDist:
     rows = samples[samples["metric"] == name + "_bucket"]
     if rows.empty:
         raise InputError(f"{source}: histogram `{name}` not found in the samples")
-    inc = _increase(rows, by_le=True)
+    inc = counter_increase(rows, by_le=True)
     if inc.max() <= 0:
         raise InputError(f"{source}: histogram `{name}` has no observations in the window")
     return LengthDist.from_buckets(inc.index.to_numpy(), inc.to_numpy())
 
 
-def _increase(rows: pd.DataFrame, *, by_le: bool):
+def counter_increase(rows: pd.DataFrame, *, by_le: bool):
     """Counter increase per series (reset-aware, like PromQL), summed over series (per `le`)."""
     if rows.empty:
         return 0.0
