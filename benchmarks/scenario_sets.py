@@ -451,6 +451,32 @@ HELD_OUT_14 = [
              exercises="the data ends 2 s after a whole 1,150-token prefill starts (on `tiny` it takes well under 1 s), "
                        "1 s scrapes"),
 ]
+# The fifteenth: drawn the same way (seed 202612036), after held-out 14's passes and with no change to the
+# detector since, before its first run.
+HELD_OUT_15 = [
+    Scenario("h15-tiny-chunk192-s4-scrape1s", chunked(192), _h2(4, 1850, 9.1), seed=151, interval="1s", held_out=15,
+             exercises="budget 192, 4 sessions, 1,850-token prompts every 9.1 s, 1 s scrapes"),
+    Scenario("h15-tiny-chunk1536-s6-scrape1s", chunked(1536), _h2(6, 500, 7.7), seed=152, interval="1s", held_out=15,
+             exercises="budget 1,536 (whole 500-token prompts), 6 sessions, every 7.7 s, 1 s scrapes"),
+    Scenario("h15-small-nochunk-700-s13-scrape1s", OFF, _h2(13, 700, 1.1), model="small", seed=153, interval="1s",
+             held_out=15, exercises="`small`, 13 sessions, whole 700-token prefills every 1.1 s, 1 s scrapes"),
+    Scenario("h15-small-chunk512-s12", chunked(512), _h2(12, 500, 9.6), model="small", seed=154, held_out=15,
+             exercises="`small`, budget 512 (500-token prompts), 12 sessions, every 9.6 s"),
+    Scenario("h15-tiny-chunk768-s13-scrape1s", chunked(768), _h2(13, 500, 7.5), seed=155, interval="1s", held_out=15,
+             exercises="budget 768 (whole 500-token prompts), 13 sessions, every 7.5 s, 1 s scrapes"),
+    Scenario("h15-tiny-chunk640-s11", chunked(640), _h2(11, 1550, 3.2), seed=156, held_out=15,
+             exercises="budget 640, 11 sessions, 1,550-token prompts every 3.2 s"),
+    Scenario("h15-kv-auto-18.6mb-26sess", KV + ("--kv-cache-mb", "18.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "26") + KV_LOAD[2:], seed=157, held_out=15, exercises="a 18.6 MiB auto pool, 26 sessions"),
+    Scenario("h15-kv-auto-12.7mb-15sess", KV + ("--kv-cache-mb", "12.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "15") + KV_LOAD[2:], seed=158, held_out=15, exercises="a 12.7 MiB auto pool, 15 sessions"),
+    Scenario("h15-neg-short-18sess", ("--max-num-seqs", "128"),
+             ("--sessions", "18", "--short-prompt-tokens", "51", "--max-tokens", "32") + SHORT_ONLY, seed=159,
+             held_out=15, exercises="negative: 18 sessions of 51-token prompts"),
+    Scenario("h15-end-in-stall-tiny-1550", OFF, _h2(4, 1550, "{half}"), seed=160,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=15,
+             exercises="the data ends 2 s after a whole 1,550-token prefill starts (on `tiny` it takes well under 1 s)"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
-             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14)
+             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15)
