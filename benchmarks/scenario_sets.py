@@ -477,6 +477,33 @@ HELD_OUT_15 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=15,
              exercises="the data ends 2 s after a whole 1,550-token prefill starts (on `tiny` it takes well under 1 s)"),
 ]
+# The sixteenth: drawn the same way (seed 202612037), after held-out 15's passes and with no change to the
+# detector since, before its first run.
+HELD_OUT_16 = [
+    Scenario("h16-tiny-chunk128-s8-scrape1s", chunked(128), _h2(8, 1950, 5.8), seed=161, interval="1s", held_out=16,
+             exercises="budget 128, 8 sessions, 1,950-token prompts every 5.8 s, 1 s scrapes"),
+    Scenario("h16-tiny-chunk1536-s5", chunked(1536), _h2(5, 1050, 7.8), seed=162, held_out=16,
+             exercises="budget 1,536 (whole 1,050-token prompts), 5 sessions, every 7.8 s"),
+    Scenario("h16-tiny-chunk512-s5-scrape1s", chunked(512), _h2(5, 700, 1.1), seed=163, interval="1s", held_out=16,
+             exercises="budget 512, 5 sessions, 700-token prompts every 1.1 s, 1 s scrapes"),
+    Scenario("h16-tiny-chunk384-s2", chunked(384), _h2(2, 650, 9.0), seed=164, held_out=16,
+             exercises="budget 384, 2 sessions, 650-token prompts every 9.0 s"),
+    Scenario("h16-tiny-nochunk-1450-s2", OFF, _h2(2, 1450, 8.8), seed=165, held_out=16,
+             exercises="2 sessions, whole 1,450-token prefills every 8.8 s"),
+    Scenario("h16-small-chunk1024-s11", chunked(1024), _h2(11, 1350, 3.5), model="small", seed=166, held_out=16,
+             exercises="`small`, budget 1,024, 11 sessions, 1,350-token prompts every 3.5 s"),
+    Scenario("h16-kv-auto-13.3mb-25sess", KV + ("--kv-cache-mb", "13.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "25") + KV_LOAD[2:], seed=167, held_out=16, exercises="a 13.3 MiB auto pool, 25 sessions"),
+    Scenario("h16-kv-auto-1.5mb-10sess", KV + ("--kv-cache-mb", "1.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "10") + KV_LOAD[2:], seed=168, held_out=16,
+             exercises="a 1.5 MiB auto pool (1,536 tokens: the 1,536-token prompts plus output do not fit), 10 sessions"),
+    Scenario("h16-neg-short-101sess", ("--max-num-seqs", "128"),
+             ("--sessions", "101", "--short-prompt-tokens", "13", "--max-tokens", "32") + SHORT_ONLY, seed=169,
+             held_out=16, exercises="negative: 101 sessions of 13-token prompts"),
+    Scenario("h16-end-in-stall-tiny-700", OFF, _h2(4, 700, "{half}"), seed=170,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=16,
+             exercises="the data ends 2 s after a whole 700-token prefill starts (on `tiny` it takes well under 1 s)"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
-             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15)
+             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16)
