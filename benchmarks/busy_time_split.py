@@ -27,17 +27,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers import decode_starvation, signals
+from prefill_time_inflation import run_samples, trace_reference
+from stallscope.analyzers.prefill_cost import _totals
 from stallscope.analyzers.step_cost import _nnls_with_intercept, read_step_trace
-from stallscope.collectors import loader
-from stallscope.core.config import load_thresholds
 
 LIMIT = 0.25
 WINDOWS_S = (0, 2, 5, 10)
-
-
-def _totals(samples: pd.DataFrame, metric: str) -> pd.Series:
-    return samples[samples["metric"] == metric].groupby("ts")["value"].sum()
 
 
 def busy_increments(samples: pd.DataFrame) -> pd.DataFrame:
@@ -76,14 +71,6 @@ def per_token(rows: pd.DataFrame) -> float:
     return float(c)
 
 
-def trace_per_token(samples: pd.DataFrame, run: Path) -> float:
-    th = load_thresholds()
-    eval_ts, window = signals.choose_grid(samples, th)
-    sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
-    cost = decode_starvation.estimate_cost(sig, read_step_trace(run / "steps.jsonl"))
-    return cost["prefill_s_per_token"] if cost.get("decode_step_from") == "trace" else float("nan")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path, help="scenario run directories (store.db and steps.jsonl)")
@@ -93,8 +80,8 @@ def main() -> int:
     print("|---|---|" + "---|" * len(WINDOWS_S))
     ratios: dict[float, list] = {w: [] for w in WINDOWS_S}
     for run in args.runs:
-        samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
-        ref, inc = trace_per_token(samples, run), busy_increments(samples)
+        samples = run_samples(run)
+        ref, inc = trace_reference(samples, read_step_trace(run / "steps.jsonl"))[0], busy_increments(samples)
         cells = []
         for w in WINDOWS_S:
             rows = merged(inc, w)

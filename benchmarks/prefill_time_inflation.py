@@ -72,16 +72,27 @@ def rebuilt_increments(reqs: pd.DataFrame, scrape_ts: np.ndarray, time: str = "t
     return g[(g["n"] > 0) & (g["p"] > 0)].astype(float)
 
 
-def measure(run: Path) -> dict:
-    steps = read_step_trace(run / "steps.jsonl")
-    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+def run_samples(run: Path) -> pd.DataFrame:
+    """The samples of the run's one scraped target."""
+    return next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+
+
+def trace_reference(samples: pd.DataFrame, steps: pd.DataFrame) -> tuple[float, float, pd.DataFrame]:
+    """(cost per prompt token, decode step) from the analyzer's own least-squares fit of the traced steps (NaN
+    when the trace cannot give one), and the signals they were computed beside."""
     th = load_thresholds()
     eval_ts, window = signals.choose_grid(samples, th)
     sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
-    # the reference: the analyzer's own least-squares fit of the traced steps (NaN when the trace cannot give one)
     traced = decode_starvation.estimate_cost(sig, steps)
-    ref, decode_trace = ((traced["prefill_s_per_token"], traced["decode_step_s"]) if traced.get("decode_step_from") == "trace"
-                         else (float("nan"), float("nan")))
+    if traced.get("decode_step_from") != "trace":
+        return float("nan"), float("nan"), sig
+    return traced["prefill_s_per_token"], traced["decode_step_s"], sig
+
+
+def measure(run: Path) -> dict:
+    steps = read_step_trace(run / "steps.jsonl")
+    samples = run_samples(run)
+    ref, decode_trace, sig = trace_reference(samples, steps)
     decode_metrics = decode_starvation.estimate_cost(sig, None, None, None, samples)["decode_step_s"]
     reqs = request_prefills(steps)
     real = prefill_cost.fit(samples)
