@@ -14,6 +14,8 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
 2. It must be sustained: at least two consecutive windows; dips shorter than one window do not split
    an episode.
 3. Severity is critical when preemptions reach `preemptions_rate_high` per second, else warning.
+   A scrape that read the pool at or above `kv_usage_full` outside such an episode is `info`: the pool was
+   full then (the gauge is the step's own count), but nobody was measured waiting or preempted for it.
 4. The recommendation quotes the capacity N from `vllm:cache_config_info` (num_gpu_blocks x block_size)
    when scraped: `--kv-cache-dtype fp8` gives 2N tokens; `--max-num-seqs` sized so peak usage fits.
 """
@@ -71,7 +73,9 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
         ts = sig["ts"].to_numpy(dtype=np.int64)
         step = int(signals.attrs.get("step_ns", 0)) or 1
         gap = int(signals.attrs.get("window_ns", 0)) // step  # dips shorter than a window stay one episode
+        covered = np.zeros(len(sig), dtype=bool)
         for i, j in episodes(mask, min_len=min_windows, merge_gap=gap):
+            covered[i:j + 1] = True
             part = sig.iloc[i:j + 1]
             peak_usage = float(np.nanmax(part["kv_usage"]))
             peak_preempt = float(np.nanmax(part["preempt_rate"].fillna(0)))
@@ -99,4 +103,26 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
             severity = "critical" if peak_preempt >= float(th["preemptions_rate_high"]) else "warning"
             out.append(Finding("kv_pressure", severity, int(ts[i]), int(ts[j]), target, evidence,
                                explanation, recommendation))
+        full = (kv >= float(th["kv_usage_full"])) & ~covered
+        out += [_full_pool(sig.iloc[i:j + 1], target, th) for i, j in episodes(full, min_len=1, merge_gap=gap)]
     return out
+
+
+def _full_pool(part: pd.DataFrame, target: str, th: dict) -> Finding:
+    """An `info` finding: scrapes that read the pool full, with no sustained queueing or preemption beside."""
+    full = float(th["kv_usage_full"])
+    n = int((part["kv_usage"] >= full).sum())
+    evidence = {"kv_usage_max": float(np.nanmax(part["kv_usage"])), "kv_usage_full": full, "windows_full": n,
+                "waiting_max": float(np.nanmax(part["waiting"].fillna(0))),
+                "preemptions_per_s_max": float(np.nanmax(part["preempt_rate"].fillna(0))),
+                "running_max": float(np.nanmax(part["running"].fillna(0)))}
+    where = f" on {target}" if target else ""
+    explanation = (
+        f"The KV cache{where} read {evidence['kv_usage_max']:.0%} full in {n} window(s) (at or above "
+        f"{full:.0%}): a running request's next block may not have been there. Requests did not wait for "
+        f"capacity or get preempted for two windows (up to {evidence['waiting_max']:.0f} waiting, "
+        f"{evidence['preemptions_per_s_max']:.2f} preemptions/s), so no harm was measured: this is headroom "
+        "to watch, not pressure.")
+    ts = part["ts"].to_numpy(dtype=np.int64)
+    return Finding("kv_pressure", "info", int(ts[0]), int(ts[-1]), target, evidence, explanation,
+                   "none while nothing waits or is preempted; if it recurs with them, docs/runbooks.md#vllmkvcachepressure")

@@ -19,8 +19,21 @@ import numpy as np
 BUDGETS = [64, 128, 192, 256, 384, 512, 640, 768, 1024, 1536]
 
 
+def startable_max_model_len(mb: float, dtype: str) -> int | None:
+    """None when a `tiny` pool of `mb` MiB holds one request of its 2,048-token context; else the
+    `--max-model-len` vLLM's startup error names (the usable blocks' tokens), which the scenario then runs with
+    (drawn values are unchanged: this adds a field, not a draw)."""
+    from stallscope.refserver.config import EngineConfig
+    from stallscope.refserver.engine import pool_context_tokens
+
+    cfg = EngineConfig(model="tiny", kv_cache_mb=mb, kv_cache_dtype=dtype)
+    tokens = pool_context_tokens(cfg)
+    return None if tokens >= cfg.resolved_max_model_len else tokens
+
+
 def draw(seed: int) -> list[tuple]:
-    """Six prefill scenarios, two KV pools, one short-prompt negative and one run that ends inside a stall."""
+    """Six prefill scenarios, two KV pools (with the `--max-model-len` a small pool needs, or None), one
+    short-prompt negative and one run that ends inside a stall."""
     r = np.random.default_rng(seed)
     out = []
     for _ in range(6):
@@ -35,7 +48,8 @@ def draw(seed: int) -> list[tuple]:
         out.append(("prefill", model, "chunk" if chunk else "nochunk", budget, sessions, tokens, every, interval))
     for _ in range(2):
         mb = round(float(r.uniform(1, 20)), 1)
-        out.append(("kv", mb, str(r.choice(["auto", "fp8"])), int(r.integers(8, 40))))
+        dtype = str(r.choice(["auto", "fp8"]))
+        out.append(("kv", mb, dtype, int(r.integers(8, 40)), startable_max_model_len(mb, dtype)))
     out.append(("neg", int(r.integers(8, 128)), int(r.integers(8, 64))))
     model = "small" if r.random() < 0.5 else "tiny"
     out.append(("end", model, int(r.integers(600, 2000) // 50 * 50), "1s" if r.random() < 0.5 else "0.5s"))

@@ -8,6 +8,7 @@ finishes alone with `finish_reason` "error" (blocks freed); the rest of the batc
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -50,6 +51,30 @@ def _output(req: Request, new_token_ids: tuple[int, ...]) -> RequestOutput:
                          req.first_scheduled_ns, req.first_token_ns, req.num_preemptions)
 
 
+def check_pool_holds_one_request(config: EngineConfig) -> None:
+    """vLLM 0.33 refuses to start when the pool, less its null block, cannot hold one request of
+    `max_model_len` tokens (`check_enough_kv_cache_memory`, vllm/v1/core/kv_cache_planning.py), and names
+    the longest context that fits; so does this engine, so no request is refused later for the pool."""
+    usable = config.num_gpu_blocks - 1
+    needed = -(-config.resolved_max_model_len // config.block_size)
+    if needed > usable:
+        raise InputError(
+            f"--kv-cache-mb {config.kv_cache_mb} leaves {usable} usable blocks ({pool_context_tokens(config)} "
+            f"tokens) but one request of --max-model-len {config.resolved_max_model_len} needs {needed}; "
+            f"raise --kv-cache-mb to {_mb_for_blocks(config, needed + 1)} or set --max-model-len "
+            f"{pool_context_tokens(config)} or less")
+
+
+def pool_context_tokens(config: EngineConfig) -> int:
+    """The longest context the pool holds besides its null block: the most `--max-model-len` vLLM starts with."""
+    return (config.num_gpu_blocks - 1) * config.block_size
+
+
+def _mb_for_blocks(config: EngineConfig, blocks: int) -> float:
+    """The smallest --kv-cache-mb, at 0.01 MiB, that gives `blocks` blocks."""
+    return math.ceil(blocks * config.bytes_per_block / 2**20 * 100) / 100
+
+
 class LLMEngine:
     """Example:
         engine = LLMEngine(EngineConfig(model="tiny"))
@@ -66,6 +91,7 @@ class LLMEngine:
         if config.num_gpu_blocks < 2:                  # block 0 is the KV manager's null block
             raise InputError(f"--kv-cache-mb {config.kv_cache_mb} holds fewer than 2 blocks of "
                              f"{config.bytes_per_block} bytes")
+        check_pool_holds_one_request(config)
         self.core = EngineCore(config.scheduler_config, self._execute, time.time_ns, config.bytes_per_block)
         self.kv_cache_manager, self.scheduler = self.core.kv_cache_manager, self.core.scheduler
         weights = (load_npz(config.weights, self.model_config) if config.weights
@@ -80,7 +106,8 @@ class LLMEngine:
 
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                     arrival_ns: int | None = None) -> None:
-        """Queue a request; InputError for an empty/too-long prompt, a duplicate id or a pool too small."""
+        """Queue a request; InputError for an empty or too-long prompt or a duplicate id. Any request that
+        fits `max_model_len` fits the pool: the engine refused to start otherwise."""
         if request_id in self.requests:
             raise InputError(f"duplicate request_id {request_id!r}")
         n = len(prompt_token_ids)
@@ -93,11 +120,6 @@ class LLMEngine:
         if bad:
             raise InputError(f"request {request_id!r} has token id {bad[0]} outside the vocabulary "
                              f"(0..{self.model_config.vocab_size - 1})")
-        most_tokens = min(n + params.max_tokens, self.max_model_len)
-        usable = self.kv_cache_manager.num_gpu_blocks - 1  # the null block excluded
-        if self.kv_cache_manager.blocks_for_tokens(most_tokens) > usable:
-            raise InputError(f"request {request_id!r} may need {most_tokens} tokens of KV cache but the pool holds "
-                             f"{usable * self.config.block_size}; raise --kv-cache-mb")
         req = Request(request_id, prompt_token_ids, params,
                       time.time_ns() if arrival_ns is None else arrival_ns, self.tokenizer.eos_token_id)
         self.requests[request_id] = req

@@ -30,7 +30,7 @@ import requests
 
 from stallscope.core.errors import InputError, ToolkitError
 from stallscope.engine.step_trace import read_records
-from stallscope.refserver.config import EngineConfig
+from stallscope.refserver.config import PRESETS, EngineConfig
 from stallscope.refserver.loadgen import LoadSpec, run_load
 from stallscope.refserver.server_thread import free_port
 
@@ -40,7 +40,9 @@ SCENARIOS = {"starvation": ("off", "on"), "kv-pressure": ("auto", "fp8")}
 DEFAULT_BUDGET = 64           # tokens per step: 32 decodes + a 32-token chunk, a 1,900-token prompt in 60 chunks
 LONG_EVERY_TOKENS = 50        # session tokens between long prompts: stalls are ~1/51 of the `off` ITLs
 LONG_PROMPT_TOKENS = 1900     # long enough that one unchunked prefill is ~100 decode steps on `tiny`
-KV_PRESSURE_POOL_MB = 2.5     # tiny: 160 blocks with auto, 320 with fp8, vs ~300 blocks of peak demand
+KV_PRESSURE_BLOCKS = 160      # auto: 160 blocks (2.5 MiB on tiny), fp8 320, vs ~300 blocks of peak demand
+KV_PRESSURE_MAX_MODEL_LEN = 2048   # the kv load's longest request is 1,552 tokens; vLLM refuses a pool
+                                   # that cannot hold one max_model_len request (small's is 4,096)
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,17 @@ def arms_for(scenario: str, model: str, budget: int, kv_cache_mb: float | None =
     if scenario == "starvation":
         return [Arm("off", common + ("--no-enable-chunked-prefill",)),
                 Arm("on", common + ("--enable-chunked-prefill", "--max-num-batched-tokens", str(budget)))]
-    pool = str(kv_cache_mb if kv_cache_mb is not None else KV_PRESSURE_POOL_MB)
-    chunked = common + ("--enable-chunked-prefill", "--max-num-batched-tokens", str(budget), "--kv-cache-mb", pool)
+    pool = str(kv_cache_mb if kv_cache_mb is not None else kv_pressure_pool_mb(model))
+    chunked = common + ("--enable-chunked-prefill", "--max-num-batched-tokens", str(budget), "--kv-cache-mb", pool,
+                        "--max-model-len", str(KV_PRESSURE_MAX_MODEL_LEN))
     return [Arm("auto", chunked + ("--kv-cache-dtype", "auto")), Arm("fp8", chunked + ("--kv-cache-dtype", "fp8"))]
+
+
+def kv_pressure_pool_mb(model: str) -> float:
+    """The kv-pressure arms' pool: `KV_PRESSURE_BLOCKS` blocks of the model's 16-bit KV (2.5 MiB on tiny)."""
+    if model not in PRESETS:
+        raise InputError(f"unknown --model {model!r}; choose one of {', '.join(PRESETS)}")
+    return KV_PRESSURE_BLOCKS * EngineConfig(model=model).bytes_per_block / 2**20
 
 
 def default_load(scenario: str, quick: bool, seed: int = 0) -> LoadSpec:

@@ -214,3 +214,33 @@ def write_arm(arm_dir, texts: list, steps: pd.DataFrame | None = None, target: s
             for row in steps.to_dict("records"):
                 fh.write(json.dumps({k: (int(v) if k in ("step", "start_ns", "end_ns") else v)
                                      for k, v in row.items()}) + "\n")
+
+
+# vLLM's request_tokens buckets (1-2-5 series up to max_model_len=2048) and two scrapes 60 s apart.
+LES = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, math.inf]
+
+
+def exposition(prompt_cum, gen_cum):
+    """vLLM's request prompt and generation token histograms, cumulative counts per `LES` bucket."""
+    lines = []
+    for name, cum in (("vllm:request_prompt_tokens", prompt_cum), ("vllm:request_generation_tokens", gen_cum)):
+        lines += [f"# HELP {name} Number of tokens.", f"# TYPE {name} histogram"]
+        for le, c in zip(LES, cum):
+            le_text = "+Inf" if math.isinf(le) else f"{float(le)}"
+            lines.append(f'{name}_bucket{{engine="0",le="{le_text}",model_name="tiny"}} {float(c)}')
+        lines.append(f'{name}_count{{engine="0",model_name="tiny"}} {float(cum[-1])}')
+        lines.append(f'{name}_sum{{engine="0",model_name="tiny"}} 0.0')
+    return "\n".join(lines) + "\n"
+
+
+def samples_frame(scrapes):
+    """`samples` frame rows (stallscope.core.schema) from (ts_s, exposition) pairs via prometheus_client's parser."""
+    rows = []
+    for ts, text in scrapes:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                labels = {k: v for k, v in s.labels.items() if k != "le"}
+                le = float(s.labels["le"]) if "le" in s.labels else float("nan")
+                rows.append({"ts": int(ts * 1e9), "metric": s.name, "source_metric": s.name,
+                             "labels": labels, "le": le, "value": float(s.value)})
+    return pd.DataFrame(rows)

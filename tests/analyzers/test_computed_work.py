@@ -137,7 +137,10 @@ def waiting_run(capacity: int, deferred: int, *, by_reason: bool = True, asleep:
 def test_requests_deferred_for_lora_slots_or_kv_loads_are_not_kv_pressure_nor_a_stall():
     deferred = waiting_run(0, 5)
     assert np.nanmax(deferred["waiting"]) == 0 and np.nanmax(deferred["waiting_total"]) == 5
-    assert kv_pressure.detect(deferred) == [] and scheduler_stall.detect(deferred) == []
+    # the pool reads 95% full, so that much is said, at info: nobody waits for capacity
+    assert [(f.kind, f.severity, f.evidence["waiting_max"]) for f in kv_pressure.detect(deferred)] == [
+        ("kv_pressure", "info", 0)]
+    assert scheduler_stall.detect(deferred) == []
     capacity = waiting_run(3, 2, seconds=160)   # frozen past the 2 m hold of VLLMSchedulerStalled
     pressure = kv_pressure.detect(capacity)
     assert [f.kind for f in pressure] == ["kv_pressure"]

@@ -102,11 +102,33 @@ def test_kv_high_without_waiting_or_preemption_is_not_pressure():
     m = VllmMetrics()
     frames = []
     for i in range(30):
-        m.kv.set(0.97)
+        m.kv.set(0.9)
         m.running.set(10)
         frames.append(m.scrape(T0_NS + i * NS))
     sig = signals.compute(pd.concat(frames, ignore_index=True))
     assert len(kv_pressure.detect(sig)) == 0
+
+
+def test_a_full_pool_with_nobody_waiting_is_info_with_its_numbers():
+    # one scrape at 0.968 in 40 s (a pool full for one step between scrapes), and 30 s at 0.97 with 10
+    # running and nothing waiting: each is the pool seen full, neither is measured harm
+    for usage, full_from, full_to, windows in ((0.968, 20, 21, 1), (0.97, 5, 35, None)):
+        m = VllmMetrics()
+        frames = []
+        for i in range(40):
+            m.kv.set(usage if full_from <= i < full_to else 0.6)
+            m.running.set(10)
+            frames.append(m.scrape(T0_NS + i * NS))
+        samples = pd.concat(frames, ignore_index=True)
+        out = to_frame(kv_pressure.detect(signals.compute(samples), samples=samples))
+        assert list(out["kind"]) == ["kv_pressure"] and list(out["severity"]) == ["info"]
+        f = out.iloc[0]
+        assert f["evidence"]["kv_usage_max"] == pytest.approx(usage) and f["evidence"]["kv_usage_full"] == 0.95
+        assert f["evidence"]["waiting_max"] == 0 and f["evidence"]["preemptions_per_s_max"] == 0
+        if windows is not None:
+            assert f["evidence"]["windows_full"] == windows
+        assert f"read {usage:.0%} full" in f["explanation"] and "not pressure" in f["explanation"]
+        assert T0_NS + full_from * NS <= f["start_ns"] <= f["end_ns"] <= T0_NS + (full_to + 30) * NS
 
 
 def test_frequent_preemptions_are_pressure_even_when_scrapes_miss_the_full_pool():

@@ -182,6 +182,25 @@ def test_with_config_gives_analyze_the_flags_each_server_ran():
     assert len({sc.name for sc in SCENARIOS}) == len(SCENARIOS)
 
 
+def test_every_scenario_server_passes_vllms_startup_check():
+    """Each scenario's pool holds one request of its max_model_len (vLLM 0.33 refuses to start otherwise):
+    the three pools below one 2,048-token request run with the context vLLM's error names."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from scenario_sets import SCENARIOS
+
+    from stallscope.refserver.config import EngineConfig
+    from stallscope.refserver.engine import check_pool_holds_one_request
+
+    shortened = {}
+    for sc in SCENARIOS:
+        cfg = EngineConfig.from_flags(["--model", sc.model, *sc.server])
+        check_pool_holds_one_request(cfg)
+        if cfg.max_model_len is not None:
+            shortened[sc.name] = (cfg.num_gpu_blocks, cfg.max_model_len)
+    assert shortened == {"ho-kv-auto-2mb": (128, 2032), "h2-kv-fp8-1mb": (128, 2032),
+                         "h16-kv-auto-1.5mb-10sess": (96, 1520)}
+
+
 def test_a_stated_configuration_contradicts_the_server_by_the_rule_written_once():
     """"On" for a server with chunking off; whole-prompt steps for a chunked server whose budget is at most half
     its long prompts (768 of 1,900: three steps per prompt), not for one whose step holds most of a prompt

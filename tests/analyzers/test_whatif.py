@@ -73,12 +73,13 @@ def test_policy_is_the_engines_scheduler(tmp_path):
     w = fixed(20, 24, sessions=4, long_prompt_tokens=100, long_output_tokens=8, long_every_s=10.0,
               long_first_s=0.0, duration_s=1e-6)
     sim = simulate(w, CONST, max_num_batched_tokens=64, shape=SchedulerConfig(max_num_seqs=8, block_size=16,
-                                                                            num_gpu_blocks=10, max_model_len=2048),
+                                                                            num_gpu_blocks=10, max_model_len=144),
                    record_steps=True)
     trace = tmp_path / "steps.jsonl"
     cfg = EngineConfig(model="tiny", max_num_batched_tokens=64, max_num_seqs=8, block_size=16,
                        kv_cache_mb=(10.5 * EngineConfig().bytes_per_block) / 2**20, step_trace=str(trace),
-                       enable_prefix_caching=False)             # the simulator's requests carry no token ids
+                       enable_prefix_caching=False,             # the simulator's requests carry no token ids
+                       max_model_len=144)                       # 9 usable blocks: vLLM's startup check
     engine = LLMEngine(cfg)
     assert engine.kv_cache_manager.num_gpu_blocks == 10
     engine.add_request("sim-0", [7] * 100, SamplingParams(max_tokens=8, ignore_eos=True))

@@ -23,6 +23,9 @@ from stallscope.refserver.server_thread import free_port
     (["--port", "0"], "--port must be in 1..65535"),
     (["--max-waiting", "0"], "--max-waiting must be at least 1"),
     (["--kv-cache-mb", "0.001"], "holds fewer than 2 blocks"),
+    (["--kv-cache-mb", "1.5"], "--kv-cache-mb 1.5 leaves 95 usable blocks (1520 tokens) but one request of "
+                               "--max-model-len 2048 needs 128; raise --kv-cache-mb to 2.02 or set --max-model-len 1520"),
+    (["--kv-cache-mb", "8", "--model", "small"], "one request of --max-model-len 4096 needs 256; raise --kv-cache-mb to 14.06"),
     (["--blas-threads", "-1"], "--blas-threads must be a positive integer, got -1"),
 ])
 def test_bad_flags_are_one_line_exit_2(capsys, argv, message):

@@ -144,7 +144,7 @@ def test_bad_run_directory_contents(tmp_path, capsys):
 
 
 def test_store_source_gives_an_open_loop_workload_from_the_histograms(trace, tmp_path, capsys):
-    from test_workload import exposition
+    from expo_frames import exposition
 
     scrapes = tmp_path / "scrapes.jsonl"
     before = exposition([0] * 12, [0] * 12)
@@ -171,7 +171,7 @@ def test_prometheus_source(trace, tmp_path, capsys):
 
     from expo_frames import to_openmetrics
     from promserver import PrometheusServer, backfill_openmetrics
-    from test_workload import exposition, samples_frame
+    from expo_frames import exposition, samples_frame
 
     t0 = (int(time.time()) // 3600 - 2) * 3600
     after = exposition([0, 0, 0, 0, 0, 30, 30, 30, 30, 30, 40, 40], [0, 0, 0, 0, 0, 0, 0, 40, 40, 40, 40, 40])

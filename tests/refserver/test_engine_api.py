@@ -77,12 +77,19 @@ def test_add_request_rejects_bad_input(prompt, params, message):
 def test_duplicate_ids_pools_too_small_and_bad_config_are_rejected():
     with pytest.raises(InputError, match="holds fewer than 2 blocks of 32768 bytes"):
         LLMEngine(EngineConfig(model="tiny", kv_cache_mb=0.03, kv_cache_dtype="float32"))
-    engine = LLMEngine(EngineConfig(model="tiny", kv_cache_mb=0.1, kv_cache_dtype="float32"))
+    # 0.1 MiB of float32 KV on `tiny` is 3 blocks of 16 tokens: the null block leaves 32 tokens, so vLLM 0.33's
+    # startup check refuses the model's 2,048-token context and names the longest that fits.
+    with pytest.raises(InputError, match=r"leaves 2 usable blocks \(32 tokens\) but one request of --max-model-len "
+                                         r"2048 needs 128; raise --kv-cache-mb to 4\.04 or set --max-model-len 32"):
+        LLMEngine(EngineConfig(model="tiny", kv_cache_mb=0.1, kv_cache_dtype="float32"))
+    engine = LLMEngine(EngineConfig(model="tiny", kv_cache_mb=0.1, kv_cache_dtype="float32", max_model_len=32))
     engine.add_request("a", [1, 2], SamplingParams())
     with pytest.raises(InputError, match="duplicate request_id 'a'"):
         engine.add_request("a", [1, 2], SamplingParams())
-    with pytest.raises(InputError, match="raise --kv-cache-mb"):
-        engine.add_request("b", [1] * 100, SamplingParams(max_tokens=100))
+    engine.add_request("b", [1] * 31, SamplingParams(max_tokens=100))    # capped at max_model_len: it fits
+    while engine.has_unfinished_requests():
+        engine.step()
+    assert engine.requests == {} and engine.kv_cache_manager.num_used_blocks == 0
     for kwargs, message in [({"max_num_batched_tokens": 8}, "smaller than --block-size 16"),
                             ({"model": "huge"}, "unknown model 'huge'"),
                             ({"kv_cache_dtype": "int4"}, "unknown --kv-cache-dtype 'int4'"),

@@ -16,7 +16,8 @@ BLOCK_MB = 16 * 2048 / 2**20       # one tiny float32 block: 16 tokens x 4 layer
 def run(reqs, num_blocks, budget=64, aborts=()):
     """reqs: list of (arrival step, prompt, max_tokens). Returns tokens per id and all StepStats."""
     engine = LLMEngine(EngineConfig(model="tiny", kv_cache_dtype="float32", max_num_batched_tokens=budget,
-                                    kv_cache_mb=num_blocks * BLOCK_MB))
+                                    kv_cache_mb=num_blocks * BLOCK_MB, max_model_len=(num_blocks - 1) * 16))
+    # max_model_len: the longest context the pool holds, as vLLM's startup check asks of a small pool
     assert engine.kv_cache_manager.num_gpu_blocks == num_blocks
     tokens, stats, finished = {}, [], {}
     last = max(a for a, _, _ in reqs)

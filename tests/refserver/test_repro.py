@@ -10,6 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from stallscope.cli import main
 from stallscope.cli.repro import ab_table
 from stallscope.core.errors import InputError
+from stallscope.refserver.config import EngineConfig
+from stallscope.refserver.engine import LLMEngine
 from stallscope.refserver.loadgen import LoadSpec
 from stallscope.collectors.scrape_loop import record_jsonl
 from stallscope.refserver.repro import arm_summary, arms_for, run_repro
@@ -26,6 +28,13 @@ def test_arms_for_each_scenario():
     auto, fp8 = arms_for("kv-pressure", "tiny", 128, kv_cache_mb=3.0)
     assert auto.server_args[-1] == "auto" and fp8.server_args[-1] == "fp8"
     assert auto.server_args[auto.server_args.index("--kv-cache-mb") + 1] == "3.0"
+    # the default pool is 160 blocks of 16-bit KV on either model, with a context vLLM's startup check accepts
+    for model, mb in (("tiny", "2.5"), ("small", "8.75")):
+        args = arms_for("kv-pressure", model, 64)[1].server_args
+        assert args[args.index("--kv-cache-mb") + 1] == mb and args[args.index("--max-model-len") + 1] == "2048"
+        cfg = EngineConfig.from_flags(args)
+        assert (cfg.num_gpu_blocks, cfg.resolved_max_model_len) == (320, 2048)    # fp8: twice the blocks
+    assert LLMEngine(cfg).kv_cache_manager.num_gpu_blocks == 320        # small's engine passes the same check
     with pytest.raises(InputError, match="unknown --scenario 'thrash'"):
         arms_for("thrash", "tiny", 96)
     with pytest.raises(InputError, match="--budget"):
