@@ -505,6 +505,34 @@ HELD_OUT_16 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=16,
              exercises="the data ends 2 s after a whole 700-token prefill starts (on `tiny` it takes well under 1 s)"),
 ]
+# The seventeenth: drawn the same way (seed 202612038) after two changes, before its first run: the
+# reference server refuses a pool that cannot hold one max_model_len request (vLLM 0.33's startup check),
+# and a scrape that reads the pool >= 95% full is an info kv_pressure finding.
+HELD_OUT_17 = [
+    Scenario("h17-tiny-chunk192-s16", chunked(192), _h2(16, 1050, 8.1), seed=171, held_out=17,
+             exercises="budget 192, 16 sessions, 1,050-token prompts every 8.1 s"),
+    Scenario("h17-tiny-chunk768-s4", chunked(768), _h2(4, 1850, 7.1), seed=172, held_out=17,
+             exercises="budget 768, 4 sessions, 1,850-token prompts every 7.1 s"),
+    Scenario("h17-tiny-nochunk-1350-s4-scrape1s", OFF, _h2(4, 1350, 5.9), seed=173, interval="1s", held_out=17,
+             exercises="4 sessions, whole 1,350-token prefills every 5.9 s, 1 s scrapes"),
+    Scenario("h17-tiny-chunk256-s14-scrape1s", chunked(256), _h2(14, 1750, 3.1), seed=174, interval="1s",
+             held_out=17, exercises="budget 256, 14 sessions, 1,750-token prompts every 3.1 s, 1 s scrapes"),
+    Scenario("h17-small-chunk64-s5-scrape1s", chunked(64), _h2(5, 500, 2.4), model="small", seed=175,
+             interval="1s", held_out=17, exercises="`small`, budget 64, 5 sessions, 500-token prompts every 2.4 s, 1 s scrapes"),
+    Scenario("h17-tiny-chunk1536-s8", chunked(1536), _h2(8, 1350, 4.7), seed=176, held_out=17,
+             exercises="budget 1,536 (whole 1,350-token prompts), 8 sessions, every 4.7 s"),
+    Scenario("h17-kv-auto-12.2mb-36sess", KV + ("--kv-cache-mb", "12.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "36") + KV_LOAD[2:], seed=177, held_out=17, exercises="a 12.2 MiB auto pool, 36 sessions"),
+    Scenario("h17-kv-fp8-8.2mb-35sess", KV + ("--kv-cache-mb", "8.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "35") + KV_LOAD[2:], seed=178, held_out=17, exercises="a 8.2 MiB fp8 pool, 35 sessions"),
+    Scenario("h17-neg-short-26sess", ("--max-num-seqs", "128"),
+             ("--sessions", "26", "--short-prompt-tokens", "14", "--max-tokens", "32") + SHORT_ONLY, seed=179,
+             held_out=17, exercises="negative: 26 sessions of 14-token prompts"),
+    Scenario("h17-end-in-stall-tiny-1850-scrape1s", OFF, _h2(4, 1850, "{half}"), seed=180,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=17,
+             exercises="the data ends 2 s after a whole 1,850-token prefill starts (on `tiny` it takes well under 1 s), "
+                       "1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
-             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16)
+             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17)
