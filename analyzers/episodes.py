@@ -27,7 +27,12 @@ spans, it gets one cause, and the finding says which evidence decided it.
      under the long-prefill cut plus the running decodes scheduled before any chunk (known: the running
      median less the prefilling request, at least 1), or, when unknown, no step outlasted the live window
      and each stream stalled more than 1.5 times per long prefill (ITL samples above the SLO in windows where a long
-     prefill completed, less the target's rate away from long prefills; stallscope.analyzers.chunking);
+     prefill completed, less the target's rate away from long prefills; stallscope.analyzers.chunking), or
+     long prefills completed but fewer than half of the episode's ITL samples above the SLO came at them
+     (`PREFILL_SHARE_MIN`: the cause is what made most stalls, here the steady steps with prompt work in
+     them). `iteration_tokens_total` counts a prompt's tokens in the step that completes it, so a "long
+     prefill" there may be a short chunk that finished a prompt beside other short prompts; stalls that do
+     not cluster at those steps show it;
    - `prefill`: a long prefill completed, or prompt tokens were computed at `prefill_tokens_rate_high` or
      more while the streams were frozen, or the streams are frozen with nothing moving (one engine step in progress; with
      chunking off it is a whole prompt's prefill) for less than the stuck bound: decode starvation;
@@ -57,6 +62,7 @@ from stallscope.core.config import parse_duration
 
 MISSED_SHARE, INTERFERENCE_SHARE = 0.05, 0.01
 P99_TAIL = 0.01   # the ITL SLO is a P99: missed when more than 1 % of observations lie at or above it
+PREFILL_SHARE_MIN = 0.5   # the share of above-SLO ITL samples long prefills must explain to be the cause (3)
 CAUSES = ("stuck", "preemption", "prefill_chunks", "prefill", "slow_decode")
 TIMELINE_ROWS = 40   # an episode's evidence timeline: at most this many windows
 TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "nothing_for_s", "prompt_rate", "long_prefill_rate",
@@ -215,11 +221,21 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
     # a step outlasted the live window, then a prefill completed: whole-prompt steps, unless the configuration
     # (given or read off the histograms) says the steps were chunks
     whole_steps = ev["windows_nothing_moves"] > 0 and holds is not False
-    if prefill_work and (holds is False or (holds is None and not whole_steps and per > STALLS_PER_PREFILL_CHUNKED)):
+    at_prefills = ev["itl_samples_above_slo_at_prefills"]
+    elsewhere = (holds is None and ev["long_prefills"] > 0 and above > 0
+                 and at_prefills < PREFILL_SHARE_MIN * above)    # the stalls did not cluster at the long prefills
+    if prefill_work and (holds is False or (holds is None and not whole_steps
+                                            and (per > STALLS_PER_PREFILL_CHUNKED or elsewhere))):
         beside = f" beside {decodes} running decodes" if (chunking.budget or 0) >= LONG_PREFILL_TOKENS else ""
-        why = (f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}"
-               if holds is False else f"{per:.1f} ITL samples above the SLO per long prefill per stream: every "
-               "chunk step of a prompt was slow, so its steps were chunks")
+        if holds is False:
+            why = f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}"
+        elif per > STALLS_PER_PREFILL_CHUNKED:
+            why = (f"{per:.1f} ITL samples above the SLO per long prefill per stream: every chunk step of a "
+                   "prompt was slow, so its steps were chunks")
+        else:
+            why = (f"{at_prefills:.0f} of the {above:.0f} ITL samples above the SLO came at the "
+                   f"{ev['long_prefills']:.1f} long prefills, under {PREFILL_SHARE_MIN:.0%}: the steady steps, "
+                   "with prompt work in them, made most stalls, not a long prompt's step")
         return "prefill_chunks", why
     if prefill_work:
         if ev["long_prefills"] > 0 and whole_steps:

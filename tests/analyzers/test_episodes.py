@@ -354,7 +354,7 @@ def test_inferred_whole_prompt_steps_name_the_budget_that_reads_the_same_and_chu
     assert "With chunked prefill off, or on with a budget that holds most of a long prompt (about 750 tokens) in " \
            "one step" in explain(ep, ev, "", 0.2, off)
     frozen = {"window_s": 5.0, "windows_nothing_moves": 1, "nothing_moves_s": 2.0, "itl_samples_above_slo": 40.0,
-              "preemptions": 0.0, "windows_frozen_computing_prompts": 1, "long_prefills": 14.0, "running_median": 13.0,
+              "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 1, "long_prefills": 14.0, "running_median": 13.0,
               "stalls_per_long_prefill_per_stream": 2.0}
     on = C.Chunking(True, None, "inferred from metrics", "a test", budget_estimate=784.5)
     assert _cause(frozen, on, 30.0, False) == (
@@ -388,8 +388,8 @@ def test_a_budget_of_512_computes_no_long_prompt_beside_running_decodes():
     from stallscope.analyzers.episodes import _cause
 
     ev = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
-          "preemptions": 0.0, "windows_frozen_computing_prompts": 0, "long_prefills": 5.0, "running_median": 8.0,
-          "stalls_per_long_prefill_per_stream": 1.0}
+          "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
+          "long_prefills": 5.0, "running_median": 8.0, "stalls_per_long_prefill_per_stream": 1.0}
     cause, why = _cause(ev, C.from_flags(True, 512), 60.0, False)
     assert cause == "prefill_chunks" and "no step computes 512+ prompt tokens beside 7 running decodes" in why
     assert _cause(ev, C.from_flags(True, 520), 60.0, False)[0] == "prefill"
@@ -416,3 +416,29 @@ def test_levers_say_an_itl_p50_only_bounds_the_decode_step_when_prefill_fills_mo
     text, _ = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=0.002,
                                              source="a trace", budget_in_use=64, running=16, decode_from="trace")
     assert "a decode step alone takes about 150 ms at 16 running requests" in text
+
+
+def test_stalls_that_do_not_cluster_at_long_prefills_are_the_steady_steps_not_starvation():
+    """`small` at budget 64 (h17-small-chunk64-s5-scrape1s, full pass): 889 ITL samples above the SLO, 2 of them in
+    the windows of the 3 steps `iteration_tokens_total` counted above 512 (a chunk completing a 500-token prompt
+    beside short ones). With the budget unknown the cause is what made most stalls: the chunk steps. Once long
+    prefills explain half the stalls, or the configuration says a step holds a long prompt, it is starvation."""
+    from stallscope.analyzers.episodes import PREFILL_SHARE_MIN, _cause
+
+    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 889.0,
+          "itl_samples_above_slo_at_prefills": 1.5, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
+          "long_prefills": 3.0, "running_median": 5.0, "stalls_per_long_prefill_per_stream": 0.1}
+    on = C.infer(59.3, 3.0)
+    assert on.enabled is True and on.holds_long_prefills() is None
+    cause, why = _cause(ev, on, 120.0, False)
+    assert cause == "prefill_chunks"
+    assert why == ("2 of the 889 ITL samples above the SLO came at the 3.0 long prefills, under 50%: the steady "
+                   "steps, with prompt work in them, made most stalls, not a long prompt's step")
+    half = {**ev, "itl_samples_above_slo_at_prefills": PREFILL_SHARE_MIN * 889.0}
+    assert _cause(half, on, 120.0, False)[0] == "prefill"
+    assert _cause(ev, C.from_flags(False, None), 120.0, False)[0] == "prefill"        # known off: a long step
+    assert _cause(ev, C.from_flags(True, 64), 120.0, False)[0] == "prefill_chunks"   # known budget: as before
+    # no ITL sample above the SLO yet (a freeze still open): nothing to share out, the freeze decides
+    still = {**ev, "itl_samples_above_slo": 0.0, "itl_samples_above_slo_at_prefills": 0.0, "windows_nothing_moves": 2,
+             "nothing_moves_s": 20.0}
+    assert _cause(still, on, 120.0, False)[0] == "prefill"
