@@ -533,6 +533,34 @@ HELD_OUT_17 = [
              exercises="the data ends 2 s after a whole 1,850-token prefill starts (on `tiny` it takes well under 1 s), "
                        "1 s scrapes"),
 ]
+# The eighteenth: drawn the same way (seed 202612039) after held-out 17's passes and one change to the
+# episode cause (long prefills that made under half of an episode's stalls are not its cause, with the
+# budget unknown), before its first run.
+HELD_OUT_18 = [
+    Scenario("h18-small-nochunk-550-s16", OFF, _h2(16, 550, 5.1), model="small", seed=181, held_out=18,
+             exercises="`small`, 16 sessions, whole 550-token prefills every 5.1 s"),
+    Scenario("h18-tiny-nochunk-1250-s15", OFF, _h2(15, 1250, 1.5), seed=182, held_out=18,
+             exercises="15 sessions, whole 1,250-token prefills every 1.5 s"),
+    Scenario("h18-tiny-chunk1536-s4", chunked(1536), _h2(4, 1000, 4.2), seed=183, held_out=18,
+             exercises="budget 1,536 (whole 1,000-token prompts), 4 sessions, every 4.2 s"),
+    Scenario("h18-small-chunk64-s12", chunked(64), _h2(12, 1200, 2.7), model="small", seed=184, held_out=18,
+             exercises="`small`, budget 64, 12 sessions, 1,200-token prompts every 2.7 s"),
+    Scenario("h18-tiny-chunk384-s15", chunked(384), _h2(15, 550, 3.3), seed=185, held_out=18,
+             exercises="budget 384, 15 sessions, 550-token prompts every 3.3 s"),
+    Scenario("h18-tiny-chunk512-s7", chunked(512), _h2(7, 1350, 9.5), seed=186, held_out=18,
+             exercises="budget 512, 7 sessions, 1,350-token prompts every 9.5 s"),
+    Scenario("h18-kv-auto-18.8mb-20sess", KV + ("--kv-cache-mb", "18.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "20") + KV_LOAD[2:], seed=187, held_out=18, exercises="a 18.8 MiB auto pool, 20 sessions"),
+    Scenario("h18-kv-auto-9.9mb-31sess", KV + ("--kv-cache-mb", "9.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "31") + KV_LOAD[2:], seed=188, held_out=18, exercises="a 9.9 MiB auto pool, 31 sessions"),
+    Scenario("h18-neg-short-75sess", ("--max-num-seqs", "128"),
+             ("--sessions", "75", "--short-prompt-tokens", "48", "--max-tokens", "32") + SHORT_ONLY, seed=189,
+             held_out=18, exercises="negative: 75 sessions of 48-token prompts"),
+    Scenario("h18-end-in-stall-small-1950-scrape1s", OFF, _h2(4, 1950, "{half}"), model="small", seed=190,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=18,
+             exercises="the data ends 2 s after a whole 1,950-token prefill starts on `small` (several seconds), "
+                       "1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
-             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17)
+             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18)
