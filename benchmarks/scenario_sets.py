@@ -561,6 +561,33 @@ HELD_OUT_18 = [
              exercises="the data ends 2 s after a whole 1,950-token prefill starts on `small` (several seconds), "
                        "1 s scrapes"),
 ]
+# The nineteenth: drawn the same way (seed 202612040) after held-out 18's passes, with no change to the
+# detector since, before its first run.
+HELD_OUT_19 = [
+    Scenario("h19-small-chunk640-s15-scrape1s", chunked(640), _h2(15, 950, 2.6), model="small", seed=191,
+             interval="1s", held_out=19, exercises="`small`, budget 640, 15 sessions, 950-token prompts every 2.6 s, 1 s scrapes"),
+    Scenario("h19-tiny-nochunk-850-s4-scrape1s", OFF, _h2(4, 850, 4.8), seed=192, interval="1s", held_out=19,
+             exercises="4 sessions, whole 850-token prefills every 4.8 s, 1 s scrapes"),
+    Scenario("h19-small-chunk640-s10", chunked(640), _h2(10, 1000, 2.3), model="small", seed=193, held_out=19,
+             exercises="`small`, budget 640, 10 sessions, 1,000-token prompts every 2.3 s"),
+    Scenario("h19-tiny-chunk192-s4-scrape1s", chunked(192), _h2(4, 550, 4.9), seed=194, interval="1s", held_out=19,
+             exercises="budget 192, 4 sessions, 550-token prompts every 4.9 s, 1 s scrapes"),
+    Scenario("h19-small-chunk768-s10", chunked(768), _h2(10, 1450, 6.6), model="small", seed=195, held_out=19,
+             exercises="`small`, budget 768, 10 sessions, 1,450-token prompts every 6.6 s"),
+    Scenario("h19-tiny-nochunk-1750-s13-scrape1s", OFF, _h2(13, 1750, 7.9), seed=196, interval="1s", held_out=19,
+             exercises="13 sessions, whole 1,750-token prefills every 7.9 s, 1 s scrapes"),
+    Scenario("h19-kv-fp8-6.4mb-21sess", KV + ("--kv-cache-mb", "6.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "21") + KV_LOAD[2:], seed=197, held_out=19, exercises="a 6.4 MiB fp8 pool, 21 sessions"),
+    Scenario("h19-kv-auto-8.1mb-20sess", KV + ("--kv-cache-mb", "8.1", "--kv-cache-dtype", "auto"),
+             ("--sessions", "20") + KV_LOAD[2:], seed=198, held_out=19, exercises="a 8.1 MiB auto pool, 20 sessions"),
+    Scenario("h19-neg-short-105sess", ("--max-num-seqs", "128"),
+             ("--sessions", "105", "--short-prompt-tokens", "41", "--max-tokens", "32") + SHORT_ONLY, seed=199,
+             held_out=19, exercises="negative: 105 sessions of 41-token prompts"),
+    Scenario("h19-end-in-stall-tiny-1350-scrape1s", OFF, _h2(4, 1350, "{half}"), seed=200,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=19,
+             exercises="the data ends 2 s after a whole 1,350-token prefill starts (on `tiny` it takes well under 1 s), "
+                       "1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
-             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18)
+             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19)
