@@ -55,14 +55,13 @@ def check_pool_holds_one_request(config: EngineConfig) -> None:
     """vLLM 0.33 refuses to start when the pool, less its null block, cannot hold one request of
     `max_model_len` tokens (`check_enough_kv_cache_memory`, vllm/v1/core/kv_cache_planning.py), and names
     the longest context that fits; so does this engine, so no request is refused later for the pool."""
-    usable = config.num_gpu_blocks - 1
-    needed = -(-config.resolved_max_model_len // config.block_size)
-    if needed > usable:
+    fits, length = pool_context_tokens(config), config.resolved_max_model_len
+    if length > fits:
+        needed = -(-length // config.block_size)
         raise InputError(
-            f"--kv-cache-mb {config.kv_cache_mb} leaves {usable} usable blocks ({pool_context_tokens(config)} "
-            f"tokens) but one request of --max-model-len {config.resolved_max_model_len} needs {needed}; "
-            f"raise --kv-cache-mb to {_mb_for_blocks(config, needed + 1)} or set --max-model-len "
-            f"{pool_context_tokens(config)} or less")
+            f"--kv-cache-mb {config.kv_cache_mb} leaves {config.num_gpu_blocks - 1} usable blocks ({fits} tokens) "
+            f"but one request of --max-model-len {length} needs {needed}; raise --kv-cache-mb to "
+            f"{_mb_for_blocks(config, needed + 1)} or set --max-model-len {fits} or less")
 
 
 def pool_context_tokens(config: EngineConfig) -> int:
