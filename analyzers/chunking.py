@@ -10,7 +10,10 @@ assumes, so every starvation finding states which one it used and how it was kno
    long prompt's prefill (`request_prefill_time_seconds`: first scheduled to first token): the streams wait
    for all of it. With chunking on, the prefill is spread over several steps and the longest gap is one of
    them, shorter than the whole prefill. The long prompts are the requests with more than 500 computed prompt
-   tokens (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); T is the median of their
+   tokens (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); P, their size, is the
+   histogram's `_sum` less the short prompts, each the mean size of those finished in scrape intervals that
+   finished no long one, over their count (the bucket at their median rank when no such interval exists: the
+   buckets read 950 tokens as 750); T is the median of their
    prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL bucket in use.
    G >= T: off, unless that bucket holds K > 1.5 gaps per long prefill per running stream: one step per
    prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket as wide as
@@ -23,7 +26,9 @@ assumes, so every starvation finding states which one it used and how it was kno
    to be exact), and never when S, the gaps above the ITL SLO per long prefill per running stream, is at
    least 2 and P / (S - 1) < 512: a prompt spread over S slow steps, all but the last chunk full, had no
    chunk above that, in whichever ITL buckets its steps fell (the top bucket alone misses them when they
-   straddle a bound). With at least as many preemptions as gaps in that top bucket, "off" is not inferred
+   straddle a bound). S leaves out the gaps above the SLO that come without long prefills: those of the
+   scrape intervals no long prefill can have run in, and that rate over the rest (on a slow host a short
+   prompt's prefill step beside many decodes crosses the SLO too). With at least as many preemptions as gaps in that top bucket, "off" is not inferred
    from it: a preempted request's next ITL sample spans its wait and recompute, not one step. An inferred
    "off" is stated as off or a budget whose one step holds most of a long prompt: the buckets cannot tell
    them apart. The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower
@@ -43,9 +48,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
-from stallscope.analyzers.workload import counter_increase
+from stallscope.analyzers.workload import counter_increase, interval_increase
 
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
 STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
@@ -190,6 +196,25 @@ def _whole_run(rows, family: str, t0: int, t1: int):
     return les, np.maximum.accumulate(np.nan_to_num(rates[0])) * max(t1 - t0, 1) / 1e9
 
 
+def long_prompt_mean(parts: dict, family: str) -> float | None:
+    """The long prompts' mean size from a token histogram's `_sum` (module docstring, 3): the sum less the short
+    prompts (<= the 500 bound), each the mean size of the prompts finished in scrape intervals that finished no
+    long one, over the long prompts' count. None when no long prompt finished, or short ones did but no interval
+    without a long one shows their size. The buckets alone read a 950-token prompt as 750."""
+    rows = [parts.get(f"{family}{end}") for end in ("_sum", "_count", "_bucket")]
+    if any(r is None or not len(r) for r in rows):
+        return None
+    short_rows = rows[2][rows[2]["le"] == LONG_PROMPT_BOUND]
+    f = pd.concat({"sum": interval_increase(rows[0]), "count": interval_increase(rows[1]),
+                   "short": interval_increase(short_rows)}, axis=1).fillna(0.0)
+    n_long, n_short = float((f["count"] - f["short"]).sum()), float(f["short"].sum())
+    quiet = f[(f["count"] - f["short"] < 0.5) & (f["short"] > 0)]
+    if n_long < 0.5 or (n_short > 0 and quiet.empty) or short_rows.empty:
+        return None
+    short_mean = float(quiet["sum"].sum() / quiet["short"].sum()) if n_short > 0 else 0.0
+    return (float(f["sum"].sum()) - n_short * short_mean) / n_long
+
+
 def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     """Chunking inferred from one target's ITL, prefill-time and prompt-token histograms (module docstring,
     3); UNKNOWN when they hold no long prompt. `slo` (the ITL SLO, s) also bounds the budget by the count
@@ -201,10 +226,11 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
     names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)] + ["vllm:num_requests_running",
                                                                                      PREEMPTIONS]
-    parts = split_metrics(samples, names)
-    itl = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in ITL_FAMILIES if f + "_bucket" in parts), None)
-    tokens = next((_whole_run(parts.get(f + "_bucket"), f, t0, t1) for f in TOKEN_FAMILIES if f + "_bucket" in parts),
-                  None)
+    parts = split_metrics(samples, names + [f + end for f in TOKEN_FAMILIES for end in ("_sum", "_count")])
+    itl_family = next((f for f in ITL_FAMILIES if f + "_bucket" in parts), None)
+    itl = _whole_run(parts.get(f"{itl_family}_bucket"), itl_family, t0, t1) if itl_family else None
+    family = next((f for f in TOKEN_FAMILIES if f + "_bucket" in parts), None)
+    tokens = _whole_run(parts.get(f"{family}_bucket"), family, t0, t1) if family else None
     ptime = _whole_run(parts.get(PREFILL_TIME + "_bucket"), PREFILL_TIME, t0, t1)
     if itl is None or tokens is None or ptime is None:
         return UNKNOWN
@@ -217,6 +243,10 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
         return UNKNOWN
     rank = 1.0 - n_long / (2.0 * tc[-1])
     prompt = float(Q.bucket_quantile(rank, tl, tc[None, :])[0][0])
+    mean = long_prompt_mean(parts, family)
+    if mean is not None:   # within the long prompts' buckets: from above the 500 bound to the top one in use
+        top_bound = tl[min(int(np.flatnonzero(np.diff(np.concatenate([[0.0], tc])) > 0)[-1]), len(tl) - 1)]
+        prompt = float(np.clip(mean, LONG_PROMPT_BOUND, top_bound if np.isfinite(top_bound) else mean))
     t_long = float(Q.bucket_quantile(rank, ptime[0], ptime[1][None, :])[0][0])
     gap = float(itl[0][used[-1]]) if np.isfinite(itl[0][used[-1]]) else float(itl[0][used[-1] - 1]) * 2
     if not (t_long > 0 and np.isfinite(t_long)):
@@ -250,7 +280,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
         # S: gaps above the SLO per long prefill per running stream; S >= 2 slow steps per prompt hold at most
         # P / (S - 1) tokens each (all but the last chunk are full), wherever in the ITL buckets they fell
         lower, per_bucket = _per_bucket(itl[0], itl[1][None, :])
-        slow = float(per_bucket[0, lower >= slo].sum()) / (n_long * streams)
+        apart = _slow_gaps_apart(parts[f"{itl_family}_bucket"], parts[f"{family}_bucket"], slo, t_long)
+        slow = max(float(per_bucket[0, lower >= slo].sum()) - apart, 0.0) / (n_long * streams)
         if slow >= 2.0:
             bound = float(prompt / (slow - 1.0))
             what += (f"; {slow:.1f} gaps above the SLO per long prefill per running stream: no step held more than "
@@ -258,6 +289,31 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     floor = prompt * min(float(lo[0]), min(slowest, gap)) / t_long if np.isfinite(lo[0]) else floor
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
                     budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt)
+
+
+def _slow_gaps_apart(itl_rows, token_rows, slo: float, t_long: float) -> float:
+    """The ITL gaps above the SLO that long prefills did not cause (module docstring, 3): every one in a scrape
+    interval no long prefill can have run in (none finished in it or within `t_long` s after it), plus that
+    rate over the intervals one can have. A short prompt's prefill beside many decodes can cross the SLO on a
+    slow host; counted as a chunk step, it would bound the budget far below the chunks the server ran. 0.0 when
+    every interval can hold a long prefill."""
+    les = np.sort(itl_rows["le"].unique())
+    at = les[np.searchsorted(les, slo)] if slo <= les[-1] else les[-1]
+    above = interval_increase(itl_rows[itl_rows["le"] == np.inf]) - interval_increase(itl_rows[itl_rows["le"] == at])
+    longs = (interval_increase(token_rows[token_rows["le"] == np.inf])
+             - interval_increase(token_rows[token_rows["le"] == LONG_PROMPT_BOUND]))
+    f = pd.concat({"above": above, "long": longs}, axis=1).fillna(0.0).sort_index()
+    if len(f) < 2:
+        return 0.0
+    end = f.index.to_numpy(dtype=float) / 1e9
+    start = np.concatenate([[end[0] - np.median(np.diff(end))], end[:-1]])
+    done = f["long"].to_numpy() >= 0.5
+    busy = ((start[:, None] < end[None, done]) & (end[:, None] > start[None, done] - t_long)).any(axis=1)
+    quiet_s = float((end - start)[~busy].sum())
+    if quiet_s <= 0:
+        return 0.0
+    quiet = float(f["above"].to_numpy()[~busy].sum())
+    return quiet + quiet / quiet_s * float((end - start)[busy].sum())
 
 
 FROZEN_SHARE = 0.75   # a freeze this share of a whole long prefill is one step holding (nearly) all of it

@@ -221,14 +221,31 @@ def counter_increase(rows: pd.DataFrame, *, by_le: bool):
     frame = rows.assign(_key=key + ("|" + rows["le"].astype(str) if by_le else ""))
     total: dict = {}
     for _, series in frame.sort_values("ts").groupby("_key", sort=False):
-        v = series["value"].to_numpy(dtype=float)
-        d = np.diff(v)
-        inc = float(np.where(d >= 0, d, v[1:]).sum()) if len(v) > 1 else 0.0
+        inc = float(_increments(series["value"].to_numpy(dtype=float)).sum())
         k = float(series["le"].iloc[0]) if by_le else 0.0
         total[k] = total.get(k, 0.0) + inc
     if by_le:
         return pd.Series(total).sort_index()
     return total.get(0.0, 0.0)
+
+
+def _increments(v: np.ndarray) -> np.ndarray:
+    """A counter's increase between consecutive samples; after a reset (a drop) the new value is the increase."""
+    d = np.diff(v)
+    return np.where(d >= 0, d, v[1:])
+
+
+def interval_increase(rows: pd.DataFrame) -> pd.Series:
+    """A counter's increase per scrape interval (reset-aware), summed over series, indexed by the interval's
+    closing ts; empty for no rows."""
+    if rows.empty:
+        return pd.Series(dtype=float)
+    key = rows["labels"].map(lambda d: json.dumps(d, sort_keys=True) if isinstance(d, dict) else str(d))
+    if "target" in rows:
+        key = key + "|" + rows["target"].astype(str)
+    parts = [pd.Series(_increments(s["value"].to_numpy(dtype=float)), index=s["ts"].to_numpy()[1:])
+             for _, s in rows.assign(_key=key).sort_values("ts").groupby("_key", sort=False) if len(s) > 1]
+    return pd.concat(parts).groupby(level=0).sum() if parts else pd.Series(dtype=float)
 
 
 def workload_with(w: Workload, **changes) -> Workload:

@@ -1,0 +1,90 @@
+"""Chunking read off the metrics over many scrapes: the long prompts' size from the token histogram's sum, and
+the ITL gaps above the SLO that short prompts' prefills cause on a slow host, which bound no chunk."""
+
+import pandas as pd
+import pytest
+from prometheus_client import Histogram
+
+from expo_frames import T0_NS, VllmMetrics
+from stallscope.analyzers import chunking as C
+from stallscope.analyzers.signals import split_metrics
+
+SECOND = 10**9
+
+
+def _scrapes(n_intervals, long_at, *, long_tokens=950, short_tokens=37, shorts=5, running=10, prefill_s=2.0,
+             chunk_gaps=(1.3, 17), short_gaps=(0.21, 0)):
+    """`n_intervals` one-second scrape intervals of vLLM's histograms (prometheus_client's own exposition):
+    each finishes `shorts` prompts of `short_tokens` (0.2 s prefill) and 60 decode gaps of 70 ms per stream,
+    plus `short_gaps` = (seconds, count): gaps a short prompt's prefill step held; the intervals in `long_at`
+    also finish one prompt of `long_tokens`, taking `prefill_s`, whose chunk steps held `chunk_gaps`."""
+    m = VllmMetrics()
+    tokens = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
+                       buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
+                       ).labels(**m.labels)
+    m.running.set(running)
+    frames = [m.scrape(T0_NS)]
+    for k in range(1, n_intervals + 1):
+        for _ in range(shorts):
+            tokens.observe(short_tokens)
+            m.prefill_time.observe(0.2)
+        for _ in range(60):
+            m.itl.observe(0.07)
+        for _ in range(short_gaps[1]):
+            m.itl.observe(short_gaps[0])
+        if k in long_at:
+            tokens.observe(long_tokens)
+            m.prefill_time.observe(prefill_s)
+            for _ in range(chunk_gaps[1]):
+                m.itl.observe(chunk_gaps[0])
+        frames.append(m.scrape(T0_NS + k * SECOND))
+    return pd.concat(frames, ignore_index=True).assign(target="vllm")
+
+
+def _parts(samples):
+    names = [f"vllm:request_prompt_tokens{end}" for end in ("_sum", "_count", "_bucket")]
+    return split_metrics(samples, names)
+
+
+def test_the_long_prompts_size_comes_from_the_sum_less_the_short_prompts_seen_alone():
+    """Buckets read a 950-token prompt as 750 (the middle of vLLM's (500, 1000]); the sum says 950: the
+    intervals without a long prompt show the short ones are 37 tokens each."""
+    run = _scrapes(12, long_at={4, 9})
+    assert C.long_prompt_mean(_parts(run), "vllm:request_prompt_tokens") == pytest.approx(950.0)
+    inferred = C.infer_from_histograms(run, 0.2)
+    assert inferred.long_prompt_tokens == pytest.approx(950.0)
+    assert "of a 950-token prompt" in inferred.detail   # the budget estimate is a share of it
+
+
+def test_without_an_interval_free_of_long_prompts_the_buckets_decide():
+    """Every interval finished a long prompt, so nothing shows the short prompts' size alone: no sum-based
+    size, and the inference falls back to the bucket (750 for (500, 1000])."""
+    run = _scrapes(4, long_at={1, 2, 3, 4})
+    assert C.long_prompt_mean(_parts(run), "vllm:request_prompt_tokens") is None
+    assert C.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(750.0)
+
+
+def test_a_run_of_long_prompts_only_is_its_sum_over_its_count():
+    run = _scrapes(6, long_at={2, 5}, shorts=0, long_tokens=1450)
+    assert C.long_prompt_mean(_parts(run), "vllm:request_prompt_tokens") == pytest.approx(1450.0)
+
+
+def test_short_prompt_prefills_above_the_slo_on_a_slow_host_bound_no_chunk():
+    """`small` on a slow host (h19-small-chunk768-s10): a step that prefills one 40-token prompt beside nine
+    decodes takes 0.21 s, over the 200 ms SLO, in every interval, long prompt or not. The 1,450-token prompts
+    ran in 768-token chunks (2.8 s steps, 17 gaps each in (2.5, 5]). Counted as chunk steps, those 0.21 s gaps
+    made 16 slow gaps per long prefill per stream and bounded the chunk to 1,450 / 15 = 97 tokens; the
+    intervals with no long prefill show them at 10 a second, which leaves 1.7 per prefill per stream: no bound."""
+    run = _scrapes(30, long_at={8, 22}, long_tokens=1450, prefill_s=5.6, chunk_gaps=(2.8, 17), short_gaps=(0.21, 10))
+    inferred = C.infer_from_histograms(run, 0.2)
+    assert inferred.enabled is True and inferred.budget_bound is None
+    assert inferred.budget_estimate >= 768 and inferred.holds_long_prefills() is True
+
+
+def test_gaps_above_the_slo_only_beside_long_prefills_still_bound_the_chunk():
+    """The same run with no short-prompt gap above the SLO, and 60 chunk-step gaps per long prefill (6 per
+    stream, 1.3 s each): 1,450 / (6 - 1) = 290 tokens at most per step, under the 512 cut."""
+    run = _scrapes(30, long_at={8, 22}, long_tokens=1450, prefill_s=7.8, chunk_gaps=(1.3, 60))
+    inferred = C.infer_from_histograms(run, 0.2)
+    assert inferred.budget_bound == pytest.approx(290.0)
+    assert inferred.holds_long_prefills() is False
