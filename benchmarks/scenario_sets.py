@@ -588,6 +588,35 @@ HELD_OUT_19 = [
              exercises="the data ends 2 s after a whole 1,350-token prefill starts (on `tiny` it takes well under 1 s), "
                        "1 s scrapes"),
 ]
+# The twentieth: drawn the same way (seed 202612041) after held-out 19's passes and the change to the chunking
+# inference (the long prompts' size from the histogram's sum; gaps without long prefills bound no chunk), before
+# its first run.
+HELD_OUT_20 = [
+    Scenario("h20-small-nochunk-1050-s10", OFF, _h2(10, 1050, 8.0), model="small", seed=201, held_out=20,
+             exercises="`small`, 10 sessions, whole 1,050-token prefills every 8.0 s"),
+    Scenario("h20-small-chunk512-s13", chunked(512), _h2(13, 1300, 8.1), model="small", seed=202, held_out=20,
+             exercises="`small`, budget 512, 13 sessions, 1,300-token prompts every 8.1 s"),
+    Scenario("h20-tiny-nochunk-600-s15-scrape1s", OFF, _h2(15, 600, 2.7), seed=203, interval="1s", held_out=20,
+             exercises="15 sessions, whole 600-token prefills every 2.7 s, 1 s scrapes"),
+    Scenario("h20-tiny-chunk256-s5", chunked(256), _h2(5, 1250, 1.5), seed=204, held_out=20,
+             exercises="budget 256, 5 sessions, 1,250-token prompts every 1.5 s"),
+    Scenario("h20-tiny-chunk256-s14", chunked(256), _h2(14, 1500, 6.9), seed=205, held_out=20,
+             exercises="budget 256, 14 sessions, 1,500-token prompts every 6.9 s"),
+    Scenario("h20-small-chunk64-s10", chunked(64), _h2(10, 1250, 7.2), model="small", seed=206, held_out=20,
+             exercises="`small`, budget 64, 10 sessions, 1,250-token prompts every 7.2 s"),
+    Scenario("h20-kv-fp8-15mb-23sess", KV + ("--kv-cache-mb", "15.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "23") + KV_LOAD[2:], seed=207, held_out=20, exercises="a 15 MiB fp8 pool, 23 sessions"),
+    Scenario("h20-kv-auto-6.4mb-8sess", KV + ("--kv-cache-mb", "6.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "8") + KV_LOAD[2:], seed=208, held_out=20, exercises="a 6.4 MiB auto pool, 8 sessions"),
+    Scenario("h20-neg-short-42sess", ("--max-num-seqs", "128"),
+             ("--sessions", "42", "--short-prompt-tokens", "37", "--max-tokens", "32") + SHORT_ONLY, seed=209,
+             held_out=20, exercises="negative: 42 sessions of 37-token prompts"),
+    Scenario("h20-end-in-stall-small-1650-scrape1s", OFF, _h2(4, 1650, "{half}"), model="small", seed=210,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=20,
+             exercises="the data ends 2 s after a whole 1,650-token prefill starts on `small` (several seconds), "
+                       "1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
-             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19)
+             + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
+             + HELD_OUT_20)
