@@ -616,7 +616,34 @@ HELD_OUT_20 = [
              exercises="the data ends 2 s after a whole 1,650-token prefill starts on `small` (several seconds), "
                        "1 s scrapes"),
 ]
+# The twenty-first: drawn the same way (seed 202612042) after held-out 20's passes and one more change to the
+# chunking inference (few short prompts read at their buckets' middle), before its first run.
+HELD_OUT_21 = [
+    Scenario("h21-tiny-chunk128-s8-scrape1s", chunked(128), _h2(8, 1100, 2.4), seed=211, interval="1s", held_out=21,
+             exercises="budget 128, 8 sessions, 1,100-token prompts every 2.4 s, 1 s scrapes"),
+    Scenario("h21-small-nochunk-600-s10", OFF, _h2(10, 600, 5.6), model="small", seed=212, held_out=21,
+             exercises="`small`, 10 sessions, whole 600-token prefills every 5.6 s"),
+    Scenario("h21-tiny-nochunk-1500-s6", OFF, _h2(6, 1500, 9.3), seed=213, held_out=21,
+             exercises="6 sessions, whole 1,500-token prefills every 9.3 s"),
+    Scenario("h21-tiny-nochunk-650-s5", OFF, _h2(5, 650, 9.9), seed=214, held_out=21,
+             exercises="5 sessions, whole 650-token prefills every 9.9 s"),
+    Scenario("h21-small-chunk384-s13-scrape1s", chunked(384), _h2(13, 1300, 2.9), model="small", seed=215,
+             interval="1s", held_out=21,
+             exercises="`small`, budget 384, 13 sessions, 1,300-token prompts every 2.9 s, 1 s scrapes"),
+    Scenario("h21-tiny-chunk384-s3", chunked(384), _h2(3, 950, 1.4), seed=216, held_out=21,
+             exercises="budget 384, 3 sessions, 950-token prompts every 1.4 s"),
+    Scenario("h21-kv-auto-4.5mb-23sess", KV + ("--kv-cache-mb", "4.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "23") + KV_LOAD[2:], seed=217, held_out=21, exercises="a 4.5 MiB auto pool, 23 sessions"),
+    Scenario("h21-kv-fp8-4.6mb-15sess", KV + ("--kv-cache-mb", "4.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "15") + KV_LOAD[2:], seed=218, held_out=21, exercises="a 4.6 MiB fp8 pool, 15 sessions"),
+    Scenario("h21-neg-short-46sess", ("--max-num-seqs", "128"),
+             ("--sessions", "46", "--short-prompt-tokens", "40", "--max-tokens", "32") + SHORT_ONLY, seed=219,
+             held_out=21, exercises="negative: 46 sessions of 40-token prompts"),
+    Scenario("h21-end-in-stall-small-1050", OFF, _h2(4, 1050, "{half}"), model="small", seed=220,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=21,
+             exercises="the data ends 2 s after a whole 1,050-token prefill starts on `small`"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
-             + HELD_OUT_20)
+             + HELD_OUT_20 + HELD_OUT_21)
