@@ -108,7 +108,7 @@ def _diagnose_one(samples, gpu, steps, th, roofline_cost, window_s, whatif_input
         advice = budget_advisor(steps, samples, float(th["itl_slo_s"]), whatif_inputs)
         found += stream_stalls.detect(sig, thresholds=th, steps=steps, roofline_cost=roofline_cost,
                                       budget_advice=advice, chunking=chunking, samples=samples)
-        found += kv_pressure.detect(sig, thresholds=th, samples=samples, chunking=chunking)
+        found += kv_pressure.detect(sig, thresholds=th, samples=samples)
     if gpu is not None and len(gpu):
         found += memory_bound.detect(gpu, signals=sig, thresholds=th)
     return sig, by_start(found)

@@ -6,11 +6,6 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
    capacity (`num_requests_waiting_by_reason{reason="capacity"}` >= `waiting_high`; before vLLM 0.20
    `num_requests_waiting`, which also counts requests deferred for a LoRA slot or an async KV load) or
    preemptions rose (`rate(num_preemptions_total)` > 0).
-   vLLM's `capacity` is every waiting request not deferred: the token budget and `--max-num-seqs` hold
-   requests there too. A wait is put down to the pool only when the free blocks cannot take what one
-   admission allocates: (1 - usage) x capacity tokens under the chunked budget (known, or estimated from the
-   metrics, stallscope.analyzers.chunking) with chunking on, under a long prompt with it off. When the
-   capacity (`cache_config_info`) or that size is unknown, any wait counts, as before.
    The gauge counts *blocks* pinned by running requests (prefix-cached free blocks excluded), not tokens:
    a request holds ceil(tokens / block_size) blocks, so usage can read 1.0 with part-empty last blocks.
    Preemptions at or above `preemptions_rate_high` per second count on their own: V1 preempts (by
@@ -30,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers import chunking as C
 from stallscope.analyzers.advice import kv_recommendation
 from stallscope.analyzers.finding import Finding
 from stallscope.analyzers.signals import episodes
@@ -59,33 +53,9 @@ def capacity_tokens(info: dict) -> float | None:
         return None
 
 
-def admission_tokens(chunking: C.Chunking) -> float | None:
-    """The most tokens one waiting request's admission allocates blocks for: a chunk of the budget with
-    chunking on (known, else estimated), the long prompts' size with it off; None when unknown.
-
-    >>> admission_tokens(C.Chunking(True, 64, "flags")), admission_tokens(C.Chunking(False, None, "flags"))
-    (64.0, None)
-    """
-    if chunking.enabled:
-        size = chunking.budget or chunking.budget_estimate
-    else:
-        size = chunking.long_prompt_tokens if chunking.enabled is False else None
-    return float(size) if size else None
-
-
-def _blocked(kv: np.ndarray, cap: float | None, need: float | None) -> np.ndarray:
-    """Per window, whether the free blocks (1 - usage) x capacity could not take one admission of `need`
-    tokens; all True when either is unknown (module docstring, 1)."""
-    if not cap or not need:
-        return np.ones(len(kv), dtype=bool)
-    return (1.0 - np.nan_to_num(kv)) * cap < need
-
-
 def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd.DataFrame | None = None,
-           min_windows: int = 2, chunking: C.Chunking | None = None) -> list[Finding]:
+           min_windows: int = 2) -> list[Finding]:
     """Findings of kind `kv_pressure`.
-
-    `chunking`: the configuration the server ran when known; else inferred per target from `samples`.
 
     >>> # detect(signals.compute(samples), samples=samples)
     """
@@ -98,11 +68,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
         kv = sig["kv_usage"].to_numpy(dtype=float)
         waiting = sig["waiting"].to_numpy(dtype=float)
         preempt = sig["preempt_rate"].to_numpy(dtype=float)
-        info = infos.get(target) or (next(iter(infos.values())) if len(infos) == 1 else {})
-        cap = capacity_tokens(info)
-        need = admission_tokens(_chunking(chunking, samples, target, th))
-        blocked = _blocked(kv, cap, need)
-        mask = ((kv >= high) & (((waiting >= float(th["waiting_high"])) & blocked) | (preempt > 0))) \
+        mask = ((kv >= high) & ((waiting >= float(th["waiting_high"])) | (preempt > 0))) \
             | (np.nan_to_num(preempt) >= float(th["preemptions_rate_high"]))
         ts = sig["ts"].to_numpy(dtype=np.int64)
         step = int(signals.attrs.get("step_ns", 0)) or 1
@@ -114,12 +80,14 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
             peak_usage = float(np.nanmax(part["kv_usage"]))
             peak_preempt = float(np.nanmax(part["preempt_rate"].fillna(0)))
             peak_running = float(np.nanmax(part["running"].fillna(0)))
+            info = infos.get(target) or (next(iter(infos.values())) if len(infos) == 1 else {})
+            cap = capacity_tokens(info)
             evidence = {"kv_usage_max": peak_usage, "kv_usage_high": high,
                         "waiting_max": float(np.nanmax(part["waiting"].fillna(0))),
                         "waiting_total_max": float(np.nanmax(part["waiting_total"].fillna(0))),
                         "preemptions_per_s_max": peak_preempt, "running_max": peak_running,
                         "ttft_p99_s_max": float(np.nanmax(part["ttft_p99"])) if part["ttft_p99"].notna().any()
-                        else float("nan"), "windows": int(len(part)), "admission_tokens": need}
+                        else float("nan"), "windows": int(len(part))}
             recommendation, extra = kv_recommendation(capacity_tokens=cap, peak_running=peak_running,
                                                       peak_usage=peak_usage, kv_usage_high=high,
                                                       cache_dtype=info.get("cache_dtype"))
@@ -128,8 +96,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
             explanation = (
                 f"The KV cache{where} ran full for {len(part)} windows (block usage peaked at {peak_usage:.0%} "
                 f"in the scrapes; the threshold is {high:.0%}) while up to {evidence['waiting_max']:.0f} requests waited and preemptions "
-                f"reached {peak_preempt:.2f}/s{_admission_text(need, cap)}. New requests cannot be admitted until "
-                "blocks free up, so they "
+                f"reached {peak_preempt:.2f}/s. New requests cannot be admitted until blocks free up, so they "
                 "queue (TTFT grows), and when a running request needs a new block the scheduler preempts the "
                 "newest one and recomputes it later (a long ITL gap for that stream). Usage counts blocks, not "
                 "tokens: each request's last block is partly empty.")
@@ -139,23 +106,6 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
         full = (kv >= float(th["kv_usage_full"])) & ~covered
         out += [_full_pool(sig.iloc[i:j + 1], target, th) for i, j in episodes(full, min_len=1, merge_gap=gap)]
     return out
-
-
-def _admission_text(need: float | None, cap: float | None) -> str:
-    if not need or not cap:
-        return ""
-    return (f"; the free blocks, (1 - usage) x {cap:,.0f} tokens, could not take one admission of about "
-            f"{need:,.0f} tokens")
-
-
-def _chunking(known: C.Chunking | None, samples: pd.DataFrame | None, target: str, th: dict) -> C.Chunking:
-    """The configuration given, else the one inferred from the target's own histograms (UNKNOWN without)."""
-    if known is not None and known.enabled is not None:
-        return known
-    if samples is None or not len(samples):
-        return C.UNKNOWN
-    own = samples[samples["target"].fillna("") == target] if "target" in samples else samples
-    return C.infer_from_histograms(own, float(th["itl_slo_s"]))
 
 
 def _full_pool(part: pd.DataFrame, target: str, th: dict) -> Finding:
