@@ -199,9 +199,8 @@ def _whole_run(rows, family: str, t0: int, t1: int):
 def long_prompt_mean(parts: dict, family: str) -> float | None:
     """The long prompts' mean size from a token histogram's `_sum` (module docstring, 3): the sum less the short
     prompts (<= the 500 bound), each the mean size of the prompts finished in scrape intervals that finished no
-    long one, over the long prompts' count; with no such interval, each short prompt at its bucket's middle
-    when that is precise enough (`_mean_by_short_buckets`). None when no long prompt finished or neither
-    applies. The buckets alone read a 950-token prompt as 750."""
+    long one, over the long prompts' count. None when no long prompt finished, or short ones did but no interval
+    without a long one shows their size. The buckets alone read a 950-token prompt as 750."""
     rows = [parts.get(f"{family}{end}") for end in ("_sum", "_count", "_bucket")]
     if any(r is None or not len(r) for r in rows):
         return None
@@ -210,26 +209,10 @@ def long_prompt_mean(parts: dict, family: str) -> float | None:
                    "short": interval_increase(short_rows)}, axis=1).fillna(0.0)
     n_long, n_short = float((f["count"] - f["short"]).sum()), float(f["short"].sum())
     quiet = f[(f["count"] - f["short"] < 0.5) & (f["short"] > 0)]
-    if n_long < 0.5 or short_rows.empty:
+    if n_long < 0.5 or (n_short > 0 and quiet.empty) or short_rows.empty:
         return None
-    if n_short > 0 and quiet.empty:
-        return _mean_by_short_buckets(rows[2], float(f["sum"].sum()), n_long)
     short_mean = float(quiet["sum"].sum() / quiet["short"].sum()) if n_short > 0 else 0.0
     return (float(f["sum"].sum()) - n_short * short_mean) / n_long
-
-
-SHORT_SPREAD_MAX = 0.1   # short prompts read at their buckets' middles may move P by at most this share of it
-
-
-def _mean_by_short_buckets(bucket_rows, total: float, n_long: float) -> float | None:
-    """The long prompts' mean with each short prompt read at its bucket's middle, when that leaves P within
-    `SHORT_SPREAD_MAX` of itself (a few short prompts beside many long ones); else None."""
-    les = np.sort([le for le in bucket_rows["le"].unique() if le <= LONG_PROMPT_BOUND])
-    cum = np.array([interval_increase(bucket_rows[bucket_rows["le"] == le]).sum() for le in les])
-    counts, lower = np.diff(np.concatenate([[0.0], cum])), np.concatenate([[0.0], les[:-1]])
-    mean = (total - float((counts * (lower + les) / 2).sum())) / n_long
-    spread = float((counts * (les - lower) / 2).sum()) / n_long
-    return mean if mean > 0 and spread <= SHORT_SPREAD_MAX * mean else None
 
 
 def infer_from_histograms(samples, slo: float | None = None) -> Chunking:

@@ -617,7 +617,7 @@ HELD_OUT_20 = [
                        "1 s scrapes"),
 ]
 # The twenty-first: drawn the same way (seed 202612042) after held-out 20's passes and one more change to the
-# chunking inference (few short prompts read at their buckets' middle), before its first run.
+# chunking inference (few short prompts read at their buckets' middle, since reverted), before its first run.
 HELD_OUT_21 = [
     Scenario("h21-tiny-chunk128-s8-scrape1s", chunked(128), _h2(8, 1100, 2.4), seed=211, interval="1s", held_out=21,
              exercises="budget 128, 8 sessions, 1,100-token prompts every 2.4 s, 1 s scrapes"),
