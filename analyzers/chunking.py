@@ -196,23 +196,31 @@ def _whole_run(rows, family: str, t0: int, t1: int):
     return les, np.maximum.accumulate(np.nan_to_num(rates[0])) * max(t1 - t0, 1) / 1e9
 
 
-def long_prompt_mean(parts: dict, family: str) -> float | None:
-    """The long prompts' mean size from a token histogram's `_sum` (module docstring, 3): the sum less the short
-    prompts (<= the 500 bound), each the mean size of the prompts finished in scrape intervals that finished no
-    long one, over the long prompts' count. None when no long prompt finished, or short ones did but no interval
-    without a long one shows their size. The buckets alone read a 950-token prompt as 750."""
+def prompt_intervals(parts: dict, family: str) -> pd.DataFrame | None:
+    """Per scrape interval, from a token histogram: `sum` (tokens), `short` (prompts at or under the 500 bound)
+    and `long` (prompts over it) finished; None when its `_sum`, `_count` or buckets are missing."""
     rows = [parts.get(f"{family}{end}") for end in ("_sum", "_count", "_bucket")]
     if any(r is None or not len(r) for r in rows):
         return None
-    short_rows = rows[2][rows[2]["le"] == LONG_PROMPT_BOUND]
     f = pd.concat({"sum": interval_increase(rows[0]), "count": interval_increase(rows[1]),
-                   "short": interval_increase(short_rows)}, axis=1).fillna(0.0)
-    n_long, n_short = float((f["count"] - f["short"]).sum()), float(f["short"].sum())
-    quiet = f[(f["count"] - f["short"] < 0.5) & (f["short"] > 0)]
-    if n_long < 0.5 or (n_short > 0 and quiet.empty) or short_rows.empty:
+                   "short": interval_increase(rows[2][rows[2]["le"] == LONG_PROMPT_BOUND])}, axis=1).fillna(0.0)
+    return f.assign(long=f["count"] - f["short"]).sort_index()
+
+
+def long_prompt_mean(intervals: pd.DataFrame | None) -> float | None:
+    """The long prompts' mean size from a token histogram's `_sum` (module docstring, 3): the sum less the short
+    prompts, each the mean size of the prompts finished in scrape intervals that finished no long one, over the
+    long prompts' count; `intervals` as `prompt_intervals` gives them. None when no long prompt finished, or
+    short ones did but no interval without a long one shows their size. The buckets alone read a 950-token
+    prompt as 750."""
+    if intervals is None:
+        return None
+    n_long, n_short = float(intervals["long"].sum()), float(intervals["short"].sum())
+    quiet = intervals[(intervals["long"] < 0.5) & (intervals["short"] > 0)]
+    if n_long < 0.5 or (n_short > 0 and quiet.empty):
         return None
     short_mean = float(quiet["sum"].sum() / quiet["short"].sum()) if n_short > 0 else 0.0
-    return (float(f["sum"].sum()) - n_short * short_mean) / n_long
+    return (float(intervals["sum"].sum()) - n_short * short_mean) / n_long
 
 
 def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
@@ -243,7 +251,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
         return UNKNOWN
     rank = 1.0 - n_long / (2.0 * tc[-1])
     prompt = float(Q.bucket_quantile(rank, tl, tc[None, :])[0][0])
-    mean = long_prompt_mean(parts, family)
+    intervals = prompt_intervals(parts, family)
+    mean = long_prompt_mean(intervals)
     if mean is not None:   # within the long prompts' buckets: from above the 500 bound to the top one in use
         top_bound = tl[min(int(np.flatnonzero(np.diff(np.concatenate([[0.0], tc])) > 0)[-1]), len(tl) - 1)]
         prompt = float(np.clip(mean, LONG_PROMPT_BOUND, top_bound if np.isfinite(top_bound) else mean))
@@ -280,7 +289,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
         # S: gaps above the SLO per long prefill per running stream; S >= 2 slow steps per prompt hold at most
         # P / (S - 1) tokens each (all but the last chunk are full), wherever in the ITL buckets they fell
         lower, per_bucket = _per_bucket(itl[0], itl[1][None, :])
-        apart = _slow_gaps_apart(parts[f"{itl_family}_bucket"], parts[f"{family}_bucket"], slo, t_long)
+        apart = _slow_gaps_apart(parts[f"{itl_family}_bucket"], intervals, slo, t_long)
         slow = max(float(per_bucket[0, lower >= slo].sum()) - apart, 0.0) / (n_long * streams)
         if slow >= 2.0:
             bound = float(prompt / (slow - 1.0))
@@ -291,18 +300,19 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
                     budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt)
 
 
-def _slow_gaps_apart(itl_rows, token_rows, slo: float, t_long: float) -> float:
+def _slow_gaps_apart(itl_rows, intervals: pd.DataFrame | None, slo: float, t_long: float) -> float:
     """The ITL gaps above the SLO that long prefills did not cause (module docstring, 3): every one in a scrape
     interval no long prefill can have run in (none finished in it or within `t_long` s after it), plus that
-    rate over the intervals one can have. A short prompt's prefill beside many decodes can cross the SLO on a
-    slow host; counted as a chunk step, it would bound the budget far below the chunks the server ran. 0.0 when
-    every interval can hold a long prefill."""
+    rate over the intervals one can have; `intervals` as `prompt_intervals` gives them. A short prompt's
+    prefill beside many decodes can cross the SLO on a slow host; counted as a chunk step, it would bound the
+    budget far below the chunks the server ran. 0.0 when every interval can hold a long prefill, or the token
+    histogram has no `_sum`/`_count` to place the long prompts in time."""
+    if intervals is None:
+        return 0.0
     les = np.sort(itl_rows["le"].unique())
     at = les[np.searchsorted(les, slo)] if slo <= les[-1] else les[-1]
     above = interval_increase(itl_rows[itl_rows["le"] == np.inf]) - interval_increase(itl_rows[itl_rows["le"] == at])
-    longs = (interval_increase(token_rows[token_rows["le"] == np.inf])
-             - interval_increase(token_rows[token_rows["le"] == LONG_PROMPT_BOUND]))
-    f = pd.concat({"above": above, "long": longs}, axis=1).fillna(0.0).sort_index()
+    f = pd.concat({"above": above, "long": intervals["long"]}, axis=1).fillna(0.0).sort_index()
     if len(f) < 2:
         return 0.0
     end = f.index.to_numpy(dtype=float) / 1e9

@@ -215,9 +215,7 @@ def counter_increase(rows: pd.DataFrame, *, by_le: bool):
     """Counter increase per series (reset-aware, like PromQL), summed over series (per `le`)."""
     if rows.empty:
         return 0.0
-    key = rows["labels"].map(lambda d: json.dumps(d, sort_keys=True) if isinstance(d, dict) else str(d))
-    if "target" in rows:
-        key = key + "|" + rows["target"].astype(str)
+    key = _series_key(rows)
     frame = rows.assign(_key=key + ("|" + rows["le"].astype(str) if by_le else ""))
     total: dict = {}
     for _, series in frame.sort_values("ts").groupby("_key", sort=False):
@@ -227,6 +225,12 @@ def counter_increase(rows: pd.DataFrame, *, by_le: bool):
     if by_le:
         return pd.Series(total).sort_index()
     return total.get(0.0, 0.0)
+
+
+def _series_key(rows: pd.DataFrame) -> pd.Series:
+    """One key per series: its labels (and target when the rows carry one)."""
+    key = rows["labels"].map(lambda d: json.dumps(d, sort_keys=True) if isinstance(d, dict) else str(d))
+    return key + "|" + rows["target"].astype(str) if "target" in rows else key
 
 
 def _increments(v: np.ndarray) -> np.ndarray:
@@ -240,11 +244,9 @@ def interval_increase(rows: pd.DataFrame) -> pd.Series:
     closing ts; empty for no rows."""
     if rows.empty:
         return pd.Series(dtype=float)
-    key = rows["labels"].map(lambda d: json.dumps(d, sort_keys=True) if isinstance(d, dict) else str(d))
-    if "target" in rows:
-        key = key + "|" + rows["target"].astype(str)
     parts = [pd.Series(_increments(s["value"].to_numpy(dtype=float)), index=s["ts"].to_numpy()[1:])
-             for _, s in rows.assign(_key=key).sort_values("ts").groupby("_key", sort=False) if len(s) > 1]
+             for _, s in rows.assign(_key=_series_key(rows)).sort_values("ts").groupby("_key", sort=False)
+             if len(s) > 1]
     return pd.concat(parts).groupby(level=0).sum() if parts else pd.Series(dtype=float)
 
 

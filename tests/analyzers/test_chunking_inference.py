@@ -50,7 +50,7 @@ def test_the_long_prompts_size_comes_from_the_sum_less_the_short_prompts_seen_al
     """Buckets read a 950-token prompt as 750 (the middle of vLLM's (500, 1000]); the sum says 950: the
     intervals without a long prompt show the short ones are 37 tokens each."""
     run = _scrapes(12, long_at={4, 9})
-    assert C.long_prompt_mean(_parts(run), "vllm:request_prompt_tokens") == pytest.approx(950.0)
+    assert C.long_prompt_mean(C.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) == pytest.approx(950.0)
     inferred = C.infer_from_histograms(run, 0.2)
     assert inferred.long_prompt_tokens == pytest.approx(950.0)
     assert "of a 950-token prompt" in inferred.detail   # the budget estimate is a share of it
@@ -60,13 +60,13 @@ def test_without_an_interval_free_of_long_prompts_the_buckets_decide():
     """Every interval finished a long prompt, so nothing shows the short prompts' size alone: no sum-based
     size, and the inference falls back to the bucket (750 for (500, 1000])."""
     run = _scrapes(4, long_at={1, 2, 3, 4})
-    assert C.long_prompt_mean(_parts(run), "vllm:request_prompt_tokens") is None
+    assert C.long_prompt_mean(C.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) is None
     assert C.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(750.0)
 
 
 def test_a_run_of_long_prompts_only_is_its_sum_over_its_count():
     run = _scrapes(6, long_at={2, 5}, shorts=0, long_tokens=1450)
-    assert C.long_prompt_mean(_parts(run), "vllm:request_prompt_tokens") == pytest.approx(1450.0)
+    assert C.long_prompt_mean(C.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) == pytest.approx(1450.0)
 
 
 def test_short_prompt_prefills_above_the_slo_on_a_slow_host_bound_no_chunk():

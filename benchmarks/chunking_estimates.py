@@ -1,0 +1,78 @@
+"""What the chunking inference reads off each recorded run, beside what the server ran (docs/accuracy.md).
+
+The idea: the figures docs/accuracy.md gives for the metrics-only chunking inference (the long prompts' size P
+read against the scenario's, the budget estimate against the largest chunk a step computed, the steps above the
+SLO that held no long prompt, the waits a full token budget explains) must be rerunnable from the recordings.
+Given `benchmarks/scenarios.py --json` files, this prints one row per run, then the pooled `decode_starvation`
+counts of those files.
+
+    python benchmarks/chunking_estimates.py runs/h19-first.json runs/h19-full-first.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from scenario_sets import SCENARIOS
+from scenarios import long_prompt_tokens
+
+from stallscope.analyzers import chunking as C
+from stallscope.analyzers.step_cost import read_step_trace
+from stallscope.collectors import loader
+from stallscope.refserver.config import EngineConfig
+
+BY_NAME = {sc.name: sc for sc in SCENARIOS}
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.0f}"
+
+
+def row(run: Path, slo: float) -> str:
+    """One table row: the scenario's budget and P, what the inference read, and the step trace's own counts."""
+    sc = BY_NAME[run.name]
+    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+    got = C.infer_from_histograms(samples, slo)
+    cfg = EngineConfig.from_flags(sc.server)
+    budget = cfg.max_num_batched_tokens if cfg.enable_chunked_prefill else None
+    st = read_step_trace(run / "steps.jsonl")
+    slow = (st["end_ns"] - st["start_ns"]) / 1e9 > slo
+    chunk = int(st["num_prefill_tokens"].max())
+    usage = float((st["kv_blocks_used"] / (st["num_gpu_blocks"] - 1)).max())
+    waiting = st["num_waiting"] > 0
+    full = (st["num_prefill_tokens"] + st["num_decode_tokens"]) >= cfg.max_num_batched_tokens
+    ratio = f"{got.budget_estimate / chunk:.2f}" if got.budget_estimate and chunk else "-"
+    return (f"| {run.parent.name}/{run.name} | {_fmt(budget)} | {long_prompt_tokens(sc)} | {_fmt(got.long_prompt_tokens)} "
+            f"| {got.enabled} | {_fmt(got.budget_estimate)} | {_fmt(got.budget_bound)} | {got.holds_long_prefills()} "
+            f"| {chunk} | {ratio} | {int((slow & (st['num_prefill_tokens'] >= 500)).sum())} "
+            f"| {int((slow & (st['num_prefill_tokens'] < 500)).sum())} | {usage:.3f} | {int(waiting.sum())} "
+            f"| {int((waiting & full).sum())} |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="+", help="benchmarks/scenarios.py --json files")
+    args = ap.parse_args()
+    print("| run | budget | P | P read | chunking read | estimate | bound | holds a long prefill | largest chunk "
+          "| estimate / chunk | steps > SLO with >= 500 prompt tokens | with fewer | max KV usage "
+          "| steps leaving a request waiting | of those at the token budget |")
+    print("|" + "---|" * 15)
+    tp = fp = fn = 0
+    for path in args.results:
+        data = json.loads(Path(path).read_text())
+        for r in data["scenarios"]:
+            print(row(Path(r["run"]), float(data["itl_slo_s"])))
+        counts = data["summary"]["decode_starvation_precision"]["counts"]
+        tp, fp, fn = tp + counts["tp"], fp + counts["fp"], fn + counts["fn"]
+    p = tp / (tp + fp) if tp + fp else float("nan")
+    r = tp / (tp + fn) if tp + fn else float("nan")
+    print(f"pooled decode_starvation over {len(args.results)} file(s): {tp} found, {fp} false alarms, {fn} missed; "
+          f"precision {p:.3f}, recall {r:.3f} (target 0.95: {p / 0.95:.2f}x, {r / 0.95:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
