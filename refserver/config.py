@@ -14,6 +14,7 @@ from stallscope.core.errors import InputError
 from stallscope.engine.config import ModelConfig, SchedulerConfig
 
 KV_CACHE_DTYPES = ("auto", "float32", "fp16", "fp8")
+BOOL_FLAGS = ("enable_chunked_prefill", "enable_prefix_caching", "scheduler_reserve_full_isl")
 
 
 PRESETS: dict[str, ModelConfig] = {
@@ -37,6 +38,7 @@ class EngineConfig:
     max_num_seqs: int = 128
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
+    scheduler_reserve_full_isl: bool = True
     block_size: int = 16
     kv_cache_mb: float = 64.0
     kv_cache_dtype: str = "auto"
@@ -72,13 +74,14 @@ class EngineConfig:
     @classmethod
     def from_flags(cls, flags) -> EngineConfig:
         """The config a `stallscope refserver` command line's engine flags give (`--name value`, `--name=value`,
-        `--[no-]enable-chunked-prefill`, `--[no-]enable-prefix-caching`; other flags skipped), so `repro` can record it in server.json as data.
+        `--[no-]enable-chunked-prefill`, `--[no-]enable-prefix-caching`, `--[no-]scheduler-reserve-full-isl`; other
+        flags skipped), so `repro` can record it in server.json as data.
         ValueError for a value of the wrong type."""
         kinds, kw, flags = {f.name: f.type for f in fields(cls)}, {}, [str(f) for f in flags]
         for i, flag in enumerate(flags):
             name, eq, value = flag[2:].partition("=") if flag.startswith("--") else ("", "", "")
             name = name.replace("-", "_")
-            if name.removeprefix("no_") in ("enable_chunked_prefill", "enable_prefix_caching"):
+            if name.removeprefix("no_") in BOOL_FLAGS:
                 kw[name.removeprefix("no_")] = not name.startswith("no_")
             elif name in kinds:
                 value = value if eq else flags[i + 1] if i + 1 < len(flags) else ""
@@ -89,7 +92,7 @@ class EngineConfig:
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(self.max_num_batched_tokens, self.max_num_seqs, self.enable_chunked_prefill,
                                self.block_size, self.num_gpu_blocks, self.resolved_max_model_len,
-                               self.enable_prefix_caching)
+                               self.enable_prefix_caching, self.scheduler_reserve_full_isl)
 
     @property
     def model_config(self) -> ModelConfig:

@@ -16,6 +16,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                         help="split long prompts into budget-sized chunks (default on, as vLLM V1)")
     parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
                         help="reuse the KV of cached leading full blocks (default on, as vLLM V1)")
+    parser.add_argument("--scheduler-reserve-full-isl", action=argparse.BooleanOptionalAction, default=True,
+                        help="admit a waiting request only when its whole prompt fits in the KV pool, not "
+                             "just its first chunk (default on, as vLLM 0.33)")
     parser.add_argument("--block-size", type=int, default=16, metavar="N", help="tokens per KV block")
     parser.add_argument("--kv-cache-mb", type=float, default=64.0, metavar="MB", help="KV pool size in MiB")
     parser.add_argument("--kv-cache-dtype", default="auto", help="auto | float32 | fp16 | fp8")
@@ -32,7 +35,9 @@ def engine_config(args):
 
     return EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens,
                         max_num_seqs=args.max_num_seqs, enable_chunked_prefill=args.enable_chunked_prefill,
-                        enable_prefix_caching=args.enable_prefix_caching, block_size=args.block_size, kv_cache_mb=args.kv_cache_mb,
+                        enable_prefix_caching=args.enable_prefix_caching,
+                        scheduler_reserve_full_isl=args.scheduler_reserve_full_isl,
+                        block_size=args.block_size, kv_cache_mb=args.kv_cache_mb,
                         kv_cache_dtype=args.kv_cache_dtype, max_model_len=args.max_model_len, seed=args.seed,
                         step_trace=getattr(args, "step_trace", None),
                         blas_threads=args.blas_threads if args.blas_threads is not None

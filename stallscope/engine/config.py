@@ -24,6 +24,7 @@ class SchedulerConfig:
     num_gpu_blocks: int = 1 << 20
     max_model_len: int = 2048
     enable_prefix_caching: bool = False     # the what-if's default; the reference server's is on, as vLLM's
+    scheduler_reserve_full_isl: bool = True     # admit a prompt only when all of it fits (vLLM 0.33)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ class EngineCore:
         self.scheduler = Scheduler(self.kv_cache_manager, max_num_batched_tokens=config.max_num_batched_tokens,
                                    max_num_seqs=config.max_num_seqs,
                                    enable_chunked_prefill=config.enable_chunked_prefill,
-                                   max_model_len=config.max_model_len)
+                                   max_model_len=config.max_model_len,
+                                   scheduler_reserve_full_isl=config.scheduler_reserve_full_isl)
         self.execute = execute
         self.clock = clock
         self.step_count = 0

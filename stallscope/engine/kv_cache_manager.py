@@ -93,12 +93,20 @@ class KVCacheManager:
         total = request.num_computed_tokens + num_computed_blocks * self.block_size + num_new_tokens
         return max(0, self.blocks_for_tokens(total) - held)
 
-    def allocate_slots(self, request: Request, num_new_tokens: int, new_computed_blocks: list[int] = ()) -> bool:
+    def allocate_slots(self, request: Request, num_new_tokens: int, new_computed_blocks: list[int] = (),
+                       full_sequence_must_fit: bool = False) -> bool:
         """Cover the request's next `num_new_tokens` tokens (after `new_computed_blocks`, the cache hits
-        `get_computed_blocks` found) with blocks; False (and no change) if the pool is short."""
-        need = self.num_new_blocks_needed(request, num_new_tokens, len(new_computed_blocks))
+        `get_computed_blocks` found) with blocks; False (and no change) if the pool is short. With
+        `full_sequence_must_fit` (vLLM 0.33's admission check) the pool must also hold all `num_tokens`
+        of the request, though only the next `num_new_tokens` get blocks now."""
         evictable_hits = sum(1 for b in new_computed_blocks if self.ref_cnt[b] == 0)
-        if need > len(self.free_block_queue) - evictable_hits:
+        free = len(self.free_block_queue) - evictable_hits
+        if full_sequence_must_fit:
+            rest = request.num_tokens - request.num_computed_tokens - len(new_computed_blocks) * self.block_size
+            if self.num_new_blocks_needed(request, rest, len(new_computed_blocks)) > free:
+                return False
+        need = self.num_new_blocks_needed(request, num_new_tokens, len(new_computed_blocks))
+        if need > free:
             return False
         table = self.block_tables.setdefault(request.request_id, [])
         for block in new_computed_blocks:

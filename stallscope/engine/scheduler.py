@@ -6,7 +6,9 @@ scheduler gives it tokens to catch up with `num_tokens` (prompt + outputs). A st
 takes 1 token, a partial prefill `min(remaining, token_budget)` -- that `min` is chunked prefill.
 When the KV pool cannot cover a running request, the newest running request is preempted (blocks
 freed, `num_computed_tokens = 0`, pushed to the front of WAITING) until it fits. WAITING requests are
-then admitted FCFS while budget, `max_num_seqs` and blocks remain, unless this step preempted; an
+then admitted FCFS while budget, `max_num_seqs` and blocks remain, unless this step preempted; with
+`scheduler_reserve_full_isl` (vLLM 0.33's default) a request is admitted only when the pool could hold
+its whole sequence, not just its first chunk, so a long prompt waits for blocks at 80-90 % usage. An
 admitted request first takes its prefix-cache hit (`KVCacheManager.get_computed_blocks`), so
 `num_computed_tokens` starts at the cached length and only the rest is prefilled (vLLM 0.33.0's
 vllm/v1/core/sched/scheduler.py; queries and hits are counted for requests never preempted).
@@ -67,8 +69,10 @@ class Scheduler:
     """Example: `s = Scheduler(kv, max_num_batched_tokens=512); s.add_request(r); out = s.schedule()`."""
 
     def __init__(self, kv_cache_manager: KVCacheManager, *, max_num_batched_tokens: int,
-                 max_num_seqs: int = 128, enable_chunked_prefill: bool = True, max_model_len: int = 2048):
+                 max_num_seqs: int = 128, enable_chunked_prefill: bool = True, max_model_len: int = 2048,
+                 scheduler_reserve_full_isl: bool = True):
         self.kv = kv_cache_manager
+        self.scheduler_reserve_full_isl = scheduler_reserve_full_isl
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
         self.enable_chunked_prefill = enable_chunked_prefill
@@ -103,7 +107,7 @@ class Scheduler:
             req = self.waiting[0]
             hits, num_hit = self.kv.get_computed_blocks(req)
             num_new = min(req.num_tokens - num_hit, token_budget)
-            if not self.kv.allocate_slots(req, num_new, hits):
+            if not self.kv.allocate_slots(req, num_new, hits, self.scheduler_reserve_full_isl):
                 break
             self._admit(req, num_hit, out)
             out.add(req, num_new)

@@ -121,3 +121,28 @@ def test_engine_core_steps_any_executor_on_any_clock():
     assert [s.num_scheduled_tokens for s in stats] == [{"a": 8}, {"a": 2}, {"a": 1}]
     assert stats[0].arrival_ns == {"a": 0} and stats[1].arrival_ns == {} and stats[2].num_gpu_blocks == 16
     assert not core.scheduler.has_unfinished_requests()   # 2 tokens: one after the prompt, one decode
+
+
+def _admission_run(reserve_full_isl):
+    kv = KVCacheManager(9, 4)                         # 8 usable blocks of 4 tokens
+    s = Scheduler(kv, max_num_batched_tokens=16, max_num_seqs=16, max_model_len=512,
+                  scheduler_reserve_full_isl=reserve_full_isl)
+    s.add_request(req("a", 8, max_tokens=6))
+    step(s)                                           # a holds 2 blocks, 6 free
+    s.add_request(req("b", 28, max_tokens=2))         # all of b needs 7 blocks; its first 15-token chunk, 4
+    plan = []
+    while s.has_unfinished_requests() and len(plan) < 20:
+        out = step(s)
+        plan.append((out.num_scheduled_tokens, out.preempted_request_ids))
+    return plan
+
+
+def test_reserve_full_isl_admits_a_prompt_only_when_all_of_it_fits():
+    plan = _admission_run(True)                       # vLLM 0.33's default: b waits for a's blocks
+    assert plan[:6] == [({"a": 1}, [])] * 5 + [({"b": 16}, [])]
+    assert not any(pre for _, pre in plan)
+
+
+def test_without_reserve_full_isl_the_first_chunk_admits_and_the_next_preempts():
+    plan = _admission_run(False)                      # admission by the first chunk thrashes
+    assert plan[:4] == [({"a": 1, "b": 15}, []), ({"a": 1}, ["b"]), ({"a": 1, "b": 15}, []), ({"a": 1}, ["b"])]
