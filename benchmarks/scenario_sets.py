@@ -643,7 +643,35 @@ HELD_OUT_21 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=21,
              exercises="the data ends 2 s after a whole 1,050-token prefill starts on `small`"),
 ]
+# The twenty-second: drawn the same way (seed 202612043) after held-out 21's passes and the reference server's
+# full-prompt admission gate (vLLM 0.33's scheduler_reserve_full_isl), before its first run.
+HELD_OUT_22 = [
+    Scenario("h22-tiny-chunk128-s10-scrape1s", chunked(128), _h2(10, 500, 7.9), seed=221, interval="1s", held_out=22,
+             exercises="budget 128, 10 sessions, 500-token prompts every 7.9 s, 1 s scrapes"),
+    Scenario("h22-tiny-chunk640-s16", chunked(640), _h2(16, 1600, 8.6), seed=222, held_out=22,
+             exercises="budget 640, 16 sessions, 1,600-token prompts every 8.6 s"),
+    Scenario("h22-tiny-chunk768-s8", chunked(768), _h2(8, 1650, 4.3), seed=223, held_out=22,
+             exercises="budget 768, 8 sessions, 1,650-token prompts every 4.3 s"),
+    Scenario("h22-small-chunk640-s16-scrape1s", chunked(640), _h2(16, 1100, 4.4), model="small", seed=224,
+             interval="1s", held_out=22,
+             exercises="`small`, budget 640, 16 sessions, 1,100-token prompts every 4.4 s, 1 s scrapes"),
+    Scenario("h22-small-chunk640-s8", chunked(640), _h2(8, 1400, 3.5), model="small", seed=225, held_out=22,
+             exercises="`small`, budget 640, 8 sessions, 1,400-token prompts every 3.5 s"),
+    Scenario("h22-tiny-nochunk-1200-s8", OFF, _h2(8, 1200, 5.6), seed=226, held_out=22,
+             exercises="8 sessions, whole 1,200-token prefills every 5.6 s"),
+    Scenario("h22-kv-fp8-2.5mb-36sess", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "36") + KV_LOAD[2:], seed=227, held_out=22, exercises="a 2.5 MiB fp8 pool, 36 sessions"),
+    Scenario("h22-kv-fp8-18.4mb-9sess", KV + ("--kv-cache-mb", "18.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "9") + KV_LOAD[2:], seed=228, held_out=22, exercises="an 18.4 MiB fp8 pool, 9 sessions"),
+    Scenario("h22-neg-short-47sess", ("--max-num-seqs", "128"),
+             ("--sessions", "47", "--short-prompt-tokens", "41", "--max-tokens", "32") + SHORT_ONLY, seed=229,
+             held_out=22, exercises="negative: 47 sessions of 41-token prompts"),
+    Scenario("h22-end-in-stall-tiny-1250-scrape1s", OFF, _h2(4, 1250, "{half}"), seed=230,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=22,
+             exercises="the data ends 2 s after a whole 1,250-token prefill starts (on `tiny` it takes well under 1 s), "
+                       "1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
-             + HELD_OUT_20 + HELD_OUT_21)
+             + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22)
