@@ -8,7 +8,7 @@ When the KV pool cannot cover a running request, the newest running request is p
 freed, `num_computed_tokens = 0`, pushed to the front of WAITING) until it fits. WAITING requests are
 then admitted FCFS while budget, `max_num_seqs` and blocks remain, unless this step preempted; with
 `scheduler_reserve_full_isl` (vLLM 0.33's default) a request is admitted only when the pool could hold
-its whole sequence, not just its first chunk, so a long prompt waits for blocks at 80-90 % usage. An
+its whole sequence, not just its first chunk, so a long prompt waits for blocks before the pool is full. An
 admitted request first takes its prefix-cache hit (`KVCacheManager.get_computed_blocks`), so
 `num_computed_tokens` starts at the cached length and only the rest is prefilled (vLLM 0.33.0's
 vllm/v1/core/sched/scheduler.py; queries and hits are counted for requests never preempted).
