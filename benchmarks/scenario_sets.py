@@ -671,7 +671,33 @@ HELD_OUT_22 = [
              exercises="the data ends 2 s after a whole 1,250-token prefill starts (on `tiny` it takes well under 1 s), "
                        "1 s scrapes"),
 ]
+# The twenty-third: drawn the same way (seed 202612044) after held-out 22's passes, with the detector unchanged
+# since held-out 22, before its first run.
+HELD_OUT_23 = [
+    Scenario("h23-tiny-chunk128-s15-scrape1s", chunked(128), _h2(15, 750, 3.4), seed=231, interval="1s", held_out=23,
+             exercises="budget 128, 15 sessions, 750-token prompts every 3.4 s, 1 s scrapes"),
+    Scenario("h23-small-chunk256-s4", chunked(256), _h2(4, 1350, 4.0), model="small", seed=232, held_out=23,
+             exercises="`small`, budget 256, 4 sessions, 1,350-token prompts every 4.0 s"),
+    Scenario("h23-small-nochunk-800-s8", OFF, _h2(8, 800, 6.1), model="small", seed=233, held_out=23,
+             exercises="`small`, 8 sessions, whole 800-token prefills every 6.1 s"),
+    Scenario("h23-tiny-chunk768-s11", chunked(768), _h2(11, 1850, 3.3), seed=234, held_out=23,
+             exercises="budget 768, 11 sessions, 1,850-token prompts every 3.3 s"),
+    Scenario("h23-tiny-nochunk-1900-s12-scrape1s", OFF, _h2(12, 1900, 3.9), seed=235, interval="1s", held_out=23,
+             exercises="12 sessions, whole 1,900-token prefills every 3.9 s, 1 s scrapes"),
+    Scenario("h23-tiny-nochunk-750-s2", OFF, _h2(2, 750, 2.4), seed=236, held_out=23,
+             exercises="2 sessions, whole 750-token prefills every 2.4 s"),
+    Scenario("h23-kv-auto-15.9mb-28sess", KV + ("--kv-cache-mb", "15.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "28") + KV_LOAD[2:], seed=237, held_out=23, exercises="a 15.9 MiB auto pool, 28 sessions"),
+    Scenario("h23-kv-fp8-13.4mb-22sess", KV + ("--kv-cache-mb", "13.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "22") + KV_LOAD[2:], seed=238, held_out=23, exercises="a 13.4 MiB fp8 pool, 22 sessions"),
+    Scenario("h23-neg-short-75sess", ("--max-num-seqs", "128"),
+             ("--sessions", "75", "--short-prompt-tokens", "18", "--max-tokens", "32") + SHORT_ONLY, seed=239,
+             held_out=23, exercises="negative: 75 sessions of 18-token prompts"),
+    Scenario("h23-end-in-stall-tiny-1250", OFF, _h2(4, 1250, "{half}"), seed=240,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=23,
+             exercises="the data ends 2 s after a whole 1,250-token prefill starts (on `tiny` it takes well under 1 s)"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
-             + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22)
+             + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23)
