@@ -442,3 +442,33 @@ def test_stalls_that_do_not_cluster_at_long_prefills_are_the_steady_steps_not_st
     still = {**ev, "itl_samples_above_slo": 0.0, "itl_samples_above_slo_at_prefills": 0.0, "windows_nothing_moves": 2,
              "nothing_moves_s": 20.0}
     assert _cause(still, on, 120.0, False)[0] == "prefill"
+
+
+def test_an_estimate_between_the_cut_and_the_margin_is_said_to_be_unsettled(slow_chunks):
+    """From the metrics a step is taken to hold a long prefill only from 1.5 x 512 = 768 estimated tokens (the
+    estimate read 0.73-1.64 x the chunk on held-out 22 and 23). An estimate of 600 is still called chunk steps,
+    but the finding must not say no step computed a long prompt: it says the metrics cannot settle it and how
+    to. At 400 the plain verdict stands."""
+    from stallscope.analyzers.episodes import _cause
+
+    samples, _ = slow_chunks
+    inferred = {est: C.Chunking(True, None, "inferred from metrics", "test", budget_estimate=est)
+                for est in (400.0, 600.0)}
+    assert inferred[600.0].estimate_under_margin() and not inferred[400.0].estimate_under_margin()
+    assert not C.Chunking(True, 600, "flags", budget_estimate=600.0).estimate_under_margin()
+    unsettled = _findings(samples, inferred[600.0])
+    plain = _findings(samples, inferred[400.0])
+    assert {f.kind for f in unsettled} == {f.kind for f in plain} == {"itl_high"}
+    for f in unsettled:
+        assert "no step computed a long prompt" not in f.explanation
+        assert "about 600 prompt tokens per slow step, is over 512 but under the 768" in f.explanation
+        assert "Pass `--enable-chunked-prefill --max-num-batched-tokens N` (or a run directory)" in f.explanation
+    assert all("no step computed a long prompt, so this is not decode starvation" in f.explanation for f in plain)
+    ev = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
+          "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
+          "long_prefills": 5.0, "running_median": 8.0, "stalls_per_long_prefill_per_stream": 1.0}
+    cause, why = _cause(ev, inferred[600.0], 60.0, False)
+    assert cause == "prefill_chunks" and why.endswith("the estimate, about 600, is under 768, the least the "
+                                                      "metrics count as a long prefill, and they cannot settle "
+                                                      "the band between")
+    assert "no step computes 512+ prompt tokens" in _cause(ev, inferred[400.0], 60.0, False)[1]
