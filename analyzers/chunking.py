@@ -100,16 +100,17 @@ class Chunking:
     def estimate_under_margin(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
         """Whether the metrics' budget estimate reads `cut` or more but under `ESTIMATE_MARGIN x cut`, so the
         step is not taken to hold a long prefill although the estimate says it might: the band the histograms
-        cannot settle (docs/accuracy.md, held-out 22 and 23: the estimate read 0.73-1.64 x the chunk).
+        cannot settle (docs/accuracy.md, held-out 22 and 23). A bound under `cut` settles it.
 
         >>> Chunking(True, None, "inferred from metrics", budget_estimate=542.0).estimate_under_margin()
         True
-        >>> Chunking(True, None, "inferred from metrics", budget_estimate=402.0).estimate_under_margin()
+        >>> Chunking(True, None, "inferred from metrics", budget_estimate=542.0, budget_bound=450.0
+        ...          ).estimate_under_margin()
         False
         """
         return bool(self.source == "inferred from metrics" and self.enabled and not self.budget
-                    and self.holds_long_prefills(cut) is False and self.budget_estimate is not None
-                    and cut <= self.budget_estimate < ESTIMATE_MARGIN * cut)
+                    and (self.budget_bound is None or self.budget_bound >= cut)
+                    and self.budget_estimate is not None and cut <= self.budget_estimate < ESTIMATE_MARGIN * cut)
 
     def undecided(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
         """Whether the histograms that inferred long-prefill steps also allow chunks under `cut`: the slowest

@@ -57,16 +57,16 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
         ev["max_num_batched_tokens_in_use_estimated"] = budget
     free = ep.evidence["windows_prefill_free"]
     decode_is = "the median gap between tokens is" if cost.get("decode_step_from") == "itl_p50" else "decode steps take"
-    unsettled = chunking.estimate_under_margin(LONG_PREFILL_TOKENS)   # 512 <= estimate < 768: say so
+    unsettled = chunking.estimate_under_margin()   # 512 <= estimate < 768: say so
     verdict = "no step computed a long prompt, so this is not decode starvation"
     if unsettled:
         verdict = (f"the estimate, about {chunking.budget_estimate:.0f} prompt tokens per slow step, is over "
                    f"{LONG_PREFILL_TOKENS} but under the {ESTIMATE_MARGIN * LONG_PREFILL_TOKENS:.0f} from which a step "
-                   "is taken to hold a long prompt (from the metrics it has read 0.7-1.6 times the chunk), so the "
-                   "metrics cannot tell decode starvation from chunk steps here; taken as chunk steps")
+                   "is taken to hold a long prompt, so the metrics cannot tell decode starvation from chunk steps "
+                   "here; taken as chunk steps")
     explanation = (f"{tail}. {chunking.sentence()}: {verdict}; the chunk steps themselves are slower than the SLO "
-                   f"here ({decode_is} about {d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and every running stream waits "
-                   f"for each of them. Decided by: {ep.decided_by}.")
+                   f"here ({decode_is} about {d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and "
+                   f"every running stream waits for each of them. Decided by: {ep.decided_by}.")
     if unsettled:
         explanation += (" Pass `--enable-chunked-prefill --max-num-batched-tokens N` (or a run directory) to analyze "
                         "to decide it.")

@@ -456,6 +456,9 @@ def test_an_estimate_between_the_cut_and_the_margin_is_said_to_be_unsettled(slow
                 for est in (400.0, 600.0)}
     assert inferred[600.0].estimate_under_margin() and not inferred[400.0].estimate_under_margin()
     assert not C.Chunking(True, 600, "flags", budget_estimate=600.0).estimate_under_margin()
+    # a bound under the cut (S slow gaps per prompt) settles it: no step held more than 450
+    assert not C.Chunking(True, None, "inferred from metrics", budget_estimate=600.0,
+                          budget_bound=450.0).estimate_under_margin()
     unsettled = _findings(samples, inferred[600.0])
     plain = _findings(samples, inferred[400.0])
     assert {f.kind for f in unsettled} == {f.kind for f in plain} == {"itl_high"}
