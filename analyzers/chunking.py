@@ -5,6 +5,8 @@ assumes, so every starvation finding states which one it used and how it was kno
 
 1. `run directory`: the engine configuration `stallscope repro` records in each arm's server.json;
 2. `flags`: what the user passed to `analyze` (`--[no-]enable-chunked-prefill`, `--max-num-batched-tokens`);
+   else `server log`: what the vLLM server wrote at startup, read from the log passed as `--server-log`
+   (collectors/vllm_log.py);
 3. `inferred from metrics`: vLLM exports no scheduler configuration, so it is read off the run's histograms.
    With chunked prefill off, one step computes a whole prompt, so the longest ITL gap is at least as long as a
    long prompt's prefill (`request_prefill_time_seconds`: first scheduled to first token): the streams wait
@@ -188,6 +190,18 @@ def from_flags(enabled: bool | None, budget: int | None) -> Chunking | None:
         return None
     on = True if enabled is None else bool(enabled)
     return Chunking(on, budget if on else None, "flags")
+
+
+def from_server_log(config) -> Chunking:
+    """The Chunking a vLLM server log states (collectors.vllm_log.ServerLogConfig): source `server log`, the
+    deciding lines as its detail.
+
+    >>> from stallscope.collectors.vllm_log import ServerLogConfig
+    >>> from_server_log(ServerLogConfig(True, 640, "0.33.0", "vllm.log:12")).describe()
+    'chunked prefill on, --max-num-batched-tokens 640 (server log: vllm.log:12)'
+    """
+    on = config.enable_chunked_prefill
+    return Chunking(on, config.max_num_batched_tokens if on else None, "server log", config.where)
 
 
 def infer(stalls_per_prefill: float, long_prefills: float) -> Chunking:

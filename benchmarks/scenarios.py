@@ -90,7 +90,7 @@ def known_config(sc: Scenario) -> tuple[str, ...]:
     return ("--enable-chunked-prefill", "--max-num-batched-tokens", str(cfg.max_num_batched_tokens))
 
 
-def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False) -> dict:
+def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False, with_log: bool = False) -> dict:
     from stallscope.analyzers import signals, truth
     from stallscope.analyzers.step_cost import read_step_trace
     from stallscope.collectors import loader
@@ -102,7 +102,8 @@ def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False) -> 
     window = signals.choose_grid(samples, load_thresholds(itl_slo_s=slo))[1]
     interval = parse_duration(sc.interval)
     true = truth.episodes(read_step_trace(run / "steps.jsonl"), slo, run_end_ns=run_end)
-    findings = analyze(run, slo, config=known_config(sc) if with_config else ())
+    stated = known_config(sc) if with_config else ("--server-log", str(run / "server.log")) if with_log else ()
+    findings = analyze(run, slo, config=stated)
     load = json.loads((run / "loadgen.json").read_text())
     row = {"scenario": sc.name, "run": str(run), "itl_p99_s": analyzed_itl_p99(load, int(samples["ts"].min()), run_end),
            "itl_p99_whole_load_s": load["all"]["itl_s"].get("p99"), "window_s": window / 1e9,
@@ -245,8 +246,13 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
     ap.add_argument("--with-config", action="store_true",
                     help="give analyze each server's chunked-prefill flags (as its operator would); default: inferred")
+    ap.add_argument("--with-server-log", action="store_true",
+                    help="give analyze each run's server.log (vLLM's startup lines state the configuration)")
     args = ap.parse_args()
     from stallscope.core.config import load_thresholds
+
+    if args.with_config and args.with_server_log:
+        raise SystemExit("--with-config and --with-server-log each state the configuration; give one")
 
     if args.list:
         for sc in SCENARIOS:
@@ -269,7 +275,7 @@ def main() -> int:
         run = out / sc.name
         if not (run / "store.db").exists() and not args.evaluate_only:
             record(sc, run, duration, extra)
-        rows.append(evaluate(sc, run, slo, args.with_config))
+        rows.append(evaluate(sc, run, slo, args.with_config, args.with_server_log))
         print(f"{sc.name}: truth {rows[-1]['truth']} flagged {rows[-1]['flagged']}", file=sys.stderr)
     summary = summarize(rows, slo)
     print_report(rows, summary)

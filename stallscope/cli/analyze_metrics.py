@@ -51,6 +51,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-num-batched-tokens", type=int, metavar="N",
                         help="the token budget the servers ran with (implies chunked prefill on unless "
                              "--no-enable-chunked-prefill)")
+    parser.add_argument("--server-log", metavar="FILE",
+                        help="a vLLM server log: its startup lines state chunked prefill and "
+                             "--max-num-batched-tokens (flags given here win over it)")
     parser.add_argument("--fail-on", choices=["info", "warning", "critical"], default="critical",
                         help="exit 1 when any finding is at or above this severity (default critical)")
 
@@ -96,11 +99,23 @@ def report(args):
         selector = {k: v for k, _, v in matchers}
     if args.max_num_batched_tokens is not None and args.max_num_batched_tokens < 1:
         raise InputError(f"--max-num-batched-tokens must be >= 1, got {args.max_num_batched_tokens}")
-    from stallscope.analyzers.chunking import from_flags
+    chunking = _chunking(args)
     from stallscope.analyzers.sources import diagnose_sources
     from stallscope.cli.analyze_fleet import parse_headers
 
     return diagnose_sources(given, lo, hi, thresholds=th, window_s=window_s, selector=selector,
                             resolution=args.resolution, steps_path=args.steps, gpu=args.gpu, model=args.model,
-                            tp=args.tp, chunking=from_flags(args.chunked_prefill, args.max_num_batched_tokens),
+                            tp=args.tp, chunking=chunking,
                             headers=parse_headers(getattr(args, "header", None)))
+
+
+def _chunking(args):
+    """The configuration the user stated: the flags, else the server log's startup lines, else None (inferred)."""
+    from stallscope.analyzers.chunking import from_flags, from_server_log
+
+    stated = from_flags(args.chunked_prefill, args.max_num_batched_tokens)
+    if stated is None and getattr(args, "server_log", None):
+        from stallscope.collectors.vllm_log import read_server_config
+
+        stated = from_server_log(read_server_config(args.server_log))
+    return stated

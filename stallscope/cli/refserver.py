@@ -94,5 +94,24 @@ def run(args) -> int:
           f"({kv.num_gpu_blocks} KV blocks of {args.block_size} tokens, "
           f"chunked prefill {'on' if args.enable_chunked_prefill else 'off'}, "
           f"max_num_batched_tokens {args.max_num_batched_tokens})", flush=True)
+    for line in startup_log_lines(runner.engine.config):
+        print(line, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
+
+
+def startup_log_lines(config) -> list[str]:
+    """The two startup lines vLLM 0.33 writes about its scheduler, in its text log format, so that
+    `stallscope analyze --server-log` reads this server's log as it reads vLLM's (collectors/vllm_log.py)."""
+    import os
+    import time
+
+    from stallscope import __version__
+
+    head = f"(APIServer pid={os.getpid()}) INFO {time.strftime('%m-%d %H:%M:%S')} [refserver] "
+    fields = (f"model={config.model!r}, max_seq_len={config.max_model_len}, kv_cache_dtype={config.kv_cache_dtype}, "
+              f"enable_prefix_caching={config.enable_prefix_caching}, "
+              f"enable_chunked_prefill={config.enable_chunked_prefill}")
+    budget = [head + f"Chunked prefill is enabled with max_num_batched_tokens={config.max_num_batched_tokens}."]
+    return (budget if config.enable_chunked_prefill else []) + [
+        head + f"Initializing a V1 LLM engine (vstallscope-refserver-{__version__}) with config: {fields}"]

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from conftest import FIXTURES
 from expo_frames import simulate_kv_pressure, simulate_starvation, to_openmetrics, write_arm
 from stallscope.cli import main
 
@@ -91,6 +92,26 @@ def test_bad_input_is_one_line_and_exit_2(run_dir, capsys, argv, message):
     assert main(["analyze", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("stallscope: error:") and message in err and err.count("\n") == 1
+
+
+def test_a_server_log_states_the_configuration_and_flags_win_over_it(run_dir, capsys):
+    log = str(FIXTURES / "vllm_logs" / "v0_33_0_nochunk.log")
+    off = str(run_dir / "starvation" / "off")
+    code, out = _json(capsys, ["analyze", off, "--server-log", log])
+    f = next(f for f in out["findings"] if f["kind"] == "decode_starvation")
+    assert f["evidence"]["config_source"] == "server log" and f["evidence"]["chunked_prefill"] is False
+    assert f"chunked prefill off (server log: {log}:6)" in f["explanation"]
+    code, out = _json(capsys, ["analyze", off, "--server-log", log, "--no-enable-chunked-prefill"])
+    assert {f["evidence"]["config_source"] for f in out["findings"]} == {"flags"}
+
+
+@pytest.mark.parametrize("name,message", [("vllm_logs/absent.log", "cannot read it"),
+                                          ("vllm_metrics/v0_10_2.txt", "no vLLM startup line")])
+def test_a_bad_server_log_is_one_line_and_exit_2(run_dir, capsys, name, message):
+    assert main(["analyze", str(run_dir / "starvation" / "off"), "--server-log",
+                 str(FIXTURES / name)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stallscope: error: --server-log") and message in err and err.count("\n") == 1
 
 
 def test_unknown_threshold_key_is_named(run_dir, tmp_path, capsys):

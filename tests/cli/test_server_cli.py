@@ -12,6 +12,7 @@ import time
 import pytest
 import requests
 
+from stallscope.collectors.vllm_log import read_server_config
 from stallscope.cli import main
 from stallscope.refserver.server_thread import free_port
 
@@ -66,5 +67,9 @@ def test_serves_then_stops_on_sigint_with_step_trace(tmp_path):
         out = proc.communicate(timeout=30)[0].decode()
     assert proc.returncode == 0, out
     assert f"on http://127.0.0.1:{port}" in out
+    log = tmp_path / "server.log"
+    log.write_text(out)
+    stated = read_server_config(log)   # vLLM's startup lines, as `analyze --server-log` reads them
+    assert (stated.enable_chunked_prefill, stated.max_num_batched_tokens) == (True, 2048)
     steps = [json.loads(line) for line in trace.read_text().splitlines()]
     assert len(steps) == 3 and steps[0]["num_prefill_tokens"] == 2 and steps[-1]["num_decode_tokens"] == 1
