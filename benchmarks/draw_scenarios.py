@@ -7,7 +7,8 @@ held-out 11 seed 202612032; held-out 12, KV pools only, `--seed 202612033 --kv 8
 202612034, held-out 14 seed 202612035, held-out 15 seed 202612036,
 held-out 16 seed 202612037, held-out 17 seed 202612038, held-out 18 seed
 202612039, held-out 19 seed 202612040, held-out 20 seed 202612041,
-held-out 21 seed 202612042, held-out 22 seed 202612043, held-out 23 seed 202612044
+held-out 21 seed 202612042, held-out 22 seed 202612043, held-out 23 seed 202612044,
+held-out 24 seed 202612045
 (docs/accuracy.md).
 
     python benchmarks/draw_scenarios.py --seed 20261203

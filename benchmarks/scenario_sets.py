@@ -697,7 +697,32 @@ HELD_OUT_23 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=23,
              exercises="the data ends 2 s after a whole 1,250-token prefill starts (on `tiny` it takes well under 1 s)"),
 ]
+HELD_OUT_24 = [
+    Scenario("h24-tiny-nochunk-1650-s2", OFF, _h2(2, 1650, 9.7), seed=241, held_out=24,
+             exercises="2 sessions, whole 1,650-token prefills every 9.7 s"),
+    Scenario("h24-tiny-chunk128-s16", chunked(128), _h2(16, 1000, 9.4), seed=242, held_out=24,
+             exercises="budget 128, 16 sessions, 1,000-token prompts every 9.4 s"),
+    Scenario("h24-tiny-nochunk-1450-s2", OFF, _h2(2, 1450, 3.7), seed=243, held_out=24,
+             exercises="2 sessions, whole 1,450-token prefills every 3.7 s"),
+    Scenario("h24-tiny-chunk1024-s10", chunked(1024), _h2(10, 1400, 5.6), seed=244, held_out=24,
+             exercises="budget 1,024, 10 sessions, 1,400-token prompts every 5.6 s"),
+    Scenario("h24-small-chunk640-s6", chunked(640), _h2(6, 750, 5.6), model="small", seed=245, held_out=24,
+             exercises="`small`, budget 640, 6 sessions, 750-token prompts every 5.6 s"),
+    Scenario("h24-small-chunk256-s10-scrape1s", chunked(256), _h2(10, 1050, 6.1), model="small", seed=246,
+             interval="1s", held_out=24,
+             exercises="`small`, budget 256, 10 sessions, 1,050-token prompts every 6.1 s, 1 s scrapes"),
+    Scenario("h24-kv-fp8-17.2mb-31sess", KV + ("--kv-cache-mb", "17.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "31") + KV_LOAD[2:], seed=247, held_out=24, exercises="a 17.2 MiB fp8 pool, 31 sessions"),
+    Scenario("h24-kv-fp8-10.0mb-29sess", KV + ("--kv-cache-mb", "10.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "29") + KV_LOAD[2:], seed=248, held_out=24, exercises="a 10.0 MiB fp8 pool, 29 sessions"),
+    Scenario("h24-neg-short-49sess", ("--max-num-seqs", "128"),
+             ("--sessions", "49", "--short-prompt-tokens", "10", "--max-tokens", "32") + SHORT_ONLY, seed=249,
+             held_out=24, exercises="negative: 49 sessions of 10-token prompts"),
+    Scenario("h24-end-in-stall-small-1700-scrape1s", OFF, _h2(4, 1700, "{half}"), model="small", seed=250,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=24,
+             exercises="`small`: the data ends 2 s after a whole 1,700-token prefill starts, 1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
-             + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23)
+             + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24)
