@@ -25,7 +25,7 @@ assumes, so every starvation finding states which one it used and how it was kno
    the running streams (the upper bound of the ITL bucket at rank 1 - 0.5 x long prompts x median running /
    ITL samples), so one outlier gap does not pass for a chunk; a step is taken to hold a long prefill when
    the estimate is at least `1.5 x 512` (the bucket bounds make it coarse; pass `--max-num-batched-tokens`
-   to be exact), and never when S, the gaps above the ITL SLO per long prefill per running stream, is at
+   or `--server-log` to be exact), and never when S, the gaps above the ITL SLO per long prefill per running stream, is at
    least 2 and P / (S - 1) < 512: a prompt spread over S slow steps, all but the last chunk full, had no
    chunk above that, in whichever ITL buckets its steps fell (the top bucket alone misses them when they
    straddle a bound). S leaves out the gaps above the SLO that come without long prefills: those of the
@@ -129,7 +129,8 @@ class Chunking:
         chunked prefill off, or on with a budget that holds most of a long prompt (about 1250 tokens)
         """
         if self.enabled is None:
-            return "chunked prefill: unknown (pass --[no-]enable-chunked-prefill and --max-num-batched-tokens)"
+            return ("chunked prefill: unknown (pass --[no-]enable-chunked-prefill and --max-num-batched-tokens, or "
+                    "--server-log)")
         state = "on" if self.enabled else "off"
         if self.whole_prompts_inferred():
             size = f" (about {self.long_prompt_tokens:.0f} tokens)" if self.long_prompt_tokens else ""

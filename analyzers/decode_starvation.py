@@ -196,7 +196,8 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
         text += (f" The metrics cannot rule out chunked prefill at a budget of about {chunking.budget_floor:.0f} "
                  f"tokens or more (the slowest ITL gaps fell in a bucket that wide); under {LONG_PREFILL_TOKENS} the "
                  "same stalls are chunk steps slower than the SLO, not long prefills. Pass `--enable-chunked-prefill "
-                 "--max-num-batched-tokens N` (or a run directory) to analyze to decide it.")
+                 "--max-num-batched-tokens N`, the server's log (`--server-log`) or a run directory to analyze to "
+                 "decide it.")
     if ev["prompt_tokens_source"] != "local_compute":
         text += (f" Note: {NOT_SEPARATED}; with prefix caching on (vLLM's default) part of this load may "
                  "be cache hits that cost no compute.")

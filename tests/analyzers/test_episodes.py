@@ -465,7 +465,7 @@ def test_an_estimate_between_the_cut_and_the_margin_is_said_to_be_unsettled(slow
     for f in unsettled:
         assert "no step computed a long prompt" not in f.explanation
         assert "about 600 prompt tokens per slow step, is over 512 but under the 768" in f.explanation
-        assert "Pass `--enable-chunked-prefill --max-num-batched-tokens N` (or a run directory)" in f.explanation
+        assert "Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the server's log (`--server-log`) or a run directory" in f.explanation
     assert all("no step computed a long prompt, so this is not decode starvation" in f.explanation for f in plain)
     ev = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
           "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
