@@ -116,6 +116,19 @@ class DataSource:
         self._load = lambda: {**(base() or {}), **views.run_parts(path)}
         return self
 
+    def with_chunking(self, chunking) -> "DataSource":
+        """This source with the chunked-prefill configuration the user stated (analyzers.chunking.Chunking) for
+        every target a run directory's server.json does not configure."""
+        base = self._load
+
+        def load() -> dict:
+            loaded = base() or {}
+            known = {arm: c for arm, c in (loaded.get("chunking") or {}).items() if c is not None}
+            return {**loaded, "chunking": {"": chunking, **known}}
+
+        self._load = load
+        return self
+
     @classmethod
     def from_prometheus(cls, url: str, *, selector: str = "", since_s: float = 3600, live: bool = True,
                         fleet: bool = False, **kw) -> "DataSource":

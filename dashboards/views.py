@@ -219,7 +219,8 @@ def findings(frames: dict, thresholds: dict, whatif_inputs=None, chunking: dict 
                 own = steps[steps["target"] == str(target).split("/")[0]]
             arm = str(target).split("/")[0] if "/" in str(target) else ""
             groups.append((target, {"samples": part, "steps": own if own is not None and len(own) else None,
-                                    "whatif_inputs": whatif_inputs, "chunking": (chunking or {}).get(arm)}))
+                                    "whatif_inputs": whatif_inputs,
+                                    "chunking": (chunking or {}).get(arm) or (chunking or {}).get("")}))
     if gpu is not None and len(gpu):
         groups.append(("", {"gpu": gpu}))
     return to_frame(by_start(diagnose(groups, thresholds=thresholds).findings))

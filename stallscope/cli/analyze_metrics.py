@@ -42,10 +42,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", help="model for roofline costs (default: from model_name when known)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size for roofline costs (default 1)")
     parser.add_argument("--html", metavar="FILE", help="also write a standalone HTML report")
+    add_config_arguments(parser)
+    parser.add_argument("--fail-on", choices=["info", "warning", "critical"], default="critical",
+                        help="exit 1 when any finding is at or above this severity (default critical)")
+
+
+def add_config_arguments(parser) -> None:
+    """The servers' chunked-prefill configuration as the user states it (analyze and the dashboard)."""
     chunk = parser.add_mutually_exclusive_group()
     chunk.add_argument("--enable-chunked-prefill", dest="chunked_prefill", action="store_true", default=None,
                        help="the servers ran with chunked prefill on (default: a run directory's server.json, "
-                            "else inferred from the metrics)")
+                            "else the --server-log, else inferred from the metrics)")
     chunk.add_argument("--no-enable-chunked-prefill", dest="chunked_prefill", action="store_false",
                        help="the servers ran with chunked prefill off")
     parser.add_argument("--max-num-batched-tokens", type=int, metavar="N",
@@ -53,9 +60,7 @@ def add_arguments(parser) -> None:
                              "--no-enable-chunked-prefill)")
     parser.add_argument("--server-log", metavar="FILE",
                         help="a vLLM server log: its startup lines state chunked prefill and "
-                             "--max-num-batched-tokens (flags given here win over it)")
-    parser.add_argument("--fail-on", choices=["info", "warning", "critical"], default="critical",
-                        help="exit 1 when any finding is at or above this severity (default critical)")
+                             "--max-num-batched-tokens (the two flags above win over it)")
 
 
 def _time(value, what: str):
@@ -97,9 +102,7 @@ def report(args):
         if any(op != "=" for _, op, _ in matchers):
             raise InputError(f"--selector {args.selector!r}: only equality matchers (label=\"value\") are supported")
         selector = {k: v for k, _, v in matchers}
-    if args.max_num_batched_tokens is not None and args.max_num_batched_tokens < 1:
-        raise InputError(f"--max-num-batched-tokens must be >= 1, got {args.max_num_batched_tokens}")
-    chunking = _chunking(args)
+    chunking = stated_chunking(args)
     from stallscope.analyzers.sources import diagnose_sources
     from stallscope.cli.analyze_fleet import parse_headers
 
@@ -109,10 +112,12 @@ def report(args):
                             headers=parse_headers(getattr(args, "header", None)))
 
 
-def _chunking(args):
+def stated_chunking(args):
     """The configuration the user stated: the flags, else the server log's startup lines, else None (inferred)."""
     from stallscope.analyzers.chunking import from_flags, from_server_log
 
+    if args.max_num_batched_tokens is not None and args.max_num_batched_tokens < 1:
+        raise InputError(f"--max-num-batched-tokens must be >= 1, got {args.max_num_batched_tokens}")
     stated = from_flags(args.chunked_prefill, args.max_num_batched_tokens)
     if stated is None and getattr(args, "server_log", None):
         from stallscope.collectors.vllm_log import read_server_config

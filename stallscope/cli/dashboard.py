@@ -19,6 +19,9 @@ def add_arguments(p) -> None:
     p.add_argument("--fleet", action="store_true",
                    help="with --prometheus: triage every replica on the Fleet page and load raw series only "
                         "for the replica clicked there (docs/fleet.md)")
+    from stallscope.cli.analyze_metrics import add_config_arguments
+
+    add_config_arguments(p)   # for a store or Prometheus; a run directory's server.json wins
     p.add_argument("--trace", metavar="FILE", help="steps for the Trace page: an nsys SQLite export or a step-trace JSONL")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
@@ -43,6 +46,11 @@ def build_source(args):
                                             fleet=bool(getattr(args, "fleet", False)))
     if getattr(args, "trace", None):
         source = source.with_trace(args.trace)
+    if getattr(args, "server_log", None) or getattr(args, "chunked_prefill", None) is not None or getattr(
+            args, "max_num_batched_tokens", None) is not None:
+        from stallscope.cli.analyze_metrics import stated_chunking
+
+        source = source.with_chunking(stated_chunking(args))
     return source
 
 

@@ -297,6 +297,8 @@ def test_token_is_required_off_loopback(monkeypatch):
     (["--run", ".", "--host", "10.1.2.3"], "--host 10.1.2.3 is not a loopback address"),
     (["--run", ".", "--port", "70000"], "--port must be 0-65535, got 70000"),
     (["--run", ".", "--trace", "/no/trace.jsonl"], "trace file not found: /no/trace.jsonl"),
+    (["--run", ".", "--server-log", "/no/vllm.log"], "--server-log /no/vllm.log: cannot read it"),
+    (["--run", ".", "--max-num-batched-tokens", "0"], "--max-num-batched-tokens must be >= 1, got 0"),
 ])
 def test_dashboard_command_bad_input(argv, message, capsys, monkeypatch):
     monkeypatch.delenv("STALLSCOPE_AUTH_TOKEN", raising=False)
@@ -320,3 +322,21 @@ def test_dashboard_command_rejects_a_trace_that_is_not_an_export(tmp_path, capsy
 def test_dashboard_command_needs_a_source():
     out = subprocess.run([sys.executable, "-m", "stallscope.cli", "dashboard"], capture_output=True, text=True)
     assert out.returncode == 2 and "one of the arguments --db --run --prometheus is required" in out.stderr
+
+
+def test_a_server_log_configures_targets_a_run_directory_does_not(tmp_path):
+    from conftest import FIXTURES
+    from expo_frames import simulate_starvation, write_arm
+    from stallscope.analyzers.chunking import from_server_log
+    from stallscope.collectors.vllm_log import read_server_config
+
+    texts = []
+    _, steps = simulate_starvation(40, chunk=None, texts=texts)
+    write_arm(tmp_path / "off", texts, steps)
+    log = FIXTURES / "vllm_logs" / "v0_33_0_nochunk.log"
+    source = DataSource.from_run(tmp_path / "off").with_chunking(from_server_log(read_server_config(log)))
+    found = source.snapshot().memo[("findings",)]
+    starved = found[found["kind"] == "decode_starvation"]
+    assert len(starved) and all(f"chunked prefill off (server log: {log}:6)" in e for e in starved["explanation"])
+    plain = DataSource.from_run(tmp_path / "off").snapshot().memo[("findings",)]
+    assert not any("server log" in e for e in plain["explanation"])
