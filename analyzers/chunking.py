@@ -7,40 +7,41 @@ assumes, so every starvation finding states which one it used and how it was kno
 2. `flags`: what the user passed to `analyze` (`--[no-]enable-chunked-prefill`, `--max-num-batched-tokens`);
    else `server log`: what the vLLM server wrote at startup, read from the log passed as `--server-log`
    (collectors/vllm_log.py);
-3. `inferred from metrics`: vLLM exports no scheduler configuration, so it is read off the run's histograms.
-   With chunked prefill off, one step computes a whole prompt, so the longest ITL gap is at least as long as a
-   long prompt's prefill (`request_prefill_time_seconds`: first scheduled to first token): the streams wait
-   for all of it. With chunking on, the prefill is spread over several steps and the longest gap is one of
-   them, shorter than the whole prefill. The long prompts are the requests with more than 500 computed prompt
-   tokens (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); P, their size, is the
-   histogram's `_sum` less the short prompts, each the mean size of those finished in scrape intervals that
-   finished no long one, over their count (the bucket at their median rank when no such interval exists: the
-   buckets read 950 tokens as 750); T is the median of their
-   prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL bucket in use.
-   G >= T: off, unless that bucket holds K > 1.5 gaps per long prefill per running stream: one step per
-   prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket as wide as
-   vLLM's 1 s to 2.5 s can hold a chunk step and a whole prefill alike. Otherwise on, with the budget estimated
-   as the smaller of P / K and P x G' / T (the share of the median long prompt, P
-   tokens, that its slowest step held), where G' is the gap every long prefill caused at least once for half
-   the running streams (the upper bound of the ITL bucket at rank 1 - 0.5 x long prompts x median running /
-   ITL samples), so one outlier gap does not pass for a chunk; a step is taken to hold a long prefill when
-   the estimate is at least `1.5 x 512` (the bucket bounds make it coarse; pass `--max-num-batched-tokens`
-   or `--server-log` to be exact), and never when S, the gaps above the ITL SLO per long prefill per running stream, is at
-   least 2 and P / (S - 1) < 512: a prompt spread over S slow steps, all but the last chunk full, had no
-   chunk above that, in whichever ITL buckets its steps fell (the top bucket alone misses them when they
-   straddle a bound). S leaves out the gaps above the SLO that come without long prefills: those of the
-   scrape intervals no long prefill can have run in, and that rate over the rest (on a slow host a short
-   prompt's prefill step beside many decodes crosses the SLO too). With at least as many preemptions as gaps in that top bucket, "off" is not inferred
-   from it: a preempted request's next ITL sample spans its wait and recompute, not one step. An inferred
-   "off" is stated as off or a budget whose one step holds most of a long prompt: the buckets cannot tell
-   them apart. The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower
-   bound, so a chunked budget down to P x that bound / T (`budget_floor`) reads the same; when that is
-   under 512 the finding says so, and a budget passed to `analyze` settles it. A gap still open is in no
-   histogram yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of
-   T, one step held (nearly) a whole prompt, so chunking reads off after all. Without long prompts in the
-   histograms, the stalls decide: about one ITL sample above the SLO per long prefill per
-   stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell: vLLM
-   counts a prompt's computed tokens in the step where its prefill completes, chunked or not
+3. `inferred from metrics`: vLLM exports no scheduler configuration, so it is read off the run's histograms. With
+   chunked prefill off, one step computes a whole prompt, so the longest ITL gap is at least as long as a long
+   prompt's prefill (`request_prefill_time_seconds`: first scheduled to first token): the streams wait for all of it.
+   With chunking on, the prefill is spread over several steps and the longest gap is one of them, shorter than the
+   whole prefill. The long prompts are the requests with more than 500 computed prompt tokens
+   (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); P, their size, is the histogram's `_sum`
+   less the short prompts, each the mean size of those finished in scrape intervals that finished no long one, over
+   their count (the bucket at their median rank when no such interval exists: the buckets read 950 tokens as 750); T
+   is the median of their prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL
+   bucket in use. G >= T: off, unless that bucket holds K > 1.5 gaps per long prefill per running stream: one step
+   per prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket as wide as vLLM's
+   1 s to 2.5 s can hold a chunk step and a whole prefill alike. Otherwise on, with the budget estimated as the
+   smaller of P / K and P x G' / T (the share of the median long prompt, P tokens, that its slowest step held), where
+   G' is the gap every long prefill caused at least once for half the running streams (the upper bound of the ITL
+   bucket at rank 1 - 0.5 x long prompts x median running / ITL samples), so one outlier gap does not pass for a
+   chunk; a step is taken to hold a long prefill when the estimate is at least `1.5 x 512` (the bucket bounds make it
+   coarse; pass `--max-num-batched-tokens` or `--server-log` to be exact), and never when S, the gaps above the ITL
+   SLO per long prefill per running stream, is at least 2 and P / (S - 1) < 512: a prompt spread over S slow steps,
+   all but the last chunk full, had no chunk above that, in whichever ITL buckets its steps fell (the top bucket
+   alone misses them when they straddle a bound). S leaves out the gaps above the SLO that come without long
+   prefills: those of the scrape intervals no long prefill can have run in, and that rate over the rest (on a slow
+   host a short prompt's prefill step beside many decodes crosses the SLO too). The other side of the same count:
+   with S >= 1.5, those slow steps held P / S prompt tokens each on average, so some step held at least that many,
+   and a step is taken to hold a long prefill when P / S is at least `1.2 x 512` whatever the estimate says (S read
+   0.85-1.11 times the slow steps per long prompt on the 5 recordings it was written on where it applies,
+   `benchmarks/chunking_estimates.py`). With at least as many preemptions as gaps in that top bucket, "off" is not
+   inferred from it: a preempted request's next ITL sample spans its wait and recompute, not one step. An inferred
+   "off" is stated as off or a budget whose one step holds most of a long prompt: the buckets cannot tell them apart.
+   The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower bound, so a chunked budget
+   down to P x that bound / T (`budget_floor`) reads the same; when that is under 512 the finding says so, and a
+   budget passed to `analyze` settles it. A gap still open is in no histogram yet: when the live counters show the
+   streams frozen with nothing moving for at least 3/4 of T, one step held (nearly) a whole prompt, so chunking reads
+   off after all. Without long prompts in the histograms, the stalls decide: about one ITL sample above the SLO per
+   long prefill per stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot
+   tell: vLLM counts a prompt's computed tokens in the step where its prefill completes, chunked or not
    (docs/metric-traps.md);
 4. `unknown`.
 """
@@ -58,6 +59,8 @@ from stallscope.analyzers.workload import counter_increase, interval_increase
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
 STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
 ESTIMATE_MARGIN = 1.5         # an estimated budget holds long prefills from 1.5 x the cut (module docstring, 3)
+SLOW_SHARE_MARGIN = 1.2       # P / S, a long prompt's tokens per step above the SLO, holds them from 1.2 x the cut
+SLOW_STEPS_MIN = 1.5          # ... when each long prefill left at least this many such gaps per running stream
 LONG_PROMPT_BOUND = 500       # vLLM's request-token buckets: 1-2-5 series; "long" = above the 500 bound
 ITL_FAMILIES = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 TOKEN_FAMILIES = ("vllm:request_prefill_kv_computed_tokens", "vllm:request_prompt_tokens")
@@ -82,6 +85,7 @@ class Chunking:
     budget_bound: float | None = None     # inferred from metrics: at most P / (S - 1) (module docstring, 3)
     budget_floor: float | None = None     # inferred from metrics: the smallest chunk the slowest gap allows
     long_prompt_tokens: float | None = None  # inferred from metrics: P, the long prompts' median size
+    slow_share: float | None = None       # inferred from metrics: P / S, tokens per step above the SLO (docstring, 3)
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS, decodes: int = 0) -> bool | None:
         """Whether one step can compute >= `cut` prompt tokens beside `decodes` running decodes: True with
@@ -95,6 +99,8 @@ class Chunking:
             return bool(self.budget - decodes >= cut)
         if self.enabled and self.budget_bound is not None and self.budget_bound < cut:
             return False
+        if self.enabled and self.slow_share is not None and self.slow_share >= SLOW_SHARE_MARGIN * cut:
+            return True
         if self.enabled and self.budget_estimate is not None:
             return bool(self.budget_estimate >= ESTIMATE_MARGIN * cut)
         return None
@@ -111,6 +117,7 @@ class Chunking:
         False
         """
         return bool(self.source == "inferred from metrics" and self.enabled and not self.budget
+                    and not self.holds_long_prefills(cut)
                     and (self.budget_bound is None or self.budget_bound >= cut)
                     and self.budget_estimate is not None and cut <= self.budget_estimate < ESTIMATE_MARGIN * cut)
 
@@ -169,7 +176,7 @@ class Chunking:
         return {"chunked_prefill": self.enabled, "max_num_batched_tokens_in_use": self.budget,
                 "config_source": self.source, "budget_estimate": self.budget_estimate,
                 "budget_bound": self.budget_bound, "budget_floor": self.budget_floor,
-                "long_prompt_tokens": self.long_prompt_tokens}
+                "long_prompt_tokens": self.long_prompt_tokens, "slow_step_share": self.slow_share}
 
 
 UNKNOWN = Chunking()
@@ -314,7 +321,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     # both read high: a bucket's upper bound, and a prompt's share per top-bucket gap
     est = float(min(prompt * min(slowest, gap) / t_long, prompt / max(top, 1.0)))
     what += f": prefills spread over steps; the slowest step of each held about {est:.0f} of a {prompt:.0f}-token prompt"
-    bound = None
+    bound = share = None
     if slo is not None and slo > 0:
         # S: gaps above the SLO per long prefill per running stream; S >= 2 slow steps per prompt hold at most
         # P / (S - 1) tokens each (all but the last chunk are full), wherever in the ITL buckets they fell
@@ -325,9 +332,14 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
             bound = float(prompt / (slow - 1.0))
             what += (f"; {slow:.1f} gaps above the SLO per long prefill per running stream: no step held more than "
                      f"about {bound:.0f}")
+        if slow >= SLOW_STEPS_MIN:
+            share = float(prompt / slow)
+            if slow < 2.0:
+                what += f"; {slow:.1f} gaps above the SLO per long prefill per running stream"
+            what += f" (about {share:.0f} prompt tokens per such step on average)"
     floor = prompt * min(float(lo[0]), min(slowest, gap)) / t_long if np.isfinite(lo[0]) else floor
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
-                    budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt)
+                    budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt, slow_share=share)
 
 
 def _slow_gaps_apart(itl_rows, intervals: pd.DataFrame | None, slo: float, t_long: float) -> float:

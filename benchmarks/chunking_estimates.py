@@ -45,11 +45,29 @@ def row(run: Path, slo: float) -> str:
     waiting = st["num_waiting"] > 0
     full = (st["num_prefill_tokens"] + st["num_decode_tokens"]) >= cfg.max_num_batched_tokens
     ratio = f"{got.budget_estimate / chunk:.2f}" if got.budget_estimate and chunk else "-"
+    per_prompt = slow_steps_per_long_prompt(st, slo)
+    s_read = got.long_prompt_tokens / got.slow_share if got.slow_share else None
+    s_ratio = f"{s_read / per_prompt:.2f}" if s_read and per_prompt else "-"
     return (f"| {run.parent.name}/{run.name} | {_fmt(budget)} | {long_prompt_tokens(sc)} | {_fmt(got.long_prompt_tokens)} "
             f"| {got.enabled} | {_fmt(got.budget_estimate)} | {_fmt(got.budget_bound)} | {got.holds_long_prefills()} "
-            f"| {chunk} | {ratio} | {int((slow & (st['num_prefill_tokens'] >= 500)).sum())} "
+            f"| {chunk} | {ratio} | {_fmt(got.slow_share)} | {per_prompt:.2f} | {s_ratio} "
+            f"| {int((slow & (st['num_prefill_tokens'] >= 500)).sum())} "
             f"| {int((slow & (st['num_prefill_tokens'] < 500)).sum())} | {usage:.3f} | {int(waiting.sum())} "
             f"| {int((waiting & full).sum())} |")
+
+
+def slow_steps_per_long_prompt(st, slo: float) -> float:
+    """The step trace's own count: steps slower than the SLO that computed part of a prompt over 500 tokens, per
+    such prompt (what S, read from the ITL histogram, estimates); 0.0 without long prompts."""
+    slow_steps: dict[str, int] = {}
+    tokens: dict[str, int] = {}
+    for sched, dur in zip(st["num_scheduled_tokens"], (st["end_ns"] - st["start_ns"]) / 1e9):
+        for rid, n in (sched or {}).items():
+            if n > 1:
+                tokens[rid] = tokens.get(rid, 0) + int(n)
+                slow_steps[rid] = slow_steps.get(rid, 0) + int(dur > slo)
+    longs = [rid for rid, n in tokens.items() if n > 500]
+    return sum(slow_steps[r] for r in longs) / len(longs) if longs else 0.0
 
 
 def main() -> int:
@@ -57,9 +75,9 @@ def main() -> int:
     ap.add_argument("results", nargs="+", help="benchmarks/scenarios.py --json files")
     args = ap.parse_args()
     print("| run | budget | P | P read | chunking read | estimate | bound | holds a long prefill | largest chunk "
-          "| estimate / chunk | steps > SLO with >= 500 prompt tokens | with fewer | max KV usage "
-          "| steps leaving a request waiting | of those at the token budget |")
-    print("|" + "---|" * 15)
+          "| estimate / chunk | P / S | slow steps per long prompt | S / those | steps > SLO with >= 500 prompt tokens "
+          "| with fewer | max KV usage | steps leaving a request waiting | of those at the token budget |")
+    print("|" + "---|" * 18)
     tp = fp = fn = 0
     for path in args.results:
         data = json.loads(Path(path).read_text())

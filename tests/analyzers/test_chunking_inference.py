@@ -88,3 +88,31 @@ def test_gaps_above_the_slo_only_beside_long_prefills_still_bound_the_chunk():
     inferred = C.infer_from_histograms(run, 0.2)
     assert inferred.budget_bound == pytest.approx(290.0)
     assert inferred.holds_long_prefills() is False
+
+
+def test_two_slow_steps_per_long_prompt_hold_half_of_it_each_on_average():
+    """`small`, budget 640, 1,300-token prompts (h22-small-chunk640-s16-scrape1s's shape): each prompt ran in two
+    0.95 s chunk steps, 2 gaps per running stream (20 per prefill over 10 streams), all in (0.75 s, 1 s]. The
+    estimate (P / K = 650) is under 1.5 x 512 and reads "no long prefill"; the same count against the SLO says
+    the slow steps held 650 tokens each on average, over 1.2 x 512, so one of them held 512 or more."""
+    run = _scrapes(30, long_at={8, 22}, long_tokens=1300, prefill_s=1.9, chunk_gaps=(0.95, 20))
+    inferred = C.infer_from_histograms(run, 0.2)
+    assert inferred.enabled is True and inferred.budget_estimate < 768
+    assert inferred.slow_share == pytest.approx(650.0)
+    assert inferred.holds_long_prefills() is True and not inferred.estimate_under_margin()
+    assert "(about 650 prompt tokens per such step on average)" in inferred.detail
+    unbounded = C.infer_from_histograms(run)             # without an SLO there is no count: the estimate decides
+    assert unbounded.slow_share is None and unbounded.holds_long_prefills() is False
+
+
+@pytest.mark.parametrize("gaps,share,holds", [
+    (30, 433.3, False),   # three slow steps per prompt: 433 on average, under 1.2 x 512 (the bound, 650, allows more)
+    (24, 541.7, False),   # 2.4 per prompt: 542, over the cut but under the margin
+    (10, None, None),     # one per prompt per stream: whole-prompt steps (inferred off); the count says nothing
+])
+def test_the_slow_step_share_decides_only_above_its_margin(gaps, share, holds):
+    run = _scrapes(30, long_at={8, 22}, long_tokens=1300, prefill_s=1.9 * gaps / 20, chunk_gaps=(0.95, gaps))
+    inferred = C.infer_from_histograms(run, 0.2)
+    assert inferred.slow_share == (None if share is None else pytest.approx(share, rel=1e-3))
+    assert inferred.enabled is (holds is not None)
+    assert inferred.holds_long_prefills() is (True if holds is None else holds)
