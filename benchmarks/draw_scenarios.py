@@ -8,8 +8,8 @@ held-out 11 seed 202612032; held-out 12, KV pools only, `--seed 202612033 --kv 8
 held-out 16 seed 202612037, held-out 17 seed 202612038, held-out 18 seed
 202612039, held-out 19 seed 202612040, held-out 20 seed 202612041,
 held-out 21 seed 202612042, held-out 22 seed 202612043, held-out 23 seed 202612044,
-held-out 24 seed 202612045
-(docs/accuracy.md).
+held-out 24 seed 202612045; held-out 25 seed 202612046; held-out 26, the 512-768 band only,
+`--seed 202612047 --band 8` (docs/accuracy.md).
 
     python benchmarks/draw_scenarios.py --seed 20261203
 """
@@ -80,12 +80,30 @@ def draw_kv(seed: int, n: int = 8) -> list[tuple]:
     return out
 
 
+def draw_band(seed: int, n: int = 8) -> list[tuple]:
+    """`n` chunked-prefill scenarios where the metrics alone are least sure (docs/accuracy.md, "the 512-768
+    band"): a budget from 320 to 832 (a multiple of 64, uniform), on `small` (whose chunk steps cross the
+    200 ms SLO) three times in four, else `tiny`; 2-16 sessions; long prompts of 600-1,900 tokens every 1-10 s;
+    0.5 s or 1 s scrapes. Rows as `draw`'s prefill rows."""
+    r = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        model = "small" if r.random() < 0.75 else "tiny"
+        budget = int(r.integers(5, 14)) * 64
+        out.append(("prefill", model, "chunk", budget, int(r.integers(2, 17)), int(r.integers(600, 1901) // 50 * 50),
+                    round(float(r.uniform(1, 10)), 1), "1s" if r.random() < 0.3 else "0.5s"))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--kv", type=int, default=0, help="draw this many KV-pool scenarios only (draw_kv)")
+    ap.add_argument("--band", type=int, default=0, help="draw this many chunked scenarios in the 320-832 band only "
+                                                        "(draw_band)")
     args = ap.parse_args()
-    for row in draw_kv(args.seed, args.kv) if args.kv else draw(args.seed):
+    rows = draw_kv(args.seed, args.kv) if args.kv else draw_band(args.seed, args.band) if args.band else draw(args.seed)
+    for row in rows:
         print(*row)
     return 0
 

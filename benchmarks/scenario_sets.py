@@ -715,14 +715,60 @@ HELD_OUT_24 = [
              ("--sessions", "31") + KV_LOAD[2:], seed=247, held_out=24, exercises="a 17.2 MiB fp8 pool, 31 sessions"),
     Scenario("h24-kv-fp8-10.0mb-29sess", KV + ("--kv-cache-mb", "10.0", "--kv-cache-dtype", "fp8"),
              ("--sessions", "29") + KV_LOAD[2:], seed=248, held_out=24, exercises="a 10.0 MiB fp8 pool, 29 sessions"),
-    Scenario("h24-neg-short-49sess", ("--max-num-seqs", "128"),
-             ("--sessions", "49", "--short-prompt-tokens", "10", "--max-tokens", "32") + SHORT_ONLY, seed=249,
-             held_out=24, exercises="negative: 49 sessions of 10-token prompts"),
+    # drawn as 10 sessions of 49-token prompts; first committed with the two swapped, fixed after the quick pass
+    Scenario("h24-neg-short-10sess", ("--max-num-seqs", "128"),
+             ("--sessions", "10", "--short-prompt-tokens", "49", "--max-tokens", "32") + SHORT_ONLY, seed=249,
+             held_out=24, exercises="negative: 10 sessions of 49-token prompts"),
     Scenario("h24-end-in-stall-small-1700-scrape1s", OFF, _h2(4, 1700, "{half}"), model="small", seed=250,
              interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=24,
              exercises="`small`: the data ends 2 s after a whole 1,700-token prefill starts, 1 s scrapes"),
 ]
+HELD_OUT_25 = [
+    Scenario("h25-tiny-chunk256-s15", chunked(256), _h2(15, 1200, 8.7), seed=251, held_out=25,
+             exercises="budget 256, 15 sessions, 1,200-token prompts every 8.7 s"),
+    Scenario("h25-tiny-chunk64-s8", chunked(64), _h2(8, 1300, 6.7), seed=252, held_out=25,
+             exercises="budget 64, 8 sessions, 1,300-token prompts every 6.7 s"),
+    Scenario("h25-small-chunk1536-s3-scrape1s", chunked(1536), _h2(3, 1400, 7.8), model="small", seed=253,
+             interval="1s", held_out=25,
+             exercises="`small`, budget 1,536 (whole 1,400-token prompts), 3 sessions, every 7.8 s, 1 s scrapes"),
+    Scenario("h25-small-chunk384-s11", chunked(384), _h2(11, 1400, 4.5), model="small", seed=254, held_out=25,
+             exercises="`small`, budget 384, 11 sessions, 1,400-token prompts every 4.5 s"),
+    Scenario("h25-tiny-chunk256-s14", chunked(256), _h2(14, 800, 5.2), seed=255, held_out=25,
+             exercises="budget 256, 14 sessions, 800-token prompts every 5.2 s"),
+    Scenario("h25-tiny-chunk1024-s14", chunked(1024), _h2(14, 900, 5.6), seed=256, held_out=25,
+             exercises="budget 1,024 (whole 900-token prompts), 14 sessions, every 5.6 s"),
+    Scenario("h25-kv-auto-18.0mb-32sess", KV + ("--kv-cache-mb", "18.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "32") + KV_LOAD[2:], seed=257, held_out=25, exercises="an 18.0 MiB auto pool, 32 sessions"),
+    Scenario("h25-kv-fp8-14.5mb-20sess", KV + ("--kv-cache-mb", "14.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "20") + KV_LOAD[2:], seed=258, held_out=25, exercises="a 14.5 MiB fp8 pool, 20 sessions"),
+    Scenario("h25-neg-short-102sess", ("--max-num-seqs", "128"),
+             ("--sessions", "102", "--short-prompt-tokens", "33", "--max-tokens", "32") + SHORT_ONLY, seed=259,
+             held_out=25, exercises="negative: 102 sessions of 33-token prompts"),
+    Scenario("h25-end-in-stall-tiny-1500", OFF, _h2(4, 1500, "{half}"), seed=260,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=25,
+             exercises="the data ends 2 s after a whole 1,500-token prefill starts (on `tiny` it takes well under 1 s)"),
+]
+# held-out 26: the 512-768 band only (draw_scenarios.py --seed 202612047 --band 8)
+HELD_OUT_26 = [
+    Scenario("h26-tiny-chunk448-s11-scrape1s", chunked(448), _h2(11, 600, 4.2), seed=261, interval="1s", held_out=26,
+             exercises="budget 448, 11 sessions, 600-token prompts every 4.2 s, 1 s scrapes"),
+    Scenario("h26-small-chunk448-s2", chunked(448), _h2(2, 950, 7.3), model="small", seed=262, held_out=26,
+             exercises="`small`, budget 448, 2 sessions, 950-token prompts every 7.3 s"),
+    Scenario("h26-tiny-chunk640-s6-scrape1s", chunked(640), _h2(6, 950, 9.5), seed=263, interval="1s", held_out=26,
+             exercises="budget 640, 6 sessions, 950-token prompts every 9.5 s, 1 s scrapes"),
+    Scenario("h26-small-chunk512-s15", chunked(512), _h2(15, 1450, 6.1), model="small", seed=264, held_out=26,
+             exercises="`small`, budget 512, 15 sessions, 1,450-token prompts every 6.1 s"),
+    Scenario("h26-small-chunk640-s9", chunked(640), _h2(9, 1350, 5.9), model="small", seed=265, held_out=26,
+             exercises="`small`, budget 640, 9 sessions, 1,350-token prompts every 5.9 s"),
+    Scenario("h26-small-chunk704-s8-scrape1s", chunked(704), _h2(8, 700, 4.7), model="small", seed=266, interval="1s",
+             held_out=26, exercises="`small`, budget 704, 8 sessions, 700-token prompts every 4.7 s, 1 s scrapes"),
+    Scenario("h26-small-chunk640-s6", chunked(640), _h2(6, 1400, 2.5), model="small", seed=267, held_out=26,
+             exercises="`small`, budget 640, 6 sessions, 1,400-token prompts every 2.5 s"),
+    Scenario("h26-small-chunk576-s4", chunked(576), _h2(4, 1800, 2.8), model="small", seed=268, held_out=26,
+             exercises="`small`, budget 576, 4 sessions, 1,800-token prompts every 2.8 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
-             + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24)
+             + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
+             + HELD_OUT_25 + HELD_OUT_26)
