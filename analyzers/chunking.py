@@ -123,9 +123,15 @@ class Chunking:
 
     def undecided(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
         """Whether the histograms that inferred long-prefill steps also allow chunks under `cut`: the slowest
-        ITL gap's bucket starts low enough for a chunk of `budget_floor` tokens (module docstring, 3)."""
+        ITL gap's bucket starts low enough for a chunk of `budget_floor` tokens (module docstring, 3), and the
+        slow steps did not hold `cut` or more on average (then one of them held at least that).
+
+        >>> Chunking(True, None, "inferred from metrics", budget_floor=300.0, slow_share=650.0).undecided()
+        False
+        """
         return bool(self.source == "inferred from metrics" and self.holds_long_prefills(cut)
-                    and self.budget_floor is not None and self.budget_floor < cut)
+                    and self.budget_floor is not None and self.budget_floor < cut
+                    and not (self.slow_share is not None and self.slow_share >= cut))
 
     def describe(self) -> str:
         """`chunked prefill on, --max-num-batched-tokens 64 (flags)`. Whole-prompt steps inferred from the metrics
