@@ -121,6 +121,18 @@ class Chunking:
                     and (self.budget_bound is None or self.budget_bound >= cut)
                     and self.budget_estimate is not None and cut <= self.budget_estimate < ESTIMATE_MARGIN * cut)
 
+    def chunk_estimate(self, cut: int = LONG_PREFILL_TOKENS) -> float | None:
+        """The inferred chunk a slow step held, as the figure that decided `holds_long_prefills`: the slow-step
+        share when it decided (the budget estimate under its margin), else the budget estimate.
+
+        >>> Chunking(True, None, "inferred from metrics", budget_estimate=532.0, slow_share=651.0).chunk_estimate()
+        651.0
+        """
+        if (self.slow_share is not None and self.slow_share >= SLOW_SHARE_MARGIN * cut
+                and (self.budget_estimate is None or self.budget_estimate < ESTIMATE_MARGIN * cut)):
+            return self.slow_share
+        return self.budget_estimate
+
     def undecided(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
         """Whether the histograms that inferred long-prefill steps also allow chunks under `cut`: the slowest
         ITL gap's bucket starts low enough for a chunk of `budget_floor` tokens (module docstring, 3), and the
@@ -174,8 +186,8 @@ class Chunking:
             return "the whole prompt"
         if self.budget:
             return f"a chunk of up to {self.budget} prompt tokens"
-        if self.budget_estimate:
-            return f"a chunk of about {self.budget_estimate:.0f} prompt tokens"
+        if self.chunk_estimate():
+            return f"a chunk of about {self.chunk_estimate():.0f} prompt tokens"
         return "a chunk of the prompt"
 
     def as_evidence(self) -> dict:

@@ -185,7 +185,7 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
                "the whole step, so the step holds every running stream for the prompt's prefill time.")
     elif chunking.enabled:
         size = (f"up to {chunking.budget}" if chunking.budget else
-                f"about {chunking.budget_estimate:.0f}" if chunking.budget_estimate else "a long prompt's worth of")
+                f"about {chunking.chunk_estimate():.0f}" if chunking.chunk_estimate() else "a long prompt's worth of")
         how = (f" With {chunking.describe()}, a step still computes {size} prompt tokens, and every "
                "decode in it waits for the whole step.")
     else:
