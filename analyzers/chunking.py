@@ -61,6 +61,8 @@ STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long p
 ESTIMATE_MARGIN = 1.5         # an estimated budget holds long prefills from 1.5 x the cut (module docstring, 3)
 SLOW_SHARE_MARGIN = 1.2       # P / S, a long prompt's tokens per step above the SLO, holds them from 1.2 x the cut
 SLOW_STEPS_MIN = 1.5          # ... when each long prefill left at least this many such gaps per running stream
+SETTLE_IT = ("Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the server's log (`--server-log`) or a run "
+             "directory to analyze to decide it.")   # the sentence every finding the metrics cannot settle ends with
 LONG_PROMPT_BOUND = 500       # vLLM's request-token buckets: 1-2-5 series; "long" = above the 500 bound
 ITL_FAMILIES = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 TOKEN_FAMILIES = ("vllm:request_prefill_kv_computed_tokens", "vllm:request_prompt_tokens")

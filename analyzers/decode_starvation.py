@@ -26,7 +26,7 @@ import pandas as pd
 
 from stallscope.analyzers import prefill_cost
 from stallscope.analyzers.advice import chunked_prefill_recommendation
-from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS, Chunking
+from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS, SETTLE_IT, Chunking
 from stallscope.analyzers.quantiles import format_quantile
 
 STALL_SHARE = 0.01  # 1 - q for q = 0.99: the time-weighted counterpart of a P99 breach
@@ -195,9 +195,7 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
     if chunking.undecided():
         text += (f" The metrics cannot rule out chunked prefill at a budget of about {chunking.budget_floor:.0f} "
                  f"tokens or more (the slowest ITL gaps fell in a bucket that wide); under {LONG_PREFILL_TOKENS} the "
-                 "same stalls are chunk steps slower than the SLO, not long prefills. Pass `--enable-chunked-prefill "
-                 "--max-num-batched-tokens N`, the server's log (`--server-log`) or a run directory to analyze to "
-                 "decide it.")
+                 f"same stalls are chunk steps slower than the SLO, not long prefills. {SETTLE_IT}")
     if ev["prompt_tokens_source"] != "local_compute":
         text += (f" Note: {NOT_SEPARATED}; with prefix caching on (vLLM's default) part of this load may "
                  "be cache hits that cost no compute.")

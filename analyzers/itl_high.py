@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from stallscope.analyzers.advice import slo_levers
-from stallscope.analyzers.chunking import ESTIMATE_MARGIN, LONG_PREFILL_TOKENS, Chunking
+from stallscope.analyzers.chunking import ESTIMATE_MARGIN, LONG_PREFILL_TOKENS, SETTLE_IT, Chunking
 
 LIKELY_CAUSE = {"prefill_chunks": "chunked_prefill", "preemption": "preemption", "slow_decode": "memory_bound_decode"}
 
@@ -68,8 +68,7 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
                    f"here ({decode_is} about {d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and "
                    f"every running stream waits for each of them. Decided by: {ep.decided_by}.")
     if unsettled:
-        explanation += (" Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the server's log (`--server-log`) "
-                        "or a run directory to analyze to decide it.")
+        explanation += f" {SETTLE_IT}"
     if free:
         explanation += f" {free} of the episode's {ep.evidence['windows']} windows had no prompt work at all."
     text, extra = recommend(budget)

@@ -74,13 +74,12 @@ def _decide(p: Path, engine, budget) -> ServerLogConfig:
     if engine is None and budget is None:
         raise InputError(f"--server-log {p}: no vLLM startup line in it ('Chunked prefill is enabled with "
                          "max_num_batched_tokens=N.' or 'Initializing a V1 LLM engine (v...) with config: ...')")
-    if budget is not None and budget[1] < 1:
-        raise InputError(f"--server-log {p}:{budget[0]}: max_num_batched_tokens={budget[1]} is not a token budget")
+    line = budget if budget is not None else engine[3]   # the budget line that counts
+    if line is not None and line[1] < 1:
+        raise InputError(f"--server-log {p}:{line[0]}: max_num_batched_tokens={line[1]} is not a token budget")
     if budget is not None:   # a startup newer than the last engine line, or a log with no engine line
         return ServerLogConfig(True, budget[1], engine[1] if engine else None, f"{p}:{budget[0]}")
     number, version, on, before = engine
-    if before is not None and before[1] < 1:
-        raise InputError(f"--server-log {p}:{before[0]}: max_num_batched_tokens={before[1]} is not a token budget")
     if on is None and before is None:
         raise InputError(f"--server-log {p}:{number}: the engine line states no enable_chunked_prefill")
     if on is False:

@@ -116,11 +116,12 @@ def stated_chunking(args):
     """The configuration the user stated: the flags, else the server log's startup lines, else None (inferred)."""
     from stallscope.analyzers.chunking import from_flags, from_server_log
 
-    if args.max_num_batched_tokens is not None and args.max_num_batched_tokens < 1:
-        raise InputError(f"--max-num-batched-tokens must be >= 1, got {args.max_num_batched_tokens}")
-    stated = from_flags(args.chunked_prefill, args.max_num_batched_tokens)
-    if stated is None and getattr(args, "server_log", None):
+    budget, log = getattr(args, "max_num_batched_tokens", None), getattr(args, "server_log", None)
+    if budget is not None and budget < 1:
+        raise InputError(f"--max-num-batched-tokens must be >= 1, got {budget}")
+    stated = from_flags(getattr(args, "chunked_prefill", None), budget)
+    if stated is None and log:
         from stallscope.collectors.vllm_log import read_server_config
 
-        stated = from_server_log(read_server_config(args.server_log))
+        stated = from_server_log(read_server_config(log))
     return stated

@@ -46,12 +46,10 @@ def build_source(args):
                                             fleet=bool(getattr(args, "fleet", False)))
     if getattr(args, "trace", None):
         source = source.with_trace(args.trace)
-    if getattr(args, "server_log", None) or getattr(args, "chunked_prefill", None) is not None or getattr(
-            args, "max_num_batched_tokens", None) is not None:
-        from stallscope.cli.analyze_metrics import stated_chunking
+    from stallscope.cli.analyze_metrics import stated_chunking
 
-        source = source.with_chunking(stated_chunking(args))
-    return source
+    stated = stated_chunking(args)
+    return source.with_chunking(stated) if stated is not None else source
 
 
 def serve(app, host: str, port: int, *, any_port_if_busy: bool = False) -> int:
