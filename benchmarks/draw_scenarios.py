@@ -9,7 +9,8 @@ held-out 16 seed 202612037, held-out 17 seed 202612038, held-out 18 seed
 202612039, held-out 19 seed 202612040, held-out 20 seed 202612041,
 held-out 21 seed 202612042, held-out 22 seed 202612043, held-out 23 seed 202612044,
 held-out 24 seed 202612045; held-out 25 seed 202612046; held-out 26, the 512-768 band only,
-`--seed 202612047 --band 8` (docs/accuracy.md).
+`--seed 202612047 --band 8` (docs/accuracy.md); held-out 27 seed 202612048; held-out 28, the cost model's runs only,
+`--seed 202612049 --starve 6`.
 
     python benchmarks/draw_scenarios.py --seed 20261203
 """
@@ -95,14 +96,33 @@ def draw_band(seed: int, n: int = 8) -> list[tuple]:
     return out
 
 
+def draw_starve(seed: int, n: int = 6) -> list[tuple]:
+    """`n` scenarios whose long prompts hold the running decodes on `tiny`, the runs whose budget advice the cost
+    model is judged on (docs/accuracy.md, "the cost model"): chunking off half the time, else on at a budget
+    of 768-1,536 (a multiple of 64, uniform); 2-16 sessions; long prompts of 1,000-2,000 tokens every 2-10 s;
+    0.5 s or 1 s scrapes. Rows as `draw`'s prefill rows."""
+    r = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        chunk = r.random() < 0.5
+        budget = int(r.integers(12, 25)) * 64 if chunk else None
+        out.append(("prefill", "tiny", "chunk" if chunk else "nochunk", budget, int(r.integers(2, 17)),
+                    int(r.integers(1000, 2001) // 50 * 50), round(float(r.uniform(2, 10)), 1),
+                    "1s" if r.random() < 0.3 else "0.5s"))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--kv", type=int, default=0, help="draw this many KV-pool scenarios only (draw_kv)")
     ap.add_argument("--band", type=int, default=0, help="draw this many chunked scenarios in the 320-832 band only "
                                                         "(draw_band)")
+    ap.add_argument("--starve", type=int, default=0, help="draw this many `tiny` starvation scenarios only "
+                                                          "(draw_starve: the cost model's runs)")
     args = ap.parse_args()
-    rows = draw_kv(args.seed, args.kv) if args.kv else draw_band(args.seed, args.band) if args.band else draw(args.seed)
+    rows = (draw_kv(args.seed, args.kv) if args.kv else draw_band(args.seed, args.band) if args.band
+            else draw_starve(args.seed, args.starve) if args.starve else draw(args.seed))
     for row in rows:
         print(*row)
     return 0

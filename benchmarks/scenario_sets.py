@@ -767,8 +767,48 @@ HELD_OUT_26 = [
     Scenario("h26-small-chunk576-s4", chunked(576), _h2(4, 1800, 2.8), model="small", seed=268, held_out=26,
              exercises="`small`, budget 576, 4 sessions, 1,800-token prompts every 2.8 s"),
 ]
+# held-out 27: draw_scenarios.py --seed 202612048
+HELD_OUT_27 = [
+    Scenario("h27-tiny-chunk1536-s9", chunked(1536), _h2(9, 1650, 2.3), seed=271, held_out=27,
+             exercises="budget 1,536, 9 sessions, 1,650-token prompts every 2.3 s"),
+    Scenario("h27-small-chunk384-s10", chunked(384), _h2(10, 550, 6.1), model="small", seed=272, held_out=27,
+             exercises="`small`, budget 384, 10 sessions, 550-token prompts every 6.1 s"),
+    Scenario("h27-tiny-chunk192-s8-scrape1s", chunked(192), _h2(8, 1550, 4.2), seed=273, interval="1s", held_out=27,
+             exercises="budget 192, 8 sessions, 1,550-token prompts every 4.2 s, 1 s scrapes"),
+    Scenario("h27-tiny-chunk192-s5-scrape1s", chunked(192), _h2(5, 1300, 8.4), seed=274, interval="1s", held_out=27,
+             exercises="budget 192, 5 sessions, 1,300-token prompts every 8.4 s, 1 s scrapes"),
+    Scenario("h27-tiny-nochunk-900-s14", OFF, _h2(14, 900, 8.3), seed=275, held_out=27,
+             exercises="14 sessions, whole 900-token prefills every 8.3 s"),
+    Scenario("h27-tiny-chunk192-s12", chunked(192), _h2(12, 1150, 2.6), seed=276, held_out=27,
+             exercises="budget 192, 12 sessions, 1,150-token prompts every 2.6 s"),
+    Scenario("h27-kv-auto-10.1mb-8sess", KV + ("--kv-cache-mb", "10.1", "--kv-cache-dtype", "auto"),
+             ("--sessions", "8") + KV_LOAD[2:], seed=277, held_out=27, exercises="a 10.1 MiB auto pool, 8 sessions"),
+    Scenario("h27-kv-auto-8.2mb-37sess", KV + ("--kv-cache-mb", "8.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "37") + KV_LOAD[2:], seed=278, held_out=27, exercises="an 8.2 MiB auto pool, 37 sessions"),
+    Scenario("h27-neg-short-34sess", ("--max-num-seqs", "128"),
+             ("--sessions", "34", "--short-prompt-tokens", "41", "--max-tokens", "32") + SHORT_ONLY, seed=279,
+             held_out=27, exercises="negative: 34 sessions of 41-token prompts"),
+    Scenario("h27-end-in-stall-small-800", OFF, _h2(4, 800, "{half}"), model="small", seed=280,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=27,
+             exercises="`small`: the data ends 2 s after a whole 800-token prefill starts"),
+]
+# held-out 28: the cost model's runs only, `tiny` starvation (draw_scenarios.py --seed 202612049 --starve 6)
+HELD_OUT_28 = [
+    Scenario("h28-tiny-nochunk-1600-s13", OFF, _h2(13, 1600, 7.1), seed=281, held_out=28,
+             exercises="13 sessions, whole 1,600-token prefills every 7.1 s"),
+    Scenario("h28-tiny-nochunk-1650-s12-scrape1s", OFF, _h2(12, 1650, 2.9), seed=282, interval="1s", held_out=28,
+             exercises="12 sessions, whole 1,650-token prefills every 2.9 s, 1 s scrapes"),
+    Scenario("h28-tiny-nochunk-1150-s9", OFF, _h2(9, 1150, 2.8), seed=283, held_out=28,
+             exercises="9 sessions, whole 1,150-token prefills every 2.8 s"),
+    Scenario("h28-tiny-nochunk-1250-s11-scrape1s", OFF, _h2(11, 1250, 3.5), seed=284, interval="1s", held_out=28,
+             exercises="11 sessions, whole 1,250-token prefills every 3.5 s, 1 s scrapes"),
+    Scenario("h28-tiny-chunk1024-s8", chunked(1024), _h2(8, 1600, 8.5), seed=285, held_out=28,
+             exercises="budget 1,024, 8 sessions, 1,600-token prompts every 8.5 s"),
+    Scenario("h28-tiny-nochunk-1700-s15", OFF, _h2(15, 1700, 3.8), seed=286, held_out=28,
+             exercises="15 sessions, whole 1,700-token prefills every 3.8 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
-             + HELD_OUT_25 + HELD_OUT_26)
+             + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28)
