@@ -31,10 +31,13 @@ def chunk_budget(slo_s: float, decode_step_s: float, prefill_s_per_token: float,
 def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefill_s_per_token: float,
                                    source: str, long_prompt_tokens: float | None = None,
                                    budget_in_use: int | None = None, running: float | None = None,
-                                   budget_estimated: bool = False, decode_from: str | None = None) -> tuple[str, dict]:
+                                   budget_estimated: bool = False, decode_from: str | None = None,
+                                   chunk_cost=None) -> tuple[str, dict]:
     """`--enable-chunked-prefill --max-num-batched-tokens N` with the step time and ITL it should give; never the
     budget already in use (`budget_in_use`): when no smaller budget of at least 64 tokens fits the SLO, it says
-    chunking cannot meet the SLO on this hardware and names the levers that remain (`slo_levers`)."""
+    chunking cannot meet the SLO on this hardware and names the levers that remain (`slo_levers`).
+    With `chunk_cost` (stallscope.analyzers.chunk_cost.ChunkCost: the cost per token split by the model's
+    attention share) each budget is priced by the long prompt's slowest chunk step; else at the flat average."""
     if not (prefill_s_per_token > 0 and math.isfinite(prefill_s_per_token)):
         text = ("`--enable-chunked-prefill --max-num-batched-tokens 512` (no measured prefill cost, so 512 is a "
                 "conservative default): long prompts are then split into chunks that share each step with the "
@@ -43,6 +46,10 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
             return slo_levers(slo_s, decode_step_s, running, None, budget_in_use, estimated=budget_estimated,
                               decode_from=decode_from)
         return text, {"max_num_batched_tokens": 512, "budget_source": "default"}
+    if chunk_cost is not None:
+        return _by_chunks(slo_s=slo_s, decode_step_s=decode_step_s, prefill_s_per_token=prefill_s_per_token,
+                          source=source, budget_in_use=budget_in_use, running=running,
+                          budget_estimated=budget_estimated, decode_from=decode_from, cost=chunk_cost)
     n = chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
     step_s = decode_step_s + n * prefill_s_per_token
     if step_s > slo_s or (budget_in_use is not None and n >= budget_in_use):
@@ -63,16 +70,54 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                   "prefill_s_per_token": prefill_s_per_token}
 
 
+def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_use, running, budget_estimated,
+               decode_from, cost) -> tuple[str, dict]:
+    """The recommendation priced chunk by chunk: the largest budget whose slowest chunk step fits the SLO less
+    the headroom the what-if keeps for a prediction's error (whatif.DEFAULT_HEADROOM), else the SLO itself."""
+    from stallscope.analyzers.chunk_cost import largest_budget
+    from stallscope.analyzers.whatif import DEFAULT_HEADROOM
+
+    decodes = int(round(running or 0))
+    bound = slo_s * (1 - DEFAULT_HEADROOM)
+    n = largest_budget(cost, bound, decode_step_s, decodes) or largest_budget(cost, slo_s, decode_step_s, decodes)
+    if n is None or (budget_in_use is not None and n >= budget_in_use):
+        return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
+                          estimated=budget_estimated, decode_from=decode_from, chunk_cost=cost)
+    chunk_s, tokens, context = cost.slowest(n, decodes)
+    step_s = decode_step_s + chunk_s
+    L = cost.prompt_tokens
+    share = 1.0 - cost.linear_s / cost.average_s()
+    beside = f"beside {decodes} running decodes " if decodes else ""
+    text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: {beside}a {L}-token prompt is then computed "
+            f"in chunks of up to {max(n - decodes, 1)} tokens, and its slowest chunk step ({tokens} tokens reaching "
+            f"context {context}) takes about {decode_step_s * 1e3:.0f} ms + {chunk_s * 1e3:.0f} ms = "
+            f"{step_s * 1e3:.0f} ms, which bounds the longest gap a stream sees, so ITL P99 should stay under the "
+            f"{slo_s * 1e3:.0f} ms SLO")
+    if step_s <= bound:
+        text += f" with the {DEFAULT_HEADROOM:.0%} of it kept free for this prediction's own error"
+    if L > tokens:
+        text += (f"; the prompt then needs {math.ceil(L / max(n - decodes, 1))} steps, which adds roughly "
+                 f"{(math.ceil(L / max(n - decodes, 1)) - 1) * decode_step_s * 1e3:.0f} ms to its TTFT")
+    text += (f". Cost figures from {source}; the average cost per prompt token ({prefill_s_per_token * 1e3:.3f} ms) "
+             f"is split by {cost.model}'s attention share (FLOPs: {share:.0%} of a whole {L}-token prompt's cost), "
+             "so a chunk is priced at the context it reaches.")
+    return text, {"max_num_batched_tokens": n, "expected_step_s": step_s, "budget_source": source,
+                  "expected_step": f"the slowest step of a {L}-token prompt's prefill at budget {n}: the decode "
+                                   "step and its costliest chunk",
+                  "prefill_s_per_token": prefill_s_per_token, "chunk_cost": cost.as_evidence()}
+
+
 def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefill_s_per_token: float | None,
                budget_in_use: int | None, source: str = "the metrics", estimated: bool = False,
-               decode_from: str | None = None) -> tuple[str, dict]:
+               decode_from: str | None = None, chunk_cost=None) -> tuple[str, dict]:
     """Chunking cannot meet the SLO here: the smallest useful chunk step (or the decode step alone) is too slow,
     or the budget in use is already the one that fits. The levers that remain, with figures.
 
     `decode_from` "itl_p50": the decode step is the metrics' median gap between tokens, which bounds it from
     above; when most steps carry prefill work (a queue of long prompts) it is far above a decode step, so
     the text says what the figure is and gives no --max-num-seqs figure that would rest on it."""
-    smallest = decode_step_s + 64 * prefill_s_per_token if prefill_s_per_token else float("nan")
+    chunk64 = chunk_cost.slowest(64)[0] if chunk_cost is not None else 64 * (prefill_s_per_token or float("nan"))
+    smallest = decode_step_s + chunk64 if prefill_s_per_token else float("nan")
     at = f" at {running:.0f} running requests" if running else ""
     bound_only = decode_from == "itl_p50" and decode_step_s > slo_s
     if decode_from == "itl_p50":
@@ -82,7 +127,7 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
     else:
         facts = [f"a decode step alone takes about {decode_step_s * 1e3:.0f} ms{at}"]
     if math.isfinite(smallest) and bound_only:
-        facts.append(f"a 64-token chunk adds about {64 * prefill_s_per_token * 1e3:.0f} ms to a step")
+        facts.append(f"a 64-token chunk adds about {chunk64 * 1e3:.0f} ms to a step")
     elif math.isfinite(smallest):
         facts.append(f"a step with a 64-token chunk about {smallest * 1e3:.0f} ms")
     if budget_in_use is not None:

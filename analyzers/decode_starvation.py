@@ -57,12 +57,33 @@ def flags(signals: pd.DataFrame, thresholds: dict) -> tuple[np.ndarray, np.ndarr
 
 
 def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roofline_cost: dict | None = None,
-                  chunking: Chunking | None = None, samples: pd.DataFrame | None = None) -> dict:
-    """{decode_step_s, prefill_s_per_token, source}: from steps (least squares), metrics, or the roofline.
+                  chunking: Chunking | None = None, samples: pd.DataFrame | None = None, model=None) -> dict:
+    """{decode_step_s, prefill_s_per_token, source[, chunk_cost]}: from steps (least squares), metrics, or the
+    roofline.
 
     From the metrics: a request's prefill time (first scheduled to first token) holds its steps' fixed and
     decode work too, so one decode step (ITL P50) per prefilled request is taken out, and with a known chunk
-    budget B one more per B computed tokens (a chunked prompt spans all its chunk steps)."""
+    budget B one more per B computed tokens (a chunked prompt spans all its chunk steps). With the model's
+    shapes (`model`, a ModelConfig), `chunk_cost` splits that average by the attention share
+    (stallscope.analyzers.chunk_cost), so a budget is priced by its slowest chunk."""
+    cost = _estimate_cost(signals, steps, roofline_cost, chunking, samples)
+    if cost.get("decode_step_from") == "itl_p50" and model is not None and samples is not None:
+        split = _chunk_cost(cost["prefill_s_per_token"], samples, model)
+        if split is not None:
+            cost["chunk_cost"] = split
+    return cost
+
+
+def _chunk_cost(per_token: float, samples, model):
+    """The metrics' average cost per token split by the model's attention share; None when no finished long
+    prompt's length can be read."""
+    from stallscope.analyzers.chunk_cost import from_average, long_prompt_tokens
+
+    length = long_prompt_tokens(samples)
+    return from_average(per_token, model, length) if length is not None and per_token > 0 else None
+
+
+def _estimate_cost(signals, steps, roofline_cost, chunking, samples) -> dict:
     if steps is not None and len(steps) >= 8:
         st = steps.dropna(subset=["num_prefill_tokens", "num_decode_tokens"])
         dur = (st["end_ns"] - st["start_ns"]).to_numpy(dtype=float) / 1e9
@@ -154,7 +175,8 @@ def recommend(slo: float, cost: dict, chunking: Chunking, running: float, budget
                                                  prefill_s_per_token=cost["prefill_s_per_token"], source=cost["source"],
                                                  budget_in_use=in_use, running=running,
                                                  budget_estimated=in_use is not None and not chunking.budget,
-                                                 decode_from=cost.get("decode_step_from"))
+                                                 decode_from=cost.get("decode_step_from"),
+                                                 chunk_cost=cost.get("chunk_cost"))
     simulated = budget_advice() if budget_advice is not None else None
     if simulated is not None and simulated[1].get("max_num_batched_tokens") != in_use:
         text = simulated[0]

@@ -1,7 +1,7 @@
 """The one diagnosis: every detector over each target's frames, as a typed `Report`.
 
-`diagnose([(name, {"samples", "gpu", "steps", "whatif_inputs", "chunking"}), ...])` runs the signals grid and every
-detector once per group (any frame may be absent; findings carry their samples' target or GPU) and
+`diagnose([(name, {"samples", "gpu", "steps", "whatif_inputs", "chunking", "model"}), ...])` runs the signals
+grid and every detector once per group (any frame may be absent; findings carry their samples' target or GPU) and
 adds the whole-run ITL/TTFT quantiles of each group with samples, under the group's name.
 `stallscope analyze`, the dashboards and the demo all call it; the renderers only format its Report.
 """
@@ -61,7 +61,7 @@ def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | No
     for name, fr in groups:
         samples = fr.get("samples")
         sig, found = _diagnose_one(samples, fr.get("gpu"), fr.get("steps"), th, roofline_cost, window_s,
-                                   fr.get("whatif_inputs"), fr.get("chunking"))
+                                   fr.get("whatif_inputs"), fr.get("chunking"), fr.get("model"))
         if sig is not None:
             sigs.append(sig)
             report.quantiles[name] = whole_run_quantiles(samples, th)
@@ -98,16 +98,17 @@ def _enough_scrapes(groups: list, window_s: float | None, strict: bool) -> list:
     return keep
 
 
-def _diagnose_one(samples, gpu, steps, th, roofline_cost, window_s, whatif_inputs, chunking=None):
+def _diagnose_one(samples, gpu, steps, th, roofline_cost, window_s, whatif_inputs, chunking=None, model=None):
     """(signals frame or None, findings by start) of one group; every detector runs once. `chunking`
-    (stallscope.analyzers.chunking.Chunking) is the configuration the group's server ran, when known."""
+    (stallscope.analyzers.chunking.Chunking) is the configuration the group's server ran, when known; `model`
+    the model the user names (--model), else each target's `model_name`."""
     found, sig = [], None
     if samples is not None and len(samples):
         eval_ts, window = signals.choose_grid(samples, th, window_s=window_s)
         sig = signals.compute(samples, thresholds=th, eval_ts=eval_ts, window_ns=window)
         advice = budget_advisor(steps, samples, float(th["itl_slo_s"]), whatif_inputs)
         found += stream_stalls.detect(sig, thresholds=th, steps=steps, roofline_cost=roofline_cost,
-                                      budget_advice=advice, chunking=chunking, samples=samples)
+                                      budget_advice=advice, chunking=chunking, samples=samples, model=model)
         found += kv_pressure.detect(sig, thresholds=th, samples=samples)
     if gpu is not None and len(gpu):
         found += memory_bound.detect(gpu, signals=sig, thresholds=th)

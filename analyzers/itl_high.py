@@ -76,6 +76,6 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     if d > slo:
         text, extra = slo_levers(slo, d, ep.evidence["running_median"], cost["prefill_s_per_token"], budget,
                                  cost["source"], estimated=not chunking.budget,
-                                 decode_from=cost.get("decode_step_from"))
+                                 decode_from=cost.get("decode_step_from"), chunk_cost=cost.get("chunk_cost"))
         ev.update(extra)
     return explanation, text

@@ -82,14 +82,14 @@ def _norm(s: str) -> str:
     return "".join(ch for ch in s.lower() if ch.isalnum())
 
 
-def _lookup(name: str, table: dict, what: str, flag: str):
+def _lookup(name: str, table: dict, what: str, flag: str, exact: bool = False):
     key, tail = _norm(name), _norm(str(name).split("/")[-1])
     for k, spec in table.items():
         if key == _norm(k) or any(_norm(n) in (key, tail) or _norm(n.split("/")[-1]) in (key, tail)
                                   for n in spec.names):
             return spec
     prefixed = [spec for k, spec in table.items() if _norm(k).startswith(key)]
-    if key and len(prefixed) == 1:
+    if key and len(prefixed) == 1 and not exact:
         return prefixed[0]
     raise InputError(f"unknown {what} {name!r} for {flag}; known: {', '.join(table)}")
 
@@ -99,9 +99,10 @@ def gpu_spec(name: str) -> GpuSpec:
     return _lookup(name, gpu_specs(), "GPU", "--gpu")
 
 
-def model_spec(name: str) -> ModelConfig:
-    """A model by table key (`llama-3-70b`), Hugging Face id or refserver preset (`tiny`, `small`)."""
-    return _lookup(name, model_specs(), "model", "--model")
+def model_spec(name: str, exact: bool = False) -> ModelConfig:
+    """A model by table key (`llama-3-70b`), Hugging Face id or refserver preset (`tiny`, `small`); a unique
+    key prefix too unless `exact` (a served `model_name` is matched whole)."""
+    return _lookup(name, model_specs(), "model", "--model", exact)
 
 
 def decode_point(model: ModelConfig, batch: int, *, context_len: int = 1024, kv_dtype: str = "auto",

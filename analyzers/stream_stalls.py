@@ -16,6 +16,7 @@ from stallscope.analyzers import chunking as C
 from stallscope.analyzers import decode_starvation as DS
 from stallscope.analyzers import episodes as E
 from stallscope.analyzers import itl_high, scheduler_stall
+from stallscope.analyzers.chunk_cost import model_of
 from stallscope.analyzers.finding import Finding
 from stallscope.analyzers.signals import live_window
 from stallscope.analyzers.step_stalls import find_stalls
@@ -27,10 +28,12 @@ KIND = {"prefill": "decode_starvation", "stuck": "scheduler_stall", "prefill_chu
 
 def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.DataFrame | None = None,
            roofline_cost: dict | None = None, budget_advice=None, chunking: C.Chunking | None = None,
-           samples: pd.DataFrame | None = None) -> list[Finding]:
+           samples: pd.DataFrame | None = None, model: str | None = None) -> list[Finding]:
     """One finding per episode per target. `chunking` is the configuration the server ran (None: infer it per
     target from its `samples`' histograms, else from its stalls); `budget_advice` (advice.budget_advisor's
-    callable) gives the what-if budget, called only for a finding that recommends one.
+    callable) gives the what-if budget, called only for a finding that recommends one. `model` (--model) names
+    the model whose shapes split the metrics' prefill cost (stallscope.analyzers.chunk_cost); default each
+    target's own `model_name`.
 
     >>> # detect(signals.compute(samples), steps=steps)[0].kind
     """
@@ -54,7 +57,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         config = known or _inferred(eps)
         if config != first:  # the causes depend on the configuration: judge again with the one that holds
             eps = E.find(sig, thresholds=th, chunking=config, window_ns=window, step_ns=step, live_ns=live)
-        cost = DS.estimate_cost(sig, steps, roofline_cost, config, own)
+        cost = DS.estimate_cost(sig, steps, roofline_cost, config, own, model_of(own, model))
         out += [_finding(ep, sig, th, cost, config, stalls, budget_advice) for ep in eps]
     return out
 

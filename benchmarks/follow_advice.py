@@ -9,8 +9,11 @@ decodes, and each long prompt's slowest prefill step (the longest gap it causes)
 store alone (`--advice-from metrics`: its prediction is a step of N prompt tokens) or with the run's step trace
 (`steps`: the what-if path, whose prediction is each long prompt's slowest step); each is compared with the
 median of what it names (the criterion, written before the runs), the mean beside it (the metrics cost is
-fitted on sums of prefill seconds, so it predicts a mean). Also printed: the machine's drift between the two
-runs (their decode-only steps of equal batch size, after / before), the advice's cost per prompt token beside
+fitted on sums of prefill seconds, so it predicts a mean). A metrics path that knows the model splits its cost
+per token by the attention share (stallscope.analyzers.chunk_cost) and predicts each long prompt's slowest
+step, so it is compared with that, as the step-trace path is; the full-chunk median is printed beside. Also
+printed: the machine's drift between the two runs (their decode-only steps of equal batch size, after /
+before), the advice's cost per prompt token beside
 the advising run's own from its step trace, and the new run's client-side ITL P99, with the 25 % limit beside
 each ratio.
 
@@ -126,15 +129,18 @@ def follow(run: Path, out: Path, duration: float, slo: float, fresh: bool = Fals
     if not (target / "store.db").exists():
         record(followed, target, duration, [] if sc.prefix_caching else ["--no-enable-prefix-caching"])
     got = measured(target, adv["budget"])
-    # the criterion: the prediction against the median of what it names (a full chunk's step for the metrics
-    # path, each long prompt's slowest step for the step-trace path); the means are printed beside
-    named = "slowest_step" if path == "steps" else "full_chunk"
-    med = got["slowest_step_median_s"] if path == "steps" else got["median_s"]
-    mean = got["slowest_step_mean_s"] if path == "steps" else got["mean_s"]
+    # the criterion: the prediction against the median of what it names (each long prompt's slowest step for the
+    # step-trace path and for a metrics path that prices chunks by the model's attention share; a full chunk's
+    # step for one at the flat average cost per token); the means are printed beside
+    slowest = path == "steps" or str(adv["predicts"]).startswith("the slowest step")
+    named = "slowest_step" if slowest else "full_chunk"
+    med = got["slowest_step_median_s"] if slowest else got["median_s"]
+    mean = got["slowest_step_mean_s"] if slowest else got["mean_s"]
     ratio = adv["predicted_step_s"] / med if med > 0 else float("nan")
     return {"run": str(run), "path": path, "advice": adv, "followed": str(target), "measured": got, "compared_with": named,
             "ratio": ratio, "within_25pct": bool(abs(ratio - 1) <= LIMIT),
             "ratio_to_mean": adv["predicted_step_s"] / mean if mean > 0 else float("nan"),
+            "ratio_to_full_chunk": adv["predicted_step_s"] / got["median_s"] if got["median_s"] > 0 else float("nan"),
             "machine_drift": decode_drift(run, target), "trace_s_per_token": trace_s_per_token(run)}
 
 
@@ -180,7 +186,8 @@ def main() -> int:
               f"{'slowest step per long prompt' if slow else 'full-chunk step'}: {med * 1e3:.0f} ms ({n}) / "
               f"{mean * 1e3:.0f} ms | {r['ratio']:.2f} ({'met' if r['within_25pct'] else 'missed'}) | "
               f"{1 - LIMIT:.2f}-{1 + LIMIT:.2f} | {r['ratio_to_mean']:.2f} | ({m['full_chunk_steps']}) "
-              f"{m['median_s'] * 1e3:.0f} / {m['p90_s'] * 1e3:.0f} ms | {r['machine_drift']:.2f} | "
+              f"{m['median_s'] * 1e3:.0f} / {m['p90_s'] * 1e3:.0f} ms (predicted / median "
+              f"{r.get('ratio_to_full_chunk', float('nan')):.2f}) | {r['machine_drift']:.2f} | "
               f"{(a['prefill_s_per_token'] or float('nan')) * 1e6:.0f} / {r['trace_s_per_token'] * 1e6:.0f} us | "
               f"{m['itl_p99_s'] if m['itl_p99_s'] is None else round(m['itl_p99_s'], 3)} s |")
     if args.json_out:

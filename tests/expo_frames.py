@@ -123,12 +123,18 @@ def random_itl_run(seed: int, *, t0_ns: int, scrapes: int = 90, interval_s: floa
 def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s: float = 10.0,
                         long_tokens: int = 2048, chunk: int | None = None, decode_step_s: float = 0.03,
                         per_token_s: float = 0.001, scrape_s: float = 1.0, t0_ns: int = T0_NS,
-                        first_long_s: float = 5.0, texts: list | None = None):
+                        first_long_s: float = 5.0, texts: list | None = None, model: str = "m",
+                        prompt_lengths: bool = False):
     """A deterministic engine in simulated time: `streams` decoding forever plus a long prompt every
     `long_every_s`, unchunked (`chunk=None`, the whole prompt in one step) or in chunks of `chunk` tokens.
     A step takes decode_step_s + prefill tokens x per_token_s. Returns (samples frame, steps frame) with
-    vLLM's recording rules (ITL per output, prompt tokens and iteration tokens at prefill completion)."""
-    m = VllmMetrics()
+    vLLM's recording rules (ITL per output, prompt tokens and iteration tokens at prefill completion); the
+    series carry `model_name=model`; with `prompt_lengths`, the prompt-length histogram too (vLLM records it
+    when a request finishes: here at its prefill, the long requests generating one token)."""
+    m = VllmMetrics(model=model)
+    lengths = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", list(m.labels),
+                        buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
+                        registry=m.registry).labels(**m.labels) if prompt_lengths else None
     frames, steps = [], []
     t = t0_ns
     end_ns = t0_ns + int(seconds * 1e9)
@@ -164,6 +170,8 @@ def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s
             if active[1] == 0:
                 done = True
                 m.prompt.inc(long_tokens)
+                if lengths is not None:
+                    lengths.observe(long_tokens)
                 m.ttft.observe((t_end - active[0]) / 1e9)
                 m.prefill_time.observe((t_end - active[2]) / 1e9)
                 active = None
