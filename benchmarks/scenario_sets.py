@@ -807,8 +807,24 @@ HELD_OUT_28 = [
     Scenario("h28-tiny-nochunk-1700-s15", OFF, _h2(15, 1700, 3.8), seed=286, held_out=28,
              exercises="15 sessions, whole 1,700-token prefills every 3.8 s"),
 ]
+# held-out 29: the cost model's runs only, drawn after the chunk-cost split and the rank rule
+# (draw_scenarios.py --seed 202612050 --starve 6)
+HELD_OUT_29 = [
+    Scenario("h29-tiny-nochunk-1200-s7", OFF, _h2(7, 1200, 9.0), seed=291, held_out=29,
+             exercises="7 sessions, whole 1,200-token prefills every 9.0 s"),
+    Scenario("h29-tiny-nochunk-1200-s5", OFF, _h2(5, 1200, 9.1), seed=292, held_out=29,
+             exercises="5 sessions, whole 1,200-token prefills every 9.1 s"),
+    Scenario("h29-tiny-nochunk-2000-s8-scrape1s", OFF, _h2(8, 2000, 3.3), seed=293, interval="1s", held_out=29,
+             exercises="8 sessions, whole 2,000-token prefills every 3.3 s, 1 s scrapes"),
+    Scenario("h29-tiny-chunk1472-s11", chunked(1472), _h2(11, 1800, 4.3), seed=294, held_out=29,
+             exercises="budget 1,472, 11 sessions, 1,800-token prompts every 4.3 s"),
+    Scenario("h29-tiny-chunk1088-s3-scrape1s", chunked(1088), _h2(3, 1100, 8.9), seed=295, interval="1s", held_out=29,
+             exercises="budget 1,088, 3 sessions, 1,100-token prompts every 8.9 s, 1 s scrapes"),
+    Scenario("h29-tiny-nochunk-1250-s16", OFF, _h2(16, 1250, 8.4), seed=296, held_out=29,
+             exercises="16 sessions, whole 1,250-token prefills every 8.4 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
-             + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28)
+             + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29)

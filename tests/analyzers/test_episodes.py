@@ -112,10 +112,15 @@ def test_prefill_cost_separates_the_per_request_part_from_the_per_token_cost():
     assert fit["per_token_s"] == pytest.approx(c, rel=1e-6) and fit["per_request_s"] == pytest.approx(a, rel=1e-6)
     # a ratio of sums would blur them: (sum of seconds) / (sum of tokens) reads 6 % high here
     assert sum(i[2] for i in intervals) / sum(i[1] for i in intervals) == pytest.approx(1.057 * c, rel=0.001)
-    # two large intervals among small ones would decide the split alone: the fit declines
-    assert prefill_cost.fit(_counter_frame(intervals[:5])) is None
     # requests of one size cannot separate the two terms: the fit declines
     assert prefill_cost.fit(_counter_frame([(2, 3000, 0.7), (1, 1500, 0.35), (3, 4500, 1.05)])) is None
+    # many short prompts per interval and a long one in some: tokens per request move by less than 2x
+    # (40 to 72), yet the intervals separate the terms
+    diluted = [(38, 38 * 40, 38 * a + 38 * 40 * c), (38, 38 * 40 + 1250, 38 * a + (38 * 40 + 1250) * c),
+               (40, 40 * 40, 40 * a + 40 * 40 * c), (37, 37 * 40 + 1250, 37 * a + (37 * 40 + 1250) * c)]
+    assert max(p / n for n, p, _ in diluted) < 2 * min(p / n for n, p, _ in diluted)
+    fit = prefill_cost.fit(_counter_frame(diluted))
+    assert fit["per_token_s"] == pytest.approx(c, rel=1e-6) and fit["per_request_s"] == pytest.approx(a, rel=1e-6)
 
 
 def test_the_live_dashboard_shows_a_stall_still_going_on():
