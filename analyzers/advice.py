@@ -66,6 +66,7 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                  f"{(chunks - 1) * decode_step_s * 1e3:.0f} ms to its TTFT")
     text += f". Cost figures from {source}."
     return text, {"max_num_batched_tokens": n, "expected_step_s": step_s, "budget_source": source,
+                  "decode_step_s": decode_step_s,
                   "expected_step": f"a step of {n} prompt tokens beside the decodes, at the average cost per prompt token",
                   "prefill_s_per_token": prefill_s_per_token}
 
@@ -102,6 +103,7 @@ def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_u
              f"is split by {cost.model}'s attention share (FLOPs: {share:.0%} of a whole {L}-token prompt's cost), "
              "so a chunk is priced at the context it reaches.")
     return text, {"max_num_batched_tokens": n, "expected_step_s": step_s, "budget_source": source,
+                  "decode_step_s": decode_step_s,
                   "expected_step": f"the slowest step of a {L}-token prompt's prefill at budget {n}: the decode "
                                    "step and its costliest chunk",
                   "prefill_s_per_token": prefill_s_per_token, "chunk_cost": cost.as_evidence()}

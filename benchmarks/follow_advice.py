@@ -43,6 +43,7 @@ def advice(run: Path, slo: float, path: str = "metrics") -> dict | None:
         ev = f["evidence"]
         if f["kind"] == "decode_starvation" and ev.get("max_num_batched_tokens") and ev.get("expected_step_s"):
             return {"budget": int(ev["max_num_batched_tokens"]), "predicted_step_s": float(ev["expected_step_s"]),
+                    "decode_step_s": ev.get("decode_step_s"),
                     "prefill_s_per_token": ev.get("prefill_s_per_token"), "source": ev.get("budget_source"),
                     "predicts": ev.get("expected_step", "a step of N prompt tokens")}
     return None
@@ -144,6 +145,29 @@ def follow(run: Path, out: Path, duration: float, slo: float, fresh: bool = Fals
             "machine_drift": decode_drift(run, target), "trace_s_per_token": trace_s_per_token(run)}
 
 
+def attributed(r: dict) -> float:
+    """The ratio with the advice's cost per prompt token replaced by the advising run's own (the trace's) and the
+    machine's drift taken out: what is left is the error of the prediction's form (the flat average, or the chunk
+    pricing) alone. A prediction's prefill part (all but its decode step) is proportional to the cost per token."""
+    a, measured = r["advice"], r["advice"]["predicted_step_s"] / r["ratio"]
+    c, trace, decode = a.get("prefill_s_per_token"), r.get("trace_s_per_token"), a.get("decode_step_s")
+    if not (c and decode is not None and np.isfinite(trace) and np.isfinite(r["machine_drift"])):
+        return float("nan")
+    prefill = a["predicted_step_s"] - decode
+    return (decode + prefill * trace / c) / measured * r["machine_drift"]
+
+
+def _with_decode_step(r: dict, slo: float) -> dict:
+    """A row saved before the advice kept its decode step: the advising run analyzed again, its decode step
+    taken when it gives the same budget and prediction (else the row is left as it was)."""
+    a = r.get("advice")
+    if r["path"] != "metrics" or not a or a.get("decode_step_s") is not None:
+        return r
+    again = advice(Path(r["run"]), slo, "metrics")
+    same = again and again["budget"] == a["budget"] and abs(again["predicted_step_s"] - a["predicted_step_s"]) < 1e-9
+    return {**r, "advice": {**a, "decode_step_s": again["decode_step_s"]}} if same else r
+
+
 def _followed_dir(out: Path, name: str, budget: int) -> Path:
     """Where the run following `budget` lives: `out/name` (the first budget followed, kept from earlier runs of
     this benchmark) when it ran that budget, else `out/name-b<budget>`."""
@@ -156,7 +180,8 @@ def _followed_dir(out: Path, name: str, budget: int) -> Path:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", required=True, help="comma-separated recorded scenario run directories")
+    ap.add_argument("--runs", help="comma-separated recorded scenario run directories")
+    ap.add_argument("--from-json", help="print the table of an earlier run's --json rows; record nothing")
     ap.add_argument("--out", default="runs/follow-advice")
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load (else {FULL_S:.0f} s)")
     ap.add_argument("--itl-slo", type=float, default=0.2)
@@ -167,16 +192,22 @@ def main() -> int:
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     paths = ["metrics", "steps"] if args.advice_from == "both" else [args.advice_from]
-    rows = [follow(Path(r), Path(args.out), QUICK_S if args.quick else FULL_S, args.itl_slo, args.fresh, p)
-            for r in args.runs.split(",") for p in paths]
+    if args.from_json:
+        rows = [_with_decode_step(r, args.itl_slo) for r in json.loads(Path(args.from_json).read_text())]
+    elif args.runs:
+        rows = [follow(Path(r), Path(args.out), QUICK_S if args.quick else FULL_S, args.itl_slo, args.fresh, p)
+                for r in args.runs.split(",") for p in paths]
+    else:
+        ap.error("give --runs or --from-json")
     print("| run | advice from | budget | predicted | what it predicts: measured median (n) / mean | "
           "predicted / median | limit | predicted / mean | full-chunk steps (n) median / P90 | machine drift "
-          "(decode step after / before) | cost per prompt token: advice's / the advising run's trace | ITL P99 after |"
-          "\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "(decode step after / before) | cost per prompt token: advice's / the advising run's trace | ITL P99 after | "
+          "predicted / median with the trace's cost per token, drift taken out (metrics path) |"
+          "\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["advice"] is None:
             print(f"| {Path(r['run']).name} | {r['path']} | no budget recommended (no decode_starvation finding, "
-                  "or one that names no budget fitting the SLO) | | | | | | | | | |")
+                  "or one that names no budget fitting the SLO) | | | | | | | | | | |")
             continue
         m, a = r["measured"], r["advice"]
         slow = r["compared_with"] == "slowest_step"
@@ -189,8 +220,9 @@ def main() -> int:
               f"{m['median_s'] * 1e3:.0f} / {m['p90_s'] * 1e3:.0f} ms (predicted / median "
               f"{r.get('ratio_to_full_chunk', float('nan')):.2f}) | {r['machine_drift']:.2f} | "
               f"{(a['prefill_s_per_token'] or float('nan')) * 1e6:.0f} / {r['trace_s_per_token'] * 1e6:.0f} us | "
-              f"{m['itl_p99_s'] if m['itl_p99_s'] is None else round(m['itl_p99_s'], 3)} s |")
-    if args.json_out:
+              f"{m['itl_p99_s'] if m['itl_p99_s'] is None else round(m['itl_p99_s'], 3)} s | "
+              f"{attributed(r) if r['path'] == 'metrics' else float('nan'):.2f} |")
+    if args.json_out and not args.from_json:
         Path(args.json_out).write_text(json.dumps(rows, indent=1, default=float))
     return 0
 

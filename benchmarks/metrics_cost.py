@@ -6,7 +6,8 @@ request. Which runs it declines on decides which figure a recommendation rests o
 declined unless tokens per request differed by 2x in at least 3 intervals each way (the spread rule); the rule
 now declines only when the two columns are collinear (the rank rule). For each run this prints the step trace's
 cost per prompt token (follow_advice.trace_s_per_token: the reference), the fit's c and the divided sums, each
-as a ratio to the reference, which of the two each rule takes, and the totals within the 25 % limit.
+as a ratio to the reference, which of the two each rule takes, the totals within the 25 % limit, and the long
+prompts' mean length read from the prompt-length histogram (analyzers/chunk_cost.py).
 
     python benchmarks/metrics_cost.py runs/h2[4-8]-full/* runs/h2[4-7]/* runs/tune24/*
 """
@@ -34,6 +35,7 @@ def spread_rule_fits(inc) -> bool:
 def row(run: Path) -> dict | None:
     from stallscope.analyzers import decode_starvation as DS
     from stallscope.analyzers import prefill_cost, signals
+    from stallscope.analyzers.chunk_cost import long_prompt_tokens
     from stallscope.collectors.loader import load
 
     reference = trace_s_per_token(run)
@@ -52,7 +54,8 @@ def row(run: Path) -> dict | None:
         spread = DS.estimate_cost(sig, samples=samples)["prefill_s_per_token"]   # the same, under the spread rule
     finally:
         prefill_cost.fit = current
-    return {"run": f"{run.parent.name}/{run.name}", "reference_us": reference * 1e6, "rank_rule": rank / reference,
+    return {"run": f"{run.parent.name}/{run.name}", "long_prompt_tokens": long_prompt_tokens(samples),
+            "reference_us": reference * 1e6, "rank_rule": rank / reference,
             "spread_rule": spread / reference, "fit_taken_by": ("both" if spread_rule_fits(inc) and fitted else
                                                                "the rank rule" if fitted else "neither")}
 
@@ -63,9 +66,11 @@ def main() -> int:
     args = ap.parse_args()
     rows = [r for r in (row(Path(p)) for p in args.runs
                         if Path(p, "store.db").exists() and not any(k in Path(p).name for k in ("kv-", "neg-"))) if r]
-    print("| run | trace us/token | rank rule / trace | spread rule / trace | the fit taken by |\n|---|---|---|---|---|")
+    print("| run | long prompt (histogram) | trace us/token | rank rule / trace | spread rule / trace | the fit taken by |"
+          "\n|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['run']} | {r['reference_us']:.0f} | {r['rank_rule']:.2f} | {r['spread_rule']:.2f} | {r['fit_taken_by']} |")
+        print(f"| {r['run']} | {r['long_prompt_tokens'] or '-'} | {r['reference_us']:.0f} | {r['rank_rule']:.2f} | "
+              f"{r['spread_rule']:.2f} | {r['fit_taken_by']} |")
     ok = lambda x: abs(x - 1) <= LIMIT   # noqa: E731
     for name, sel in (("all runs", rows), ("runs the spread rule declined", [r for r in rows if r["fit_taken_by"] != "both"])):
         print(f"{name} ({len(sel)}): within {LIMIT:.0%} of the trace: rank rule {sum(ok(r['rank_rule']) for r in sel)}, "
