@@ -86,25 +86,25 @@ def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_u
                           estimated=budget_estimated, decode_from=decode_from, chunk_cost=cost)
     chunk_s, tokens, context = cost.slowest(n, decodes)
     step_s = decode_step_s + chunk_s
-    L = cost.prompt_tokens
+    length = cost.prompt_tokens
     share = 1.0 - cost.linear_s / cost.average_s()
     beside = f"beside {decodes} running decodes " if decodes else ""
-    text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: {beside}a {L}-token prompt is then computed "
+    text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: {beside}a {length}-token prompt is then computed "
             f"in chunks of up to {max(n - decodes, 1)} tokens, and its slowest chunk step ({tokens} tokens reaching "
             f"context {context}) takes about {decode_step_s * 1e3:.0f} ms + {chunk_s * 1e3:.0f} ms = "
             f"{step_s * 1e3:.0f} ms, which bounds the longest gap a stream sees, so ITL P99 should stay under the "
             f"{slo_s * 1e3:.0f} ms SLO")
     if step_s <= bound:
         text += f" with the {DEFAULT_HEADROOM:.0%} of it kept free for this prediction's own error"
-    if L > tokens:
-        text += (f"; the prompt then needs {math.ceil(L / max(n - decodes, 1))} steps, which adds roughly "
-                 f"{(math.ceil(L / max(n - decodes, 1)) - 1) * decode_step_s * 1e3:.0f} ms to its TTFT")
+    if length > tokens:
+        text += (f"; the prompt then needs {math.ceil(length / max(n - decodes, 1))} steps, which adds roughly "
+                 f"{(math.ceil(length / max(n - decodes, 1)) - 1) * decode_step_s * 1e3:.0f} ms to its TTFT")
     text += (f". Cost figures from {source}; the average cost per prompt token ({prefill_s_per_token * 1e3:.3f} ms) "
-             f"is split by {cost.model}'s attention share (FLOPs: {share:.0%} of a whole {L}-token prompt's cost), "
+             f"is split by {cost.model}'s attention share (FLOPs: {share:.0%} of a whole {length}-token prompt's cost), "
              "so a chunk is priced at the context it reaches.")
     return text, {"max_num_batched_tokens": n, "expected_step_s": step_s, "budget_source": source,
                   "decode_step_s": decode_step_s,
-                  "expected_step": f"the slowest step of a {L}-token prompt's prefill at budget {n}: the decode "
+                  "expected_step": f"the slowest step of a {length}-token prompt's prefill at budget {n}: the decode "
                                    "step and its costliest chunk",
                   "prefill_s_per_token": prefill_s_per_token, "chunk_cost": cost.as_evidence()}
 

@@ -3,16 +3,15 @@ attention share, so that the step a budget gives is priced at the context its ch
 
 The idea: the metrics give one cost per computed prompt token, `c`, averaged over a long prompt's tokens
 (stallscope.analyzers.prefill_cost). A token's cost is not flat. Its linear layers cost the same at any depth,
-but its attention reads every earlier token of the prompt: c = linear + pair x (the query-key pairs of the
-prompt's prefill) / L. The model's shapes give the ratio of the two (per token, 2 x the matmul parameters
-FLOPs; per query-key pair, 4 x layers x heads x head_dim), the prompt-length histogram gives the long prompt's
-length L. Causal attention makes L x L / 2 query-key pairs over a prompt however it is chunked (a chunk of n
-tokens ending at context e makes n x (e - n/2)), so c = linear + pair x L / 2 whatever budget it was measured
-under. Then a budget N is priced chunk by chunk. vLLM gives each running decode its token first and the rest to the prompt, so a prompt of L tokens is
-computed in chunks of N - decodes tokens, each one deeper than the last. The slowest of those steps, beside the
-decode step, is what every stream waits for: a first chunk costs less per token than `c`, a late one more.
-Without a known model (no `model_name` the shape table holds, no --model) the split is unknown and callers
-keep the flat average.
+but its attention reads every earlier token of the prompt. The model's shapes give the ratio of the two (per
+token, 2 x the matmul parameters FLOPs; per query-key pair, 4 x layers x heads x head_dim), the prompt-length
+histogram gives the long prompt's length L. Causal attention makes L x L / 2 query-key pairs over a prompt
+however it is chunked (a chunk of n tokens ending at context e makes n x (e - n/2)), so c = linear + pair x L / 2
+whatever budget it was measured under. Then a budget N is priced chunk by chunk. vLLM gives each running decode
+its token first and the rest to the prompt, so a prompt of L tokens is computed in chunks of N - decodes
+tokens, each one deeper than the last. The slowest of those steps, beside the decode step, is what every
+stream waits for: a first chunk costs less per token than `c`, a late one more. Without a known model (no
+`model_name` the shape table holds, no --model) the split is unknown and callers keep the flat average.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS
+from stallscope.analyzers.prefill_cost import totals
 from stallscope.analyzers.workload import PROMPT_HIST
 from stallscope.core.errors import InputError
 
@@ -79,16 +79,6 @@ def largest_budget(cost: ChunkCost, limit_s: float, decode_step_s: float, decode
     return max(fits) if fits else None
 
 
-def chunks(length: int, size: int) -> list[tuple[int, int]]:
-    """(tokens, context after it) of each chunk of a `length`-token prompt computed `size` tokens at a time.
-
-    >>> chunks(1000, 400)
-    [(400, 400), (400, 800), (200, 1000)]
-    """
-    ends = [*range(size, length, size), length]
-    return [(e - s, e) for s, e in zip([0, *ends[:-1]], ends)]
-
-
 def pair_ratio(model) -> float:
     """Seconds per query-key pair over seconds per token of linear work, from FLOPs: 4 x layers x heads x
     head_dim against 2 x the matmul parameters (stallscope.core ModelConfig)."""
@@ -111,7 +101,7 @@ def long_prompt_tokens(samples: pd.DataFrame) -> int | None:
     if not len(under):
         return None
     at_cut = hist[pd.to_numeric(hist["le"], errors="coerce") == under[-1]]
-    df = pd.concat({"s": _totals(samples, PROMPT_HIST + "_sum"), "n": _totals(samples, PROMPT_HIST + "_count"),
+    df = pd.concat({"s": totals(samples, PROMPT_HIST + "_sum"), "n": totals(samples, PROMPT_HIST + "_count"),
                     "short": at_cut.groupby("ts")["value"].sum()}, axis=1).dropna()
     inc = df.diff().iloc[1:]
     inc = inc[(inc >= 0).all(axis=1)]
@@ -124,10 +114,6 @@ def long_prompt_tokens(samples: pd.DataFrame) -> int | None:
     short_mean = float(alone["s"].sum() / alone["n"].sum()) if len(alone) else 0.0
     mean = (float(inc["s"].sum()) - short_mean * float(inc["short"].sum())) / float(long_n.sum())
     return int(max(mean, under[-1]))
-
-
-def _totals(samples: pd.DataFrame, metric: str) -> pd.Series:
-    return samples[samples["metric"] == metric].groupby("ts")["value"].sum()
 
 
 def from_average(per_token_s: float, model, prompt_tokens: int) -> ChunkCost:

@@ -35,7 +35,8 @@ TOKENS = "vllm:request_prefill_kv_computed_tokens_sum"
 MIN_INTERVALS = 3
 
 
-def _totals(samples: pd.DataFrame, metric: str) -> pd.Series:
+def totals(samples: pd.DataFrame, metric: str) -> pd.Series:
+    """A counter's value per scrape, summed over its series."""
     rows = samples[samples["metric"] == metric]
     return rows.groupby("ts")["value"].sum()
 
@@ -43,8 +44,8 @@ def _totals(samples: pd.DataFrame, metric: str) -> pd.Series:
 def increments(samples: pd.DataFrame) -> pd.DataFrame:
     """Per scrape interval that finished a request with computed tokens: prefill seconds `t`, requests `n`,
     computed tokens `p` (counter resets dropped)."""
-    df = pd.concat({"t": _totals(samples, TIME + "_sum"), "n": _totals(samples, TIME + "_count"),
-                    "p": _totals(samples, TOKENS)}, axis=1).dropna()
+    df = pd.concat({"t": totals(samples, TIME + "_sum"), "n": totals(samples, TIME + "_count"),
+                    "p": totals(samples, TOKENS)}, axis=1).dropna()
     inc = df.diff().iloc[1:]
     return inc[(inc >= 0).all(axis=1) & (inc["n"] > 0) & (inc["p"] > 0)]
 

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from prefill_time_inflation import run_samples, trace_reference
-from stallscope.analyzers.prefill_cost import _totals
+from stallscope.analyzers.prefill_cost import totals
 from stallscope.analyzers.step_cost import _nnls_with_intercept, read_step_trace
 
 LIMIT = 0.25
@@ -37,10 +37,10 @@ WINDOWS_S = (0, 2, 5, 10)
 
 def busy_increments(samples: pd.DataFrame) -> pd.DataFrame:
     """Per busy scrape interval: wall time `dt` (s), `steps`, generated tokens `gen`, computed prompt tokens `p`."""
-    df = pd.concat({"steps": _totals(samples, "vllm:iteration_tokens_total_count"),
-                    "tokens": _totals(samples, "vllm:iteration_tokens_total_sum"),
-                    "gen": _totals(samples, "vllm:generation_tokens_total"),
-                    "running": _totals(samples, "vllm:num_requests_running")}, axis=1).dropna()
+    df = pd.concat({"steps": totals(samples, "vllm:iteration_tokens_total_count"),
+                    "tokens": totals(samples, "vllm:iteration_tokens_total_sum"),
+                    "gen": totals(samples, "vllm:generation_tokens_total"),
+                    "running": totals(samples, "vllm:num_requests_running")}, axis=1).dropna()
     inc = df[["steps", "tokens", "gen"]].diff().iloc[1:]
     inc["dt"] = np.diff(df.index.to_numpy(dtype=float)) / 1e9
     inc["p"] = inc["tokens"] - inc["gen"]
