@@ -39,7 +39,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--itl-slo", type=float, metavar="SECONDS", help="ITL SLO (default itl_slo_s, 0.2 s)")
     parser.add_argument("--window", help="sliding window (default: windows.short, shrunk for short runs)")
     parser.add_argument("--gpu", help="GPU for roofline figures and costs (default: from GPU data)")
-    parser.add_argument("--model", help="model for roofline costs (default: from model_name when known)")
+    parser.add_argument("--model", help="model for roofline costs and for splitting the metrics' prefill cost by its "
+                                        "attention share (default: from model_name when known)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size for roofline costs (default 1)")
     parser.add_argument("--html", metavar="FILE", help="also write a standalone HTML report")
     add_config_arguments(parser)
