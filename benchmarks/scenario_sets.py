@@ -823,8 +823,23 @@ HELD_OUT_29 = [
     Scenario("h29-tiny-nochunk-1250-s16", OFF, _h2(16, 1250, 8.4), seed=296, held_out=29,
              exercises="16 sessions, whole 1,250-token prefills every 8.4 s"),
 ]
+# held-out 30: the cost model's runs only, drawn after held-out 29 (draw_scenarios.py --seed 202612051 --starve 6)
+HELD_OUT_30 = [
+    Scenario("h30-tiny-nochunk-1450-s5", OFF, _h2(5, 1450, 9.5), seed=301, held_out=30,
+             exercises="5 sessions, whole 1,450-token prefills every 9.5 s"),
+    Scenario("h30-tiny-chunk1152-s14", chunked(1152), _h2(14, 1200, 9.4), seed=302, held_out=30,
+             exercises="budget 1,152, 14 sessions, 1,200-token prompts every 9.4 s"),
+    Scenario("h30-tiny-nochunk-1900-s10", OFF, _h2(10, 1900, 8.9), seed=303, held_out=30,
+             exercises="10 sessions, whole 1,900-token prefills every 8.9 s"),
+    Scenario("h30-tiny-chunk832-s8", chunked(832), _h2(8, 1250, 7.2), seed=304, held_out=30,
+             exercises="budget 832, 8 sessions, 1,250-token prompts every 7.2 s"),
+    Scenario("h30-tiny-nochunk-1200-s5-scrape1s", OFF, _h2(5, 1200, 4.0), seed=305, interval="1s", held_out=30,
+             exercises="5 sessions, whole 1,200-token prefills every 4.0 s, 1 s scrapes"),
+    Scenario("h30-tiny-chunk1216-s7", chunked(1216), _h2(7, 1750, 5.5), seed=306, held_out=30,
+             exercises="budget 1,216, 7 sessions, 1,750-token prompts every 5.5 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
-             + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29)
+             + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30)
