@@ -96,11 +96,12 @@ def long_prompt_tokens(samples: pd.DataFrame) -> int | None:
     estimate by hundreds of tokens.
     """
     hist = samples[samples["metric"] == PROMPT_HIST + "_bucket"]
-    les = np.sort(pd.to_numeric(hist["le"], errors="coerce").dropna().unique())
+    le = pd.to_numeric(hist["le"], errors="coerce")
+    les = np.sort(le.dropna().unique())
     under = les[les <= LONG_PREFILL_TOKENS]
     if not len(under):
         return None
-    at_cut = hist[pd.to_numeric(hist["le"], errors="coerce") == under[-1]]
+    at_cut = hist[le == under[-1]]
     df = pd.concat({"s": totals(samples, PROMPT_HIST + "_sum"), "n": totals(samples, PROMPT_HIST + "_count"),
                     "short": at_cut.groupby("ts")["value"].sum()}, axis=1).dropna()
     inc = df.diff().iloc[1:]

@@ -1,6 +1,6 @@
 """The one diagnosis: every detector over each target's frames, as a typed `Report`.
 
-`diagnose([(name, {"samples", "gpu", "steps", "whatif_inputs", "chunking", "model"}), ...])` runs the signals
+`diagnose([(name, {"samples", "gpu", "steps", "whatif_inputs", "chunking"}), ...])` runs the signals
 grid and every detector once per group (any frame may be absent; findings carry their samples' target or GPU) and
 adds the whole-run ITL/TTFT quantiles of each group with samples, under the group's name.
 `stallscope analyze`, the dashboards and the demo all call it; the renderers only format its Report.
@@ -43,7 +43,7 @@ class Report:
 
 
 def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | None = None,
-             window_s: float | None = None, require_window: bool = False) -> Report:
+             window_s: float | None = None, require_window: bool = False, model: str | None = None) -> Report:
     """The Report of `(name, {"samples", "gpu", "steps", "whatif_inputs"})` groups, in the given order.
 
     A group whose samples do not fill one window is left out with a warning naming it; with
@@ -51,6 +51,8 @@ def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | No
     enough (a live dashboard keeps showing what it has while a store fills).
     `whatif_inputs` (stallscope.analyzers.budget.WhatifInputs, e.g. a run directory's) sizes the
     decode_starvation budget; without it the budget is simulated from the group's steps and samples.
+    `model` (--model) names the model whose shapes split the metrics' prefill cost (analyzers/chunk_cost.py);
+    default each target's own `model_name`.
 
     >>> # diagnose([("", {"samples": samples, "steps": steps})]).findings_frame()[["kind", "severity"]]
     """
@@ -61,7 +63,7 @@ def diagnose(groups, *, thresholds: dict | None = None, roofline_cost: dict | No
     for name, fr in groups:
         samples = fr.get("samples")
         sig, found = _diagnose_one(samples, fr.get("gpu"), fr.get("steps"), th, roofline_cost, window_s,
-                                   fr.get("whatif_inputs"), fr.get("chunking"), fr.get("model"))
+                                   fr.get("whatif_inputs"), fr.get("chunking"), model)
         if sig is not None:
             sigs.append(sig)
             report.quantiles[name] = whole_run_quantiles(samples, th)
@@ -101,7 +103,8 @@ def _enough_scrapes(groups: list, window_s: float | None, strict: bool) -> list:
 def _diagnose_one(samples, gpu, steps, th, roofline_cost, window_s, whatif_inputs, chunking=None, model=None):
     """(signals frame or None, findings by start) of one group; every detector runs once. `chunking`
     (stallscope.analyzers.chunking.Chunking) is the configuration the group's server ran, when known; `model`
-    the model the user names (--model), else each target's `model_name`."""
+    the model the user names (--model; its shapes split the metrics' prefill cost), else each target's
+    `model_name`."""
     found, sig = [], None
     if samples is not None and len(samples):
         eval_ts, window = signals.choose_grid(samples, th, window_s=window_s)

@@ -138,9 +138,8 @@ def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, threshol
     frames, sources = load_sources(given, lo, hi, selector=selector, resolution=resolution, steps_path=steps_path,
                                    whatif_inputs=run_whatif_inputs, chunking=chunking, headers=headers)
     roof, cost = roofline_for(frames, gpu, model, tp)
-    for fr in frames.values():
-        fr["model"] = model   # the model the user names: its shapes split the metrics' prefill cost
-    out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s, require_window=True)
+    out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s, require_window=True,
+                   model=model)
     out.sources, out.roofline = sources, roof
     out.request_views = request_views_of(frames)
     return out
