@@ -11,7 +11,8 @@ held-out 21 seed 202612042, held-out 22 seed 202612043, held-out 23 seed 2026120
 held-out 24 seed 202612045; held-out 25 seed 202612046; held-out 26, the 512-768 band only,
 `--seed 202612047 --band 8` (docs/accuracy.md); held-out 27 seed 202612048; held-out 28, the cost model's runs only,
 `--seed 202612049 --starve 6`; held-out 29 the same, `--seed 202612050 --starve 6`;
-held-out 30 the same, `--seed 202612051 --starve 6`.
+held-out 30 the same, `--seed 202612051 --starve 6`;
+held-out 31, the band again, `--seed 202612052 --band 8`; held-out 32 seed 202612053.
 
     python benchmarks/draw_scenarios.py --seed 20261203
 """

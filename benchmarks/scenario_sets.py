@@ -838,8 +838,53 @@ HELD_OUT_30 = [
     Scenario("h30-tiny-chunk1216-s7", chunked(1216), _h2(7, 1750, 5.5), seed=306, held_out=30,
              exercises="budget 1,216, 7 sessions, 1,750-token prompts every 5.5 s"),
 ]
+# held-out 31: the 512-768 band's draw, drawn after held-out 30 (draw_scenarios.py --seed 202612052 --band 8)
+HELD_OUT_31 = [
+    Scenario("h31-small-chunk832-s12", chunked(832), _h2(12, 850, 2.1), model="small", seed=311, held_out=31,
+             exercises="`small`, budget 832, 12 sessions, 850-token prompts every 2.1 s"),
+    Scenario("h31-small-chunk448-s12", chunked(448), _h2(12, 1850, 3.8), model="small", seed=312, held_out=31,
+             exercises="`small`, budget 448, 12 sessions, 1,850-token prompts every 3.8 s"),
+    Scenario("h31-small-chunk704-s15", chunked(704), _h2(15, 1650, 2.5), model="small", seed=313, held_out=31,
+             exercises="`small`, budget 704, 15 sessions, 1,650-token prompts every 2.5 s"),
+    Scenario("h31-tiny-chunk512-s7", chunked(512), _h2(7, 900, 1.4), seed=314, held_out=31,
+             exercises="budget 512, 7 sessions, 900-token prompts every 1.4 s"),
+    Scenario("h31-small-chunk704-s2", chunked(704), _h2(2, 1550, 6.0), model="small", seed=315, held_out=31,
+             exercises="`small`, budget 704, 2 sessions, 1,550-token prompts every 6.0 s"),
+    Scenario("h31-small-chunk512-s3", chunked(512), _h2(3, 1000, 6.8), model="small", seed=316, held_out=31,
+             exercises="`small`, budget 512, 3 sessions, 1,000-token prompts every 6.8 s"),
+    Scenario("h31-tiny-chunk320-s11", chunked(320), _h2(11, 600, 2.7), seed=317, held_out=31,
+             exercises="budget 320, 11 sessions, 600-token prompts every 2.7 s"),
+    Scenario("h31-small-chunk384-s5", chunked(384), _h2(5, 750, 4.6), model="small", seed=318, held_out=31,
+             exercises="`small`, budget 384, 5 sessions, 750-token prompts every 4.6 s"),
+]
+# held-out 32: draw_scenarios.py --seed 202612053
+HELD_OUT_32 = [
+    Scenario("h32-small-chunk1536-s13-scrape1s", chunked(1536), _h2(13, 400, 4.4), model="small", seed=321, interval="1s", held_out=32,
+             exercises="`small`, budget 1,536, 13 sessions, 400-token prompts every 4.4 s, 1 s scrapes"),
+    Scenario("h32-tiny-chunk384-s8", chunked(384), _h2(8, 1150, 2.3), seed=322, held_out=32,
+             exercises="budget 384, 8 sessions, 1,150-token prompts every 2.3 s"),
+    Scenario("h32-tiny-chunk512-s11", chunked(512), _h2(11, 1200, 3.5), seed=323, held_out=32,
+             exercises="budget 512, 11 sessions, 1,200-token prompts every 3.5 s"),
+    Scenario("h32-tiny-chunk256-s16", chunked(256), _h2(16, 1500, 2.9), seed=324, held_out=32,
+             exercises="budget 256, 16 sessions, 1,500-token prompts every 2.9 s"),
+    Scenario("h32-tiny-chunk128-s13", chunked(128), _h2(13, 1700, 2.5), seed=325, held_out=32,
+             exercises="budget 128, 13 sessions, 1,700-token prompts every 2.5 s"),
+    Scenario("h32-tiny-nochunk-750-s10", OFF, _h2(10, 750, 8.5), seed=326, held_out=32,
+             exercises="10 sessions, whole 750-token prefills every 8.5 s"),
+    Scenario("h32-kv-auto-14.4mb-25sess", KV + ("--kv-cache-mb", "14.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "25") + KV_LOAD[2:], seed=327, held_out=32, exercises="a 14.4 MiB auto pool, 25 sessions"),
+    Scenario("h32-kv-auto-1.8mb-14sess", KV + ("--kv-cache-mb", "1.8", "--kv-cache-dtype", "auto", "--max-model-len", "1824"),
+             ("--sessions", "14") + KV_LOAD[2:], seed=328, held_out=32, exercises="a 1.8 MiB auto pool, 14 sessions"),
+    Scenario("h32-neg-short-10sess", ("--max-num-seqs", "128"),
+             ("--sessions", "10", "--short-prompt-tokens", "48", "--max-tokens", "32") + SHORT_ONLY, seed=329,
+             held_out=32, exercises="negative: 10 sessions of 48-token prompts"),
+    Scenario("h32-end-in-stall-small-1850", OFF, _h2(4, 1850, "{half}"), model="small", seed=330,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=32,
+             exercises="`small`: the data ends 2 s after a whole 1,850-token prefill starts"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
-             + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30)
+             + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
+             + HELD_OUT_31 + HELD_OUT_32)
