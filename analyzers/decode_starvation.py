@@ -65,9 +65,12 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
     decode work too, so one decode step (ITL P50) per prefilled request is taken out, and with a known chunk
     budget B one more per B computed tokens (a chunked prompt spans all its chunk steps). With the model's
     shapes (`model`, a ModelConfig), `chunk_cost` splits that average by the attention share
-    (stallscope.analyzers.chunk_cost), so a budget is priced by its slowest chunk."""
+    (stallscope.analyzers.chunk_cost), so a budget is priced by its slowest chunk; so it splits a fit of steps that
+    do not name each request's tokens (a vLLM iteration-details log, nsys), whose cost per token is flat too."""
     cost = _estimate_cost(signals, steps, roofline_cost, chunking, samples)
-    if cost.get("decode_step_from") == "itl_p50" and model is not None and samples is not None:
+    flat = cost.get("decode_step_from") == "itl_p50" or (   # steps without each request's tokens (a vLLM log,
+        cost.get("decode_step_from") == "trace" and "num_scheduled_tokens" not in steps)   # nsys) fit a flat cost too
+    if flat and model is not None and samples is not None:
         split = _chunk_cost(cost["prefill_s_per_token"], samples, model)
         if split is not None:
             cost["chunk_cost"] = split

@@ -31,12 +31,14 @@ def iso(ns) -> str:
 def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | None = None, *,
                  selector: dict | None = None, resolution=None, steps_path=None,
                  whatif_inputs=lambda run_dir: None, chunking: C.Chunking | None = None,
-                 headers: dict | None = None) -> tuple[dict, dict]:
+                 headers: dict | None = None, log_steps=None) -> tuple[dict, dict]:
     """({name: {"samples", "gpu", "steps", "whatif_inputs", "chunking"}}, {name: source description}) of every
     `(kind, source)` given, kind "run", "db" or "prometheus"; `whatif_inputs(run_dir)` gives a run's
     what-if inputs (or None) unless `steps_path` names one step trace for every target. A run directory's
     arms carry the chunked-prefill configuration their server.json records; other targets get `chunking`
-    (the user's flags), else none (inferred from each target's metrics)."""
+    (the user's flags), else none (inferred from each target's metrics). `log_steps(lo_ns, hi_ns)` gives the steps
+    of a vLLM server's iteration-details log for metrics over that span (collectors.vllm_log.read_iterations_for);
+    they go to every target without a step trace of its own."""
     frames, sources = {}, {}
     for kind, src in given:
         if kind == "prometheus" and not str(src).startswith(("http://", "https://")):
@@ -55,6 +57,8 @@ def load_sources(given: list[tuple[str, str]], lo: int | None = None, hi: int | 
             fr = {k: v.assign(target=name) for k, v in fr.items()}
             arm = arms.get(target.split("/")[0] if "/" in target else "")
             steps = read_step_trace(steps_path) if steps_path else arm.steps() if arm else None
+            if steps is None and log_steps is not None and len(fr["samples"]):
+                steps = log_steps(int(fr["samples"]["ts"].min()), int(fr["samples"]["ts"].max()))
             fr["steps"] = steps
             fr["whatif_inputs"] = whatif
             fr["chunking"] = arm_chunking(arm) or chunking
@@ -131,12 +135,13 @@ def roofline_for(frames: dict, gpu_name, model, tp):
 
 def diagnose_sources(given: list[tuple[str, str]], lo=None, hi=None, *, thresholds=None, window_s=None,
                      selector=None, resolution=None, steps_path=None, gpu=None, model=None, tp: int = 1,
-                     chunking: C.Chunking | None = None, headers: dict | None = None):
+                     chunking: C.Chunking | None = None, headers: dict | None = None, log_steps=None):
     """The Report of `(kind, source)` metric sources (kind "run", "db" or "prometheus"), with the roofline;
     `chunking` is the configuration the user says the servers ran (chunking.from_flags); `headers` go with
-    every Prometheus API request."""
+    every Prometheus API request; `log_steps` the steps of the server's iteration-details log (load_sources)."""
     frames, sources = load_sources(given, lo, hi, selector=selector, resolution=resolution, steps_path=steps_path,
-                                   whatif_inputs=run_whatif_inputs, chunking=chunking, headers=headers)
+                                   whatif_inputs=run_whatif_inputs, chunking=chunking, headers=headers,
+                                   log_steps=log_steps)
     roof, cost = roofline_for(frames, gpu, model, tp)
     out = diagnose(frames.items(), thresholds=thresholds, roofline_cost=cost, window_s=window_s, require_window=True,
                    model=model)

@@ -38,8 +38,11 @@ LIMIT = 0.25
 def advice(run: Path, slo: float, path: str = "metrics") -> dict | None:
     """The first decode_starvation finding's budget and predicted step, or None. `path` "metrics" is
     `analyze --db store.db` (the cost fitted on the metrics: a step of N prompt tokens); "steps" adds the run's
-    step trace (`--steps`: the what-if simulation, whose prediction is each long prompt's slowest step)."""
-    for f in analyze(run, slo, steps=path == "steps"):
+    step trace (`--steps`: the what-if simulation, whose prediction is each long prompt's slowest step); "log" gives
+    the run's server.log (`--server-log`: the configuration from its startup lines, and the steps from its
+    iteration-details lines when the server ran with `--enable-logging-iteration-details`, as vLLM's operator has them)."""
+    config = ("--server-log", str(run / "server.log")) if path == "log" else ()
+    for f in analyze(run, slo, steps=path == "steps", config=config):
         ev = f["evidence"]
         if f["kind"] == "decode_starvation" and ev.get("max_num_batched_tokens") and ev.get("expected_step_s"):
             return {"budget": int(ev["max_num_batched_tokens"]), "predicted_step_s": float(ev["expected_step_s"]),
@@ -187,11 +190,12 @@ def main() -> int:
     ap.add_argument("--itl-slo", type=float, default=0.2)
     ap.add_argument("--fresh", action="store_true",
                     help="record each scenario again right before following its advice (same load on both runs)")
-    ap.add_argument("--advice-from", choices=["metrics", "steps", "both"], default="both",
-                    help="analyze the store alone (metrics), with the run's step trace (steps), or both")
+    ap.add_argument("--advice-from", choices=["metrics", "steps", "log", "both", "all"], default="both",
+                    help="analyze the store alone (metrics), with the run's step trace (steps), with its server.log "
+                         "(log), metrics and steps (both), or all three")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
-    paths = ["metrics", "steps"] if args.advice_from == "both" else [args.advice_from]
+    paths = {"both": ["metrics", "steps"], "all": ["metrics", "steps", "log"]}.get(args.advice_from, [args.advice_from])
     if args.from_json:
         rows = [_with_decode_step(r, args.itl_slo) for r in json.loads(Path(args.from_json).read_text())]
     elif args.runs:
@@ -221,7 +225,7 @@ def main() -> int:
               f"{r.get('ratio_to_full_chunk', float('nan')):.2f}) | {r['machine_drift']:.2f} | "
               f"{(a['prefill_s_per_token'] or float('nan')) * 1e6:.0f} / {r['trace_s_per_token'] * 1e6:.0f} us | "
               f"{m['itl_p99_s'] if m['itl_p99_s'] is None else round(m['itl_p99_s'], 3)} s | "
-              f"{attributed(r) if r['path'] == 'metrics' else float('nan'):.2f} |")
+              f"{attributed(r) if r['path'] != 'steps' else float('nan'):.2f} |")
     if args.json_out and not args.from_json:
         Path(args.json_out).write_text(json.dumps(rows, indent=1, default=float))
     return 0

@@ -882,9 +882,25 @@ HELD_OUT_32 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=32,
              exercises="`small`: the data ends 2 s after a whole 1,850-token prefill starts"),
 ]
+# held-out 33: the cost model's runs, drawn after the iteration-details log was built, recorded with it
+# (draw_scenarios.py --seed 202612054 --starve 6)
+HELD_OUT_33 = [
+    Scenario("h33-tiny-chunk1216-s8", chunked(1216), _h2(8, 1400, 2.5), seed=331, held_out=33,
+             exercises="budget 1,216, 8 sessions, 1,400-token prompts every 2.5 s"),
+    Scenario("h33-tiny-chunk832-s14", chunked(832), _h2(14, 1050, 4.2), seed=332, held_out=33,
+             exercises="budget 832, 14 sessions, 1,050-token prompts every 4.2 s"),
+    Scenario("h33-tiny-chunk896-s6", chunked(896), _h2(6, 1600, 4.5), seed=333, held_out=33,
+             exercises="budget 896, 6 sessions, 1,600-token prompts every 4.5 s"),
+    Scenario("h33-tiny-nochunk-1900-s11-scrape1s", OFF, _h2(11, 1900, 5.2), seed=334, interval="1s", held_out=33,
+             exercises="11 sessions, whole 1,900-token prefills every 5.2 s, 1 s scrapes"),
+    Scenario("h33-tiny-nochunk-1100-s10", OFF, _h2(10, 1100, 8.5), seed=335, held_out=33,
+             exercises="10 sessions, whole 1,100-token prefills every 8.5 s"),
+    Scenario("h33-tiny-chunk896-s7", chunked(896), _h2(7, 1500, 2.1), seed=336, held_out=33,
+             exercises="budget 896, 7 sessions, 1,500-token prompts every 2.1 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
-             + HELD_OUT_31 + HELD_OUT_32)
+             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33)

@@ -64,7 +64,7 @@ def _prefix_caching_flag() -> list[str]:
 
 
 def record(sc: Scenario, run: Path, duration: float, extra_server: list[str]) -> None:
-    extra_server = [] if sc.prefix_caching else extra_server
+    extra_server = [f for f in extra_server if f != "--no-enable-prefix-caching"] if sc.prefix_caching else extra_server
     record_run(run, server=["--model", sc.model, "--seed", str(sc.seed), *sc.server, *extra_server],
                load=[*sc.loadgen_flags(duration), "--seed", str(sc.seed)], interval=sc.interval, load_s=duration,
                collect_s=sc.collect_s(duration))
@@ -248,6 +248,9 @@ def main() -> int:
                     help="give analyze each server's chunked-prefill flags (as its operator would); default: inferred")
     ap.add_argument("--with-server-log", action="store_true",
                     help="give analyze each run's server.log (vLLM's startup lines state the configuration)")
+    ap.add_argument("--iteration-log", action="store_true",
+                    help="record with the server's --enable-logging-iteration-details (its server.log then holds "
+                         "every step, as vLLM's does with that flag)")
     args = ap.parse_args()
     from stallscope.core.config import load_thresholds
 
@@ -270,6 +273,7 @@ def main() -> int:
     out = Path(args.out or ("runs/scenarios-quick" if args.quick else "runs/scenarios"))
     duration = QUICK_S if args.quick else FULL_S
     extra = [] if args.evaluate_only else _prefix_caching_flag()
+    extra += ["--enable-logging-iteration-details"] if args.iteration_log else []
     rows = []
     for sc in (s for s in SCENARIOS if s.name in names):
         run = out / sc.name

@@ -49,8 +49,9 @@ class EngineThread:
         runner.stop()
     """
 
-    def __init__(self, engine, metrics, idle_poll_s: float = 0.05):
+    def __init__(self, engine, metrics, idle_poll_s: float = 0.05, on_step=None):
         self.engine = engine
+        self._on_step = on_step                # called with each step's StepStats, in the engine thread
         self.metrics = metrics
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._sinks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue, int | None]] = {}
@@ -115,6 +116,8 @@ class EngineThread:
             self.steps += 1
             items = [self._with_logprobs(out) for out in outputs]
             self.metrics.record_step([out for out, _ in items], stats)
+            if self._on_step is not None:
+                self._on_step(stats)
             self._publish()  # post-step gauges before any client can see this step's outputs
             batches = defaultdict(list)
             for out, logprobs in items:

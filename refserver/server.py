@@ -370,8 +370,9 @@ def create_app(runner: EngineThread, *, served_model_name: str, api_key: str | N
 
 
 def build_app(config, *, served_model_name: str | None = None, api_key: str | None = None,
-              max_waiting: int = 1024):
-    """Engine + metrics + engine thread + app for an `EngineConfig`; returns `(app, runner)`."""
+              max_waiting: int = 1024, on_step=None):
+    """Engine + metrics + engine thread + app for an `EngineConfig`; returns `(app, runner)`. `on_step(stats)` is
+    called by the engine thread after each step (the iteration-details log)."""
     from stallscope.refserver.engine import LLMEngine
     from stallscope.refserver.metrics import EngineMetrics
 
@@ -385,5 +386,5 @@ def build_app(config, *, served_model_name: str | None = None, api_key: str | No
                   "kv_cache_size_tokens": int(concurrency * max_model_len), "kv_cache_max_concurrency": concurrency}
     name = served_model_name or config.model
     metrics = EngineMetrics(name, max_model_len=max_model_len, cache_info=cache_info)
-    runner = EngineThread(engine, metrics)
+    runner = EngineThread(engine, metrics, on_step=on_step)
     return create_app(runner, served_model_name=name, api_key=api_key, max_waiting=max_waiting), runner

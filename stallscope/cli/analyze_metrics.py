@@ -7,9 +7,12 @@ diagnosis `stallscope.analyzers.diagnose` (each target its own signals grid and 
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 
 from stallscope.core.errors import InputError
+
+log = logging.getLogger(__name__)
 
 
 class _Source(argparse.Action):
@@ -61,7 +64,8 @@ def add_config_arguments(parser) -> None:
                              "--no-enable-chunked-prefill)")
     parser.add_argument("--server-log", metavar="FILE",
                         help="a vLLM server log: its startup lines state chunked prefill and "
-                             "--max-num-batched-tokens (the two flags above win over it)")
+                             "--max-num-batched-tokens (the two flags above win over it); with "
+                             "--enable-logging-iteration-details its per-step lines are the servers' steps")
 
 
 def _time(value, what: str):
@@ -110,19 +114,39 @@ def report(args):
     return diagnose_sources(given, lo, hi, thresholds=th, window_s=window_s, selector=selector,
                             resolution=args.resolution, steps_path=args.steps, gpu=args.gpu, model=args.model,
                             tp=args.tp, chunking=chunking,
-                            headers=parse_headers(getattr(args, "header", None)))
+                            headers=parse_headers(getattr(args, "header", None)), log_steps=log_steps(args))
+
+
+def log_steps(args):
+    """`(lo_ns, hi_ns) -> steps` of the --server-log's iteration-details lines (collectors.vllm_log; None without a
+    log, or with --steps), read once."""
+    from functools import cache
+
+    path = getattr(args, "server_log", None)
+    if not path or getattr(args, "steps", None):
+        return None
+    from stallscope.collectors.vllm_log import read_iterations_for
+
+    return cache(lambda lo, hi: read_iterations_for(path, lo, hi))
 
 
 def stated_chunking(args):
     """The configuration the user stated: the flags, else the server log's startup lines, else None (inferred)."""
     from stallscope.analyzers.chunking import from_flags, from_server_log
 
-    budget, log = getattr(args, "max_num_batched_tokens", None), getattr(args, "server_log", None)
+    budget, path = getattr(args, "max_num_batched_tokens", None), getattr(args, "server_log", None)
     if budget is not None and budget < 1:
         raise InputError(f"--max-num-batched-tokens must be >= 1, got {budget}")
     stated = from_flags(getattr(args, "chunked_prefill", None), budget)
-    if stated is None and log:
+    if stated is None and path:
         from stallscope.collectors.vllm_log import read_server_config
 
-        stated = from_server_log(read_server_config(log))
+        try:
+            stated = from_server_log(read_server_config(path))
+        except InputError as exc:   # a rotated log can hold steps without the startup lines
+            from stallscope.collectors.vllm_log import read_iterations
+
+            if "no vLLM startup line" not in str(exc) or read_iterations(path) is None:
+                raise
+            log.warning("%s; chunked prefill is inferred from the metrics, the log's steps are used", exc)
     return stated

@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--step-trace", default=None, metavar="FILE", help="write one JSON line per engine step")
+    parser.add_argument("--enable-logging-iteration-details", action="store_true",
+                        help="log one line per engine step as vLLM does with this flag (its batch and elapsed time; "
+                             "`stallscope analyze --server-log` reads them back as the server's steps)")
     parser.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on /v1/*")
     parser.add_argument("--max-waiting", type=int, default=1024, metavar="N",
                         help="waiting-queue bound; beyond it requests get 503 + Retry-After (default 1024)")
@@ -87,8 +90,9 @@ def run(args) -> int:
     if args.api_key is None and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"stallscope refserver: warning: --host {args.host} without --api-key serves /v1/* to anyone "
               "who can reach it", file=sys.stderr, flush=True)
+    on_step = iteration_logger() if args.enable_logging_iteration_details else None
     app, runner = build_app(engine_config(args), served_model_name=args.served_model_name,
-                            api_key=args.api_key, max_waiting=args.max_waiting)
+                            api_key=args.api_key, max_waiting=args.max_waiting, on_step=on_step)
     kv = runner.engine.kv_cache_manager
     print(f"stallscope refserver: model {args.model} on http://{args.host}:{args.port} "
           f"({kv.num_gpu_blocks} KV blocks of {args.block_size} tokens, "
@@ -98,6 +102,31 @@ def run(args) -> int:
         print(line, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
+
+
+def iteration_logger(stream=None):
+    """`on_step(stats)` writing each step as vLLM 0.33's iteration-details line (stallscope.engine.iteration_log), in
+    its text format with a UTC time, as a container's vLLM writes it. The reference server's `elapsed` is the whole
+    step, scheduling included; it counts a preempted request's recompute as context, where vLLM counts a request
+    with output tokens as generation."""
+    import os
+    import time
+
+    from stallscope.engine.iteration_log import message
+
+    pid, out = os.getpid(), stream or sys.stdout
+
+    def log(stats) -> None:
+        if stats.num_prefill_tokens + stats.num_decode_tokens == 0:
+            return                                   # vLLM logs no 0-token step
+        usage = stats.kv_blocks_used / stats.num_gpu_blocks if stats.num_gpu_blocks else 0.0
+        text = message(stats.step, stats.num_prefill_reqs, stats.num_prefill_tokens, stats.num_decode_reqs,
+                       stats.num_decode_tokens, stats.duration_ns / 1e6, usage)
+        out.write(f"(APIServer pid={pid}) INFO {time.strftime('%m-%d %H:%M:%S', time.gmtime())} [loggers.py:200] "
+                  f"{text}\n")
+        out.flush()
+
+    return log
 
 
 def startup_log_lines(config) -> list[str]:

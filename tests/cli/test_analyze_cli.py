@@ -209,3 +209,30 @@ def test_a_store_with_too_few_scrapes_for_a_window_says_how_many_it_needs(run_di
     assert err[-1].startswith("stallscope: error: too few scrapes to diagnose: ")
     assert "has 3 scrapes, a window needs 5 (collect for longer, or scrape more often)" in err[-1]
     assert main(["analyze", "--db", str(db), "--window", "2s"]) in (0, 1)  # a 2 s window fits 3 scrapes
+
+
+def test_a_server_logs_iteration_lines_are_its_steps(tmp_path, capsys):
+    """A store without a step trace, with the server's `--enable-logging-iteration-details` log: the offending step
+    and the step cost come from the log's lines (text format, times to the second; durations exact)."""
+    import time as _time
+
+    from stallscope.engine.iteration_log import message
+
+    texts = []
+    _, steps = simulate_starvation(40, chunk=None, texts=texts)
+    write_arm(tmp_path / "off", texts)                                   # metrics only
+    lines = []
+    for r in steps.to_dict("records"):
+        stamp = _time.strftime("%m-%d %H:%M:%S", _time.gmtime(r["end_ns"] // NS))
+        pre, dec = int(r["num_prefill_tokens"]), int(r["num_decode_tokens"])
+        lines.append(f"(APIServer pid=7) INFO {stamp} [loggers.py:200] "
+                     + message(int(r["step"]), int(pre > 0), pre, dec, dec, (r["end_ns"] - r["start_ns"]) / 1e6, 0.1))
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(lines) + "\n")
+    code, out = _json(capsys, ["analyze", str(tmp_path / "off"), "--server-log", str(log),
+                               "--no-enable-chunked-prefill"])
+    assert out["sources"]["vllm"]["steps"] == len(steps)
+    f = next(f for f in out["findings"] if f["kind"] == "decode_starvation")
+    assert f["evidence"]["offending_steps"][0]["num_prefill_tokens"] == 2048
+    assert f["evidence"]["prefill_s_per_token"] == pytest.approx(0.001, rel=1e-4)   # the simulation's own cost
+    assert f["evidence"]["decode_step_s"] == pytest.approx(0.03, rel=1e-3)
