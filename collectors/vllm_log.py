@@ -29,10 +29,10 @@ given; the text format's year is the file's modification year, less one when its
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 import logging
 import re
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,115 +114,137 @@ def _decide(p: Path, engine, budget) -> ServerLogConfig:
 def read_iterations(path: str | Path, *, year: int | None = None, utc_offset_s: float = 0.0) -> pd.DataFrame | None:
     """The steps a vLLM log's iteration-details lines give, as a steps frame (stallscope.core.schema), or None when it
     has none. `year` is the text format's year of the last line (default: from the file's modification time, module
-    docstring); earlier lines step back a year at each New Year they cross. `utc_offset_s` is the
-    server clock's offset from UTC. With several engines (data parallel) the lowest-numbered one's steps are kept.
-    Columns beyond the schema: `iteration` (vLLM's index), `engine`, `kv_cache_usage` (a fraction);
-    `attrs["time_resolution_ns"]` says how finely the times were logged. InputError (one line, naming the file) when
-    it cannot be read, or its iteration lines carry no time."""
-    p = Path(path)
-    rows, untimed, first_untimed = [], 0, None
-    try:
-        with p.open("r", encoding="utf-8", errors="replace") as fh:
-            for number, raw in enumerate(iter(lambda: fh.readline(MAX_LINE), ""), 1):
-                if "Iteration(" not in raw:
-                    continue
-                line = ANSI.sub("", raw)
-                m = ITERATION.search(line)
-                if m is None or m.group("dummy"):
-                    continue
-                when = _logged_at(line)
-                if when is None:
-                    untimed, first_untimed = untimed + 1, first_untimed or number
-                    continue
-                rows.append((*when, m))
-        mtime = p.stat().st_mtime
-    except OSError as exc:
-        raise InputError(f"--server-log {p}: cannot read it ({exc.strerror or exc})") from exc
-    if not rows:
-        if untimed:
-            raise InputError(f"--server-log {p}:{first_untimed}: iteration lines without a time vLLM's formats give")
-        return None
-    if untimed:
-        log.warning("--server-log %s: %d iteration lines without a time left out (first at line %d)", p, untimed,
-                    first_untimed)
-    return _steps(rows, year if year is not None else _year_of(rows, mtime), utc_offset_s)
+    docstring); earlier lines step back a year at each New Year they cross. `utc_offset_s` is the server clock's
+    offset from UTC. With several engines (data parallel) the lowest-numbered one's steps are kept. Columns beyond
+    the schema: `iteration` (vLLM's index), `engine`, `kv_cache_usage` (a fraction); `attrs["time_resolution_ns"]`
+    says how finely the times were logged. InputError (one line, naming the file) when it cannot be read, or its
+    iteration lines carry no time."""
+    lines = _Lines.read(Path(path))
+    return None if lines is None else lines.steps(year, utc_offset_s)
 
 
 def read_iterations_for(path: str | Path, lo_ns: int, hi_ns: int, *, utc_offset_s: float = 0.0) -> pd.DataFrame | None:
     """`read_iterations` for metrics from `lo_ns` to `hi_ns`: a text log states no year, so of the years around the
     metrics' the one whose steps overlap them most is taken (the modification-time rule when none overlaps more)."""
-    steps = read_iterations(path, utc_offset_s=utc_offset_s)
-    if steps is None or steps.attrs["time_resolution_ns"] != SECOND:
+    lines = _Lines.read(Path(path))
+    if lines is None:
+        return None
+    steps = lines.steps(None, utc_offset_s)
+    if not lines.text:
         return steps
 
     def overlap(frame) -> int:
         return max(0, min(hi_ns, int(frame["end_ns"].max())) - max(lo_ns, int(frame["start_ns"].min())))
 
-    years = range(_utc_year(lo_ns) - 1, _utc_year(hi_ns) + 2)
-    best = max((read_iterations(path, year=y, utc_offset_s=utc_offset_s) for y in years), key=overlap)
+    years = range(_utc(lo_ns).year - 1, _utc(hi_ns).year + 2)
+    best = max((lines.steps(y, utc_offset_s) for y in years), key=overlap)
     return best if overlap(best) > overlap(steps) else steps
 
 
-def _utc_year(ns: int) -> int:
-    return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).year
+COLUMNS = ("year", "stamp", "ms", "engine", "iteration", "ctx_reqs", "ctx_tokens", "gen_reqs", "gen_tokens")
 
 
-def _logged_at(line: str):
-    """(year or None, month, day, hour, minute, second, ms or None) of a log line; None without a valid time."""
+@dataclass
+class _Lines:
+    """The timed iteration lines of one log, parsed once into columns: `stamp` is month, day, hour, minute and
+    second as the digits MMDDhhmmss; `year` and `ms` are -1 in the text format, which lacks them."""
+
+    cols: dict
+    elapsed_ms: np.ndarray
+    kv_pct: np.ndarray
+    text: bool
+    mtime: float
+    path: Path
+
+    @classmethod
+    def read(cls, p: Path) -> _Lines | None:
+        ints, floats, untimed, first = {c: array("q") for c in COLUMNS}, (array("d"), array("d")), 0, None
+        try:
+            with p.open("r", encoding="utf-8", errors="replace") as fh:
+                for number, raw in enumerate(iter(lambda: fh.readline(MAX_LINE), ""), 1):
+                    if "Iteration(" not in raw or (m := ITERATION.search(line := ANSI.sub("", raw))) is None \
+                            or m.group("dummy"):
+                        continue
+                    if (when := _logged_at(line)) is None:
+                        untimed, first = untimed + 1, first or number
+                        continue
+                    for c, v in zip(COLUMNS, (*when, *(int(m.group(k)) for k in COLUMNS[3:]))):
+                        ints[c].append(v)
+                    floats[0].append(float(m.group("elapsed_ms")))
+                    floats[1].append(float(m.group("kv_pct")))
+            mtime = p.stat().st_mtime
+        except (OSError, OverflowError) as exc:
+            raise InputError(f"--server-log {p}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from exc
+        if untimed and not len(floats[0]):
+            raise InputError(f"--server-log {p}:{first}: iteration lines without a time vLLM's formats give")
+        if untimed:
+            log.warning("--server-log %s: %d iteration lines without a time left out (first at line %d)", p, untimed,
+                        first)
+        if not len(floats[0]):
+            return None
+        cols = {c: np.frombuffer(a, dtype=np.int64) for c, a in ints.items()}
+        return cls(cols, np.frombuffer(floats[0]), np.frombuffer(floats[1]), bool((cols["year"] < 0).all()), mtime, p)
+
+    def steps(self, year: int | None, utc_offset_s: float) -> pd.DataFrame:
+        """The lowest engine's steps, placed by the module docstring's rule."""
+        c = self.cols
+        engines = np.unique(c["engine"])
+        if len(engines) > 1:
+            log.warning("%s holds the steps of engines %s; engine %d's are read", self.path, engines.tolist(), engines[0])
+        keep = c["engine"] == engines[0]
+        logged, valid = self._logged_ns({k: v[keep] for k, v in c.items()}, year, utc_offset_s)
+        keep[keep] = valid                                         # a date no calendar has (02-30) is left out
+        col = {k: v[keep] for k, v in c.items()}
+        elapsed = np.round(self.elapsed_ms[keep] * 1e6).astype(np.int64)
+        total = np.cumsum(elapsed)
+        end = np.maximum.accumulate(logged - total) + total     # end_i = max(logged_i, end_(i-1) + elapsed_i)
+        frame = schema.steps_frame({
+            "start_ns": end - elapsed, "end_ns": end, "num_prefill_tokens": col["ctx_tokens"].astype(float),
+            "num_decode_tokens": col["gen_tokens"].astype(float), "num_prefill_reqs": col["ctx_reqs"].astype(float),
+            "num_decode_reqs": col["gen_reqs"].astype(float), "num_running": (col["ctx_reqs"] + col["gen_reqs"]) * 1.0,
+            "iteration": col["iteration"], "engine": int(engines[0]), "kv_cache_usage": self.kv_pct[keep] / 100})
+        frame.attrs["time_resolution_ns"] = SECOND if self.text else SECOND // 1000
+        return frame
+
+    def _logged_ns(self, col: dict, year: int | None, utc_offset_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """(logged time of each line with a valid date, ns since the epoch (UTC); which lines have one); a text line's
+        year steps back at each New Year."""
+        stamp, years = col["stamp"], col["year"].copy()
+        text = years < 0
+        if text.any():
+            last = year if year is not None else _year_of(int(stamp[text][-1]), self.mtime)
+            md = stamp[text] // 10**6                            # MMDD
+            crossed = np.concatenate([md[:-1] > md[1:], [False]])   # the next text line is in the next year
+            years[text] = last - np.cumsum(crossed[::-1])[::-1]
+        when = pd.to_datetime(pd.DataFrame({
+            "year": years, "month": stamp // 10**8, "day": stamp // 10**6 % 100, "hour": stamp // 10**4 % 100,
+            "minute": stamp // 100 % 100, "second": np.minimum(stamp % 100, 59)}), errors="coerce", utc=True)
+        valid = when.notna().to_numpy()
+        if not valid.any():
+            raise InputError(f"--server-log {self.path}: no iteration line carries a valid date")
+        ns = when[valid].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        return ns - round(utc_offset_s * SECOND) + np.maximum(col["ms"][valid], 0) * 10**6, valid
+
+
+def _logged_at(line: str) -> tuple | None:
+    """(year or -1, MMDDhhmmss, ms or -1) of a log line; None without a time in vLLM's text or JSON format."""
     if (m := JSON_TIME.search(line)) is not None:
-        parts = tuple(int(g) for g in m.groups())
+        y, mo, d, h, mi, sec, ms = (int(g) for g in m.groups())
     elif (m := TEXT_TIME.search(line)) is not None:
-        parts = (None, *(int(g) for g in m.groups()), None)
+        (mo, d, h, mi, sec), y, ms = (int(g) for g in m.groups()), -1, -1
     else:
         return None
-    _, month, day, hour, minute, second, _ = parts
-    ok = 1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 61
-    return parts if ok else None
+    if not (1 <= mo <= 12 and 1 <= d <= 31 and h < 24 and mi < 60 and sec < 61):
+        return None
+    return y, (((mo * 100 + d) * 100 + h) * 100 + mi) * 100 + sec, ms
 
 
-def _year_of(rows, mtime: float) -> int:
+def _year_of(last_stamp: int, mtime: float) -> int:
     """The text format's year of the last line: the file's modification year, one less when the last line's date
     falls after the modification date (a log written last year)."""
-    modified = dt.datetime.fromtimestamp(mtime, dt.timezone.utc)
-    last = rows[-1]
-    return modified.year - 1 if (last[1], last[2]) > (modified.month, modified.day) else modified.year
+    modified = _utc(int(mtime * SECOND))
+    return modified.year - 1 if last_stamp // 10**6 > modified.month * 100 + modified.day else modified.year
 
 
-def _steps(rows, last_year: int, utc_offset_s: float) -> pd.DataFrame:
-    """Place each step (module docstring) and build the frame of the lowest engine's steps."""
-    engines = sorted({int(r[-1].group("engine")) for r in rows})
-    if len(engines) > 1:
-        log.warning("the log holds the steps of engines %s; engine %d's are read", engines, engines[0])
-    rows = [r for r in rows if int(r[-1].group("engine")) == engines[0]]
-    logged = _epoch_ns(rows, last_year, utc_offset_s)
-    elapsed = np.array([round(float(r[-1].group("elapsed_ms")) * 1e6) for r in rows], dtype=np.int64)
-    end = np.empty(len(rows), dtype=np.int64)
-    prev = np.iinfo(np.int64).min // 2
-    for i, (t, e) in enumerate(zip(logged, elapsed)):
-        prev = end[i] = max(int(t), prev + int(e))
-    num = {k: np.array([int(r[-1].group(k)) for r in rows], dtype=float)
-           for k in ("ctx_reqs", "ctx_tokens", "gen_reqs", "gen_tokens", "iteration")}
-    frame = schema.steps_frame({
-        "start_ns": end - elapsed, "end_ns": end, "num_prefill_tokens": num["ctx_tokens"],
-        "num_decode_tokens": num["gen_tokens"], "num_prefill_reqs": num["ctx_reqs"], "num_decode_reqs": num["gen_reqs"],
-        "num_running": num["ctx_reqs"] + num["gen_reqs"], "iteration": num["iteration"].astype(np.int64),
-        "engine": engines[0], "kv_cache_usage": [float(r[-1].group("kv_pct")) / 100 for r in rows]})
-    frame.attrs["time_resolution_ns"] = SECOND if rows[0][0] is None else SECOND // 1000
-    return frame
-
-
-def _epoch_ns(rows, last_year: int, utc_offset_s: float) -> np.ndarray:
-    """Each row's logged time (ns since the epoch, UTC); a text log's year steps back at each New Year it crossed."""
-    years, year = [], last_year
-    for i in range(len(rows) - 1, -1, -1):
-        given, month, day = rows[i][0], rows[i][1], rows[i][2]
-        if given is None and i < len(rows) - 1 and rows[i + 1][0] is None and (month, day) > rows[i + 1][1:3]:
-            year -= 1
-        years.append(given if given is not None else year)
-    years.reverse()
-    out = np.empty(len(rows), dtype=np.int64)
-    for i, (y, r) in enumerate(zip(years, rows)):
-        day = min(r[2], calendar.monthrange(y, r[1])[1])
-        seconds = calendar.timegm((y, r[1], day, r[3], r[4], min(r[5], 59)))
-        out[i] = (seconds - round(utc_offset_s)) * SECOND + (r[6] or 0) * 10**6
-    return out
+def _utc(ns: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc)

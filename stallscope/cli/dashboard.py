@@ -46,6 +46,11 @@ def build_source(args):
                                             fleet=bool(getattr(args, "fleet", False)))
     if getattr(args, "trace", None):
         source = source.with_trace(args.trace)
+    elif getattr(args, "server_log", None) and getattr(args, "run", None) is None:
+        from stallscope.collectors.vllm_log import read_iterations
+
+        log = args.server_log      # its iteration-details lines, read again at every reload (the log grows)
+        source = source.with_steps(lambda: read_iterations(log))
     from stallscope.cli.analyze_metrics import stated_chunking
 
     stated = stated_chunking(args)

@@ -143,3 +143,15 @@ def test_the_reference_servers_lines_read_back_as_its_step_trace(tmp_path):
     error_s = np.abs(got["end_ns"].to_numpy() - np.array([r["end_ns"] for r in truth])) / 1e9
     assert error_s.max() < 1.0
     assert json.dumps(got["iteration"].tolist()) == json.dumps([r["step"] for r in truth])
+
+
+def test_a_date_no_calendar_has_is_left_out(tmp_path):
+    line = ('{{"asctime": "2026-{} 10:00:00,000", "message": "Engine 000: Iteration({}): 1 context requests, 9 '
+            'context tokens, 0 generation requests, 0 generation tokens, iteration elapsed time: 1.00 ms, GPU KV '
+            'cache usage: 0.1%"}}\n')
+    log = tmp_path / "vllm.log"
+    log.write_text(line.format("02-30", 0) + line.format("03-01", 1))
+    assert read_iterations(log)["iteration"].tolist() == [1]
+    log.write_text(line.format("02-30", 0))
+    with pytest.raises(InputError, match="no iteration line carries a valid date"):
+        read_iterations(log)

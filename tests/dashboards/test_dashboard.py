@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import calendar
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -340,3 +342,34 @@ def test_a_server_log_configures_targets_a_run_directory_does_not(tmp_path):
     assert len(starved) and all(f"chunked prefill off (server log: {log}:6)" in e for e in starved["explanation"])
     plain = DataSource.from_run(tmp_path / "off").snapshot().memo[("findings",)]
     assert not any("server log" in e for e in plain["explanation"])
+
+
+def test_a_server_logs_iteration_lines_are_the_stores_steps(tmp_path):
+    """`dashboard --db store --server-log vllm.log`: the log's per-step lines are the Trace page's steps, and the
+    findings' offending steps; a run directory keeps its own step trace."""
+    import argparse
+    import time as _time
+
+    from expo_frames import simulate_starvation, write_arm
+    from stallscope.cli.dashboard import build_source
+    from stallscope.collectors.importer import import_run
+    from stallscope.engine.iteration_log import message
+
+    texts = []
+    _, steps = simulate_starvation(40, chunk=None, texts=texts)
+    write_arm(tmp_path / "off", texts)
+    import_run(tmp_path / "off", tmp_path / "store.db")
+    log = tmp_path / "vllm.log"
+    log.write_text("".join(
+        f"(APIServer pid=7) INFO {_time.strftime('%m-%d %H:%M:%S', _time.gmtime(r['end_ns'] // 10**9))} "
+        f"[loggers.py:200] {message(int(r['step']), int(r['num_prefill_tokens'] > 0), int(r['num_prefill_tokens']), int(r['num_decode_tokens']), int(r['num_decode_tokens']), (r['end_ns'] - r['start_ns']) / 1e6, 0.1)}\n"
+        for r in steps.to_dict("records")))
+    year = _time.gmtime(int(steps["end_ns"].iloc[-1]) // 10**9).tm_year
+    os.utime(log, (0, calendar.timegm((year, 12, 31, 0, 0, 0))))   # the text format's year: the file's
+    args = argparse.Namespace(db=str(tmp_path / "store.db"), run=None, prometheus=None, trace=None, no_live=True,
+                              server_log=str(log), chunked_prefill=False, max_num_batched_tokens=None)
+    snap = build_source(args).snapshot()
+    assert len(snap.frames["steps"]) == len(steps)
+    found = snap.memo[("findings",)]
+    starved = found[found["kind"] == "decode_starvation"]
+    assert len(starved) and starved["evidence"].iloc[0]["offending_steps"][0]["num_prefill_tokens"] == 2048
