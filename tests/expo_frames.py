@@ -252,3 +252,19 @@ def samples_frame(scrapes):
                 rows.append({"ts": int(ts * 1e9), "metric": s.name, "source_metric": s.name,
                              "labels": labels, "le": le, "value": float(s.value)})
     return pd.DataFrame(rows)
+
+
+def iteration_log(steps: pd.DataFrame) -> str:
+    """The log a vLLM server with `--enable-logging-iteration-details` writes for `steps`, in its text format
+    (stallscope.engine.iteration_log), each line stamped with its step's end second (UTC)."""
+    import time
+
+    from stallscope.engine.iteration_log import message
+
+    out = []
+    for r in steps.to_dict("records"):
+        pre, dec = int(r["num_prefill_tokens"]), int(r["num_decode_tokens"])
+        stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime(int(r["end_ns"]) // 10**9))
+        out.append(f"(APIServer pid=7) INFO {stamp} [loggers.py:200] "
+                   + message(int(r["step"]), int(pre > 0), pre, dec, dec, (r["end_ns"] - r["start_ns"]) / 1e6, 0.1))
+    return "\n".join(out) + "\n"

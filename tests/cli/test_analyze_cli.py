@@ -6,7 +6,7 @@ import time
 import pytest
 
 from conftest import FIXTURES
-from expo_frames import simulate_kv_pressure, simulate_starvation, to_openmetrics, write_arm
+from expo_frames import iteration_log, simulate_kv_pressure, simulate_starvation, to_openmetrics, write_arm
 from stallscope.cli import main
 
 NS = 10**9
@@ -214,21 +214,11 @@ def test_a_store_with_too_few_scrapes_for_a_window_says_how_many_it_needs(run_di
 def test_a_server_logs_iteration_lines_are_its_steps(tmp_path, capsys):
     """A store without a step trace, with the server's `--enable-logging-iteration-details` log: the offending step
     and the step cost come from the log's lines (text format, times to the second; durations exact)."""
-    import time as _time
-
-    from stallscope.engine.iteration_log import message
-
     texts = []
     _, steps = simulate_starvation(40, chunk=None, texts=texts)
     write_arm(tmp_path / "off", texts)                                   # metrics only
-    lines = []
-    for r in steps.to_dict("records"):
-        stamp = _time.strftime("%m-%d %H:%M:%S", _time.gmtime(r["end_ns"] // NS))
-        pre, dec = int(r["num_prefill_tokens"]), int(r["num_decode_tokens"])
-        lines.append(f"(APIServer pid=7) INFO {stamp} [loggers.py:200] "
-                     + message(int(r["step"]), int(pre > 0), pre, dec, dec, (r["end_ns"] - r["start_ns"]) / 1e6, 0.1))
     log = tmp_path / "vllm.log"
-    log.write_text("\n".join(lines) + "\n")
+    log.write_text(iteration_log(steps))
     code, out = _json(capsys, ["analyze", str(tmp_path / "off"), "--server-log", str(log),
                                "--no-enable-chunked-prefill"])
     assert out["sources"]["vllm"]["steps"] == len(steps)

@@ -350,20 +350,16 @@ def test_a_server_logs_iteration_lines_are_the_stores_steps(tmp_path):
     import argparse
     import time as _time
 
-    from expo_frames import simulate_starvation, write_arm
+    from expo_frames import iteration_log, simulate_starvation, write_arm
     from stallscope.cli.dashboard import build_source
     from stallscope.collectors.importer import import_run
-    from stallscope.engine.iteration_log import message
 
     texts = []
     _, steps = simulate_starvation(40, chunk=None, texts=texts)
     write_arm(tmp_path / "off", texts)
     import_run(tmp_path / "off", tmp_path / "store.db")
     log = tmp_path / "vllm.log"
-    log.write_text("".join(
-        f"(APIServer pid=7) INFO {_time.strftime('%m-%d %H:%M:%S', _time.gmtime(r['end_ns'] // 10**9))} "
-        f"[loggers.py:200] {message(int(r['step']), int(r['num_prefill_tokens'] > 0), int(r['num_prefill_tokens']), int(r['num_decode_tokens']), int(r['num_decode_tokens']), (r['end_ns'] - r['start_ns']) / 1e6, 0.1)}\n"
-        for r in steps.to_dict("records")))
+    log.write_text(iteration_log(steps))
     year = _time.gmtime(int(steps["end_ns"].iloc[-1]) // 10**9).tm_year
     os.utime(log, (0, calendar.timegm((year, 12, 31, 0, 0, 0))))   # the text format's year: the file's
     args = argparse.Namespace(db=str(tmp_path / "store.db"), run=None, prometheus=None, trace=None, no_live=True,
