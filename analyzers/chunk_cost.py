@@ -128,6 +128,32 @@ def from_average(per_token_s: float, model, prompt_tokens: int) -> ChunkCost:
     return ChunkCost(linear_s=linear, pair_s=ratio * linear, prompt_tokens=int(prompt_tokens), model=model.name)
 
 
+def calibrated(cost: ChunkCost, steps: pd.DataFrame, budget: int, decode_step_s: float) -> tuple[ChunkCost, dict] | None:
+    """`cost` scaled so that its deepest full chunk at the `budget` the server ran costs what the steps show, with
+    the figures that decided it; None when the steps hold fewer than 3 full chunks. The steps name no request, so
+    a long prompt's f full chunks are told by their size (at least 0.9 x the budget less the running decodes), and
+    the deepest of each prompt's f is taken as the slowest 1/f of them (their median: the 1 - 1/(2f) quantile).
+    Both terms scale alike: the steps show one depth, not the split."""
+    pre = steps["num_prefill_tokens"].to_numpy(dtype=float)
+    dec = steps["num_decode_tokens"].to_numpy(dtype=float)
+    dur = (steps["end_ns"] - steps["start_ns"]).to_numpy(dtype=float) / 1e9
+    chunky = pre >= 0.5 * budget
+    decodes = int(round(float(np.median(dec[chunky])))) if chunky.any() else 0
+    size = max(int(budget) - decodes, 1)
+    full = (pre >= 0.9 * size) & (pre <= budget)
+    per_prompt = cost.prompt_tokens // size
+    if full.sum() < 3 or per_prompt < 1:
+        return None
+    observed = float(np.quantile(dur[full], 1 - 1 / (2 * per_prompt))) - decode_step_s
+    predicted = cost.chunk_s(size, per_prompt * size)
+    if not (observed > 0 and predicted > 0):
+        return None
+    scale = observed / predicted
+    return (ChunkCost(cost.linear_s * scale, cost.pair_s * scale, cost.prompt_tokens, cost.model),
+            {"observed_deepest_chunk_s": observed, "predicted_deepest_chunk_s": predicted, "scale": scale,
+             "full_chunk_steps": int(full.sum()), "chunk_tokens": size, "budget_in_use": int(budget)})
+
+
 def model_of(samples: pd.DataFrame | None, given: str | None = None):
     """The model's shapes: `given` (--model), else the one `model_name` the samples carry, looked up in the
     roofline's table (stallscope.analyzers.roofline.model_spec; a served name must match a table name whole,

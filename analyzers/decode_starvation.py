@@ -74,7 +74,22 @@ def estimate_cost(signals: pd.DataFrame, steps: pd.DataFrame | None = None, roof
         split = _chunk_cost(cost["prefill_s_per_token"], samples, model)
         if split is not None:
             cost["chunk_cost"] = split
+        if split is not None and cost["decode_step_from"] == "trace" and chunking is not None and chunking.enabled \
+                and chunking.budget:
+            _calibrate(cost, steps, chunking.budget)
     return cost
+
+
+def _calibrate(cost: dict, steps, budget: int) -> None:
+    """Steps of a chunked server show its chunks at the budget in use: the split is scaled to them
+    (chunk_cost.calibrated), so a budget the server already ran is priced as it ran."""
+    from stallscope.analyzers.chunk_cost import calibrated
+
+    got = calibrated(cost["chunk_cost"], steps, budget, cost["decode_step_s"])
+    if got is not None:
+        cost["chunk_cost"], cost["chunk_cost_calibration"] = got
+        cost["source"] += (f"; the split scaled by {got[1]['scale']:.2f} to the deepest full chunks the steps show at "
+                           f"the budget in use, {budget}")
 
 
 def _chunk_cost(per_token: float, samples, model):
@@ -180,6 +195,8 @@ def recommend(slo: float, cost: dict, chunking: Chunking, running: float, budget
                                                  budget_estimated=in_use is not None and not chunking.budget,
                                                  decode_from=cost.get("decode_step_from"),
                                                  chunk_cost=cost.get("chunk_cost"))
+    if "chunk_cost_calibration" in cost:
+        extra = {**extra, "chunk_cost_calibration": cost["chunk_cost_calibration"]}
     simulated = budget_advice() if budget_advice is not None else None
     if simulated is not None and simulated[1].get("max_num_batched_tokens") != in_use:
         text = simulated[0]

@@ -169,3 +169,33 @@ def test_analyze_keeps_the_flat_average_for_a_model_it_does_not_know():
         assert "chunk_cost" not in f.evidence and "attention share" not in f.recommendation
         assert f.evidence["expected_step"] == (f"a step of {f.evidence['max_num_batched_tokens']} prompt tokens "
                                                "beside the decodes, at the average cost per prompt token")
+
+
+def _chunked_steps(cost, budget, decodes, prompts, decode_s, scale):
+    """A chunked server's steps, named by nothing but their sizes, as a vLLM iteration-details log gives them: each
+    prompt in chunks of `budget - decodes` beside the decodes, costing `scale` x what `cost` says, then decode steps."""
+    size, rows, t = budget - decodes, [], 0
+    for _ in range(prompts):
+        done = 0
+        while done < cost.prompt_tokens:
+            n = min(size, cost.prompt_tokens - done)
+            done += n
+            rows.append((n, decodes, decode_s + scale * cost.chunk_s(n, done)))
+        rows += [(0, decodes, decode_s)] * 5
+    frame = pd.DataFrame(rows, columns=["num_prefill_tokens", "num_decode_tokens", "d"])
+    end = (frame["d"].cumsum() * 1e9).round().astype("int64")
+    return frame.assign(start_ns=end - (frame["d"] * 1e9).round().astype("int64"), end_ns=end)
+
+
+def test_calibration_scales_the_split_to_the_deepest_full_chunks_the_steps_show():
+    cost = CC.ChunkCost(linear_s=6e-5, pair_s=4e-8, prompt_tokens=1650, model="tiny")
+    # budget 560 beside 10 decodes: chunks of 550 to 550, 1100, 1650 (three full ones per prompt); the server's
+    # chunks cost 1.3x the split's; the deepest full chunk: 550 x 60 us + 4e-8 x 550 x (1650 - 275) = 63.25 ms
+    steps = _chunked_steps(cost, 560, 10, prompts=4, decode_s=0.004, scale=1.3)
+    got, ev = CC.calibrated(cost, steps, 560, decode_step_s=0.004)
+    assert ev["chunk_tokens"] == 550 and ev["full_chunk_steps"] == 12
+    assert ev["predicted_deepest_chunk_s"] == pytest.approx(0.06325)
+    assert ev["observed_deepest_chunk_s"] == pytest.approx(1.3 * 0.06325)   # the 1 - 1/6 quantile: a deepest one
+    assert ev["scale"] == pytest.approx(1.3)
+    assert (got.linear_s, got.pair_s) == (pytest.approx(1.3 * 6e-5), pytest.approx(1.3 * 4e-8))
+    assert CC.calibrated(cost, steps.iloc[:2], 560, 0.004) is None              # fewer than 3 full chunks
