@@ -12,7 +12,7 @@ import time
 import pytest
 import requests
 
-from stallscope.collectors.vllm_log import read_server_config
+from stallscope.collectors.vllm_log import read_iterations, read_server_config
 from stallscope.cli import main
 from stallscope.refserver.server_thread import free_port
 
@@ -47,7 +47,8 @@ def test_port_in_use_is_exit_2(capsys):
 def test_serves_then_stops_on_sigint_with_step_trace(tmp_path):
     port, trace = free_port(), tmp_path / "steps.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "stallscope.cli", "refserver", "--port", str(port),
-                             "--served-model-name", "ref", "--max-model-len", "256", "--step-trace", str(trace)],
+                             "--served-model-name", "ref", "--max-model-len", "256", "--step-trace", str(trace),
+                             "--enable-logging-iteration-details"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
@@ -73,3 +74,5 @@ def test_serves_then_stops_on_sigint_with_step_trace(tmp_path):
     assert (stated.enable_chunked_prefill, stated.max_num_batched_tokens) == (True, 2048)
     steps = [json.loads(line) for line in trace.read_text().splitlines()]
     assert len(steps) == 3 and steps[0]["num_prefill_tokens"] == 2 and steps[-1]["num_decode_tokens"] == 1
+    logged = read_iterations(log)   # one vLLM iteration-details line per step, as `--server-log` reads them
+    assert logged["num_prefill_tokens"].tolist() == [2, 0, 0] and logged["num_decode_tokens"].tolist() == [0, 1, 1]
