@@ -24,7 +24,8 @@ text format (`12-04 16:15:00`). A step ends when it is logged, and steps do not 
 of its logged time and the previous step's end plus its own elapsed time; its start is its end less its elapsed
 time. Within a second of the text format, steps so sit back to back from the second's start: their durations are
 exact, their placement within that second is not. Times are read as UTC (a container's clock) unless an offset is
-given; the text format's year is the file's modification year, less one when its last line's date is later than that.
+given. The text format's year: for metrics over a known span (`read_iterations_for`, what `analyze` uses), the year
+that puts the steps over them; else the file's modification year, less one when its last line's date is later.
 """
 
 from __future__ import annotations
