@@ -18,12 +18,14 @@ with the budget line that came before it; a budget line after the last `Initiali
 whose engine had not logged yet.
 
 The steps (`read_iterations`): each iteration line (stallscope.engine.iteration_log) gives one step's context
-(prompt) and generation tokens and requests, and its elapsed time, exactly. Its time of day is the log record's:
-to the millisecond in the JSON format (`asctime` 2026-12-04 16:15:00,123), to the second and without a year in the
-text format (`12-04 16:15:00`). A step ends when it is logged, and steps do not overlap, so each ends at the later
-of its logged time and the previous step's end plus its own elapsed time; its start is its end less its elapsed
-time. Within a second of the text format, steps so sit back to back from the second's start: their durations are
-exact, their placement within that second is not. Times are read as UTC (a container's clock) unless an offset is
+(prompt) and generation tokens and requests, and its elapsed time, exactly. Its time of day is the log record's
+tick: the millisecond in the JSON format (`asctime` 2026-12-04 16:15:00,123), the second, without a year, in the
+text format (`12-04 16:15:00`). A step ends within the tick it is logged in, after the step before it. vLLM's
+elapsed time leaves out the engine's work between steps (scheduling, output processing), so a busy tick's steps
+cover less than the tick: each step is placed after the previous one by its elapsed time and an equal share of
+what its tick's steps leave uncovered, then held within its tick (a step after an idle spell ends at its tick's
+start). Its start is its end less its elapsed time. Durations are exact; a place within a second is not, but no
+gap appears at a second's edge that the engine did not have. Times are read as UTC (a container's clock) unless an offset is
 given. The text format's year: for metrics over a known span (`read_iterations_for`, what `analyze` uses), the year
 that puts the steps over them; else the file's modification year, less one when its last line's date is later.
 """
@@ -197,14 +199,14 @@ class _Lines:
         keep[keep] = valid                                         # a date no calendar has (02-30) is left out
         col = {k: v[keep] for k, v in c.items()}
         elapsed = np.round(self.elapsed_ms[keep] * 1e6).astype(np.int64)
-        total = np.cumsum(elapsed)
-        end = np.maximum.accumulate(logged - total) + total     # end_i = max(logged_i, end_(i-1) + elapsed_i)
+        resolution = SECOND if self.text else SECOND // 1000
+        end = _place(logged, elapsed, resolution)
         frame = schema.steps_frame({
             "start_ns": end - elapsed, "end_ns": end, "num_prefill_tokens": col["ctx_tokens"].astype(float),
             "num_decode_tokens": col["gen_tokens"].astype(float), "num_prefill_reqs": col["ctx_reqs"].astype(float),
             "num_decode_reqs": col["gen_reqs"].astype(float), "num_running": (col["ctx_reqs"] + col["gen_reqs"]) * 1.0,
             "iteration": col["iteration"], "engine": int(engines[0]), "kv_cache_usage": self.kv_pct[keep] / 100})
-        frame.attrs["time_resolution_ns"] = SECOND if self.text else SECOND // 1000
+        frame.attrs["time_resolution_ns"] = resolution
         return frame
 
     def _logged_ns(self, col: dict, year: int | None, utc_offset_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -225,6 +227,21 @@ class _Lines:
             raise InputError(f"--server-log {self.path}: no iteration line carries a valid date")
         ns = when[valid].to_numpy(dtype="datetime64[ns]").astype(np.int64)
         return ns - round(utc_offset_s * SECOND) + np.maximum(col["ms"][valid], 0) * 10**6, valid
+
+
+def _place(tick: np.ndarray, elapsed: np.ndarray, resolution: int) -> np.ndarray:
+    """Each step's end (module docstring): after the previous end, by its elapsed time and an equal share of the
+    time its tick's steps leave uncovered, held within the tick it was logged in."""
+    if not len(tick):
+        return tick.copy()
+    starts = np.flatnonzero(np.r_[True, tick[1:] != tick[:-1]])      # runs of lines logged in one tick
+    count = np.diff(np.r_[starts, len(tick)])
+    share = np.repeat(np.maximum(resolution - np.add.reduceat(elapsed, starts), 0) // count, count)
+    end = np.empty(len(tick), dtype=np.int64)
+    prev = int(tick[0])
+    for i, (t, e, g) in enumerate(zip(tick.tolist(), elapsed.tolist(), share.tolist())):
+        prev = end[i] = min(max(prev + g + e, t), t + resolution)
+    return end
 
 
 def _logged_at(line: str) -> tuple | None:

@@ -39,8 +39,10 @@ def test_the_text_log_gives_each_step_its_tokens_and_exact_duration():
     assert steps["num_prefill_tokens"].tolist() == [512, 510, 178, 0, 0, 64]
     assert steps["num_decode_tokens"].tolist() == [0, 2, 2, 3, 3, 3]
     assert steps["num_running"].tolist() == [2, 3, 3, 3, 3, 4]
-    # within 16:15:00 the first three sit back to back from the second's start; 16:15:01 restarts the clock
-    assert (steps["end_ns"] - t).tolist() == [0, 64_050_000, 94_550_000, 10**9, 10**9 + 8_700_000, 3 * 10**9]
+    # 16:15:00's three steps cover 155.95 ms of the second: each follows the last by its own time and a third of
+    # the 844.05 ms left (281.35 ms); 16:15:01's two cover 17.45 ms (491.275 ms each); 16:15:03's one ends at that
+    # second's start, after 1.98 s the engine had nothing to log
+    assert (steps["end_ns"] - t).tolist() == [342_750_000, 688_150_000, 10**9, 1_500_025_000, 2 * 10**9, 3 * 10**9]
     assert ((steps["end_ns"] - steps["start_ns"]) / MS).round(2).tolist() == [61.4, 64.05, 30.5, 8.75, 8.7, 15.25]
     assert steps["kv_cache_usage"].round(6).tolist() == [0.012, 0.02, 0.023, 0.023, 0.024, 0.026]
     assert steps.attrs["time_resolution_ns"] == 10**9
@@ -48,7 +50,8 @@ def test_the_text_log_gives_each_step_its_tokens_and_exact_duration():
 
 def test_the_json_log_keeps_milliseconds_and_its_own_years():
     steps = read_iterations(LOGS / "v0_33_0_iterations_json.log", year=1999)   # the JSON format states its year
-    assert (steps["end_ns"] - utc_ns(2026, 12, 31, 23, 59, 59)).tolist() == [950 * MS, 1010 * MS]
+    # a 412 ms step logged at .950 ends within that millisecond; the next is held to its own tick
+    assert (steps["end_ns"] - utc_ns(2026, 12, 31, 23, 59, 59)).tolist() == [951 * MS, 1010 * MS]
     assert steps["num_prefill_tokens"].tolist() == [2048, 0]
     assert steps.attrs["time_resolution_ns"] == MS
 
@@ -60,12 +63,12 @@ def test_a_text_log_across_new_year_steps_its_year_back(tmp_path):
     log = tmp_path / "vllm.log"
     log.write_text(line.format("12-31 23:59:59", 0) + line.format("01-01 00:00:00", 1))
     steps = read_iterations(log, year=2027)
-    assert steps["end_ns"].tolist() == [utc_ns(2026, 12, 31, 23, 59, 59), utc_ns(2027, 1, 1, 0, 0, 0)]
+    assert steps["start_ns"].tolist() == [utc_ns(2026, 12, 31, 23, 59, 59) + 990 * MS, utc_ns(2027, 1, 1, 0, 0, 0) + 990 * MS]
 
 
 def test_a_servers_clock_offset_moves_every_step(tmp_path):
     steps = read_iterations(LOGS / "v0_33_0_iterations.log", year=2026, utc_offset_s=3600)   # UTC+1
-    assert int(steps["end_ns"].iloc[0]) == utc_ns(2026, 12, 4, 15, 15, 0)
+    assert int(steps["end_ns"].iloc[0]) == utc_ns(2026, 12, 4, 15, 15, 0) + 342_750_000
 
 
 def test_a_log_without_iteration_lines_has_no_steps():
