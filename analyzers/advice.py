@@ -32,7 +32,7 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                                    source: str, long_prompt_tokens: float | None = None,
                                    budget_in_use: int | None = None, running: float | None = None,
                                    budget_estimated: bool = False, decode_from: str | None = None,
-                                   chunk_cost=None) -> tuple[str, dict]:
+                                   chunk_cost=None, measured_in_use: bool = False) -> tuple[str, dict]:
     """`--enable-chunked-prefill --max-num-batched-tokens N` with the step time and ITL it should give; never the
     budget already in use (`budget_in_use`): when no smaller budget of at least 64 tokens fits the SLO, it says
     chunking cannot meet the SLO on this hardware and names the levers that remain (`slo_levers`).
@@ -49,12 +49,13 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
     if chunk_cost is not None:
         return _by_chunks(slo_s=slo_s, decode_step_s=decode_step_s, prefill_s_per_token=prefill_s_per_token,
                           source=source, budget_in_use=budget_in_use, running=running,
-                          budget_estimated=budget_estimated, decode_from=decode_from, cost=chunk_cost)
+                          budget_estimated=budget_estimated, decode_from=decode_from, cost=chunk_cost,
+                          measured_in_use=measured_in_use)
     n = chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
     step_s = decode_step_s + n * prefill_s_per_token
     if step_s > slo_s or (budget_in_use is not None and n >= budget_in_use):
         return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
-                          estimated=budget_estimated, decode_from=decode_from)
+                          estimated=budget_estimated, decode_from=decode_from, in_use_fits=step_s <= slo_s)
     text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: a step then carries at most {n} tokens, "
             f"so it takes about {decode_step_s * 1e3:.0f} ms + {n} x {prefill_s_per_token * 1e3:.3f} ms "
             f"= {step_s * 1e3:.0f} ms (a long prompt's average cost per token: its first chunk costs less, its "
@@ -72,24 +73,32 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
 
 
 def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_use, running, budget_estimated,
-               decode_from, cost) -> tuple[str, dict]:
+               decode_from, cost, measured_in_use=False) -> tuple[str, dict]:
     """The recommendation priced chunk by chunk: the largest budget whose slowest chunk step fits the SLO less
-    the headroom the what-if keeps for a prediction's error (whatif.DEFAULT_HEADROOM), else the SLO itself."""
+    the headroom the what-if keeps for a prediction's error (whatif.DEFAULT_HEADROOM), else the SLO itself. Never
+    the budget in use; a larger one only when `measured_in_use` (the split was scaled to the steps the server ran
+    at that budget, chunk_cost.calibrated), so the steps, not the figures alone, show it within the SLO."""
     from stallscope.analyzers.chunk_cost import largest_budget
     from stallscope.analyzers.whatif import DEFAULT_HEADROOM
 
     decodes = int(round(running or 0))
     bound = slo_s * (1 - DEFAULT_HEADROOM)
     n = largest_budget(cost, bound, decode_step_s, decodes) or largest_budget(cost, slo_s, decode_step_s, decodes)
-    if n is None or (budget_in_use is not None and n >= budget_in_use):
+    raise_ok = measured_in_use and budget_in_use is not None and not budget_estimated
+    if n is None or (budget_in_use is not None and n >= budget_in_use and not (raise_ok and n > budget_in_use)):
         return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
-                          estimated=budget_estimated, decode_from=decode_from, chunk_cost=cost)
+                          estimated=budget_estimated, decode_from=decode_from, chunk_cost=cost,
+                          in_use_fits=n is not None)
     chunk_s, tokens, context = cost.slowest(n, decodes)
     step_s = decode_step_s + chunk_s
     length = cost.prompt_tokens
     share = 1.0 - cost.linear_s / cost.average_s()
     beside = f"beside {decodes} running decodes " if decodes else ""
-    text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: {beside}a {length}-token prompt is then computed "
+    text = "" if budget_in_use is None or n < budget_in_use else (
+        f"The budget in use, {budget_in_use}, already keeps a long prompt's slowest chunk step within the SLO as its "
+        f"steps show (about {(decode_step_s + cost.slowest(budget_in_use, decodes)[0]) * 1e3:.0f} ms), so the gaps above "
+        "the SLO came from other steps, and no smaller budget is needed; it can rise to the largest that still fits. ")
+    text += (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: {beside}a {length}-token prompt is then computed "
             f"in chunks of up to {max(n - decodes, 1)} tokens, and its slowest chunk step ({tokens} tokens reaching "
             f"context {context}) takes about {decode_step_s * 1e3:.0f} ms + {chunk_s * 1e3:.0f} ms = "
             f"{step_s * 1e3:.0f} ms, which bounds the longest gap a stream sees, so ITL P99 should stay under the "
@@ -111,9 +120,10 @@ def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_u
 
 def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefill_s_per_token: float | None,
                budget_in_use: int | None, source: str = "the metrics", estimated: bool = False,
-               decode_from: str | None = None, chunk_cost=None) -> tuple[str, dict]:
+               decode_from: str | None = None, chunk_cost=None, in_use_fits: bool = False) -> tuple[str, dict]:
     """Chunking cannot meet the SLO here: the smallest useful chunk step (or the decode step alone) is too slow,
-    or the budget in use is already the one that fits. The levers that remain, with figures.
+    or (`in_use_fits`) the budget in use is already the one the cost figures fit, so no smaller one is the fix.
+    The levers that remain, with figures.
 
     `decode_from` "itl_p50": the decode step is the metrics' median gap between tokens, which bounds it from
     above; when most steps carry prefill work (a queue of long prompts) it is far above a decode step, so
@@ -138,6 +148,11 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
     lead = ("The metrics cannot show chunked prefill alone meeting" if bound_only else "Chunked prefill alone cannot meet")
     text = (f"{lead} the {slo_s * 1e3:.0f} ms ITL SLO on this hardware ({'; '.join(facts)}; "
             f"cost figures from {source}). Levers that remain: ")
+    if in_use_fits and budget_in_use is not None:
+        text = (f"No smaller budget is the fix: by these cost figures the budget in use, {budget_in_use} tokens, already "
+                f"keeps a step within the {slo_s * 1e3:.0f} ms ITL SLO, yet streams stalled above it, so the figures "
+                f"under-price this server's steps or other work held the streams ({'; '.join(facts)}; cost figures "
+                f"from {source}). Levers that remain: ")
     levers = []
     if running and running >= 2 and bound_only:
         levers.append(f"a smaller `--max-num-seqs` (fewer than the {running:.0f} running now: a memory-bound decode "

@@ -194,7 +194,8 @@ def recommend(slo: float, cost: dict, chunking: Chunking, running: float, budget
                                                  budget_in_use=in_use, running=running,
                                                  budget_estimated=in_use is not None and not chunking.budget,
                                                  decode_from=cost.get("decode_step_from"),
-                                                 chunk_cost=cost.get("chunk_cost"))
+                                                 chunk_cost=cost.get("chunk_cost"),
+                                                 measured_in_use="chunk_cost_calibration" in cost)
     if "chunk_cost_calibration" in cost:
         extra = {**extra, "chunk_cost_calibration": cost["chunk_cost_calibration"]}
     simulated = budget_advice() if budget_advice is not None else None

@@ -127,6 +127,26 @@ def test_recommendation_prices_the_budget_by_its_slowest_chunk():
     assert ev["max_num_batched_tokens"] is None and "Levers that remain" in text
 
 
+def test_a_budget_in_use_that_fits_is_raised_only_when_the_steps_priced_it():
+    cost = CC.from_average(2.1e-4, model_spec("tiny"), 1450)      # 640 fits 160 ms (the test above)
+    ask = dict(slo_s=0.2, decode_step_s=0.007, prefill_s_per_token=2.1e-4, source="s", running=2, chunk_cost=cost,
+               budget_in_use=512)
+    # figures alone (the metrics): 512 already fits them, yet streams stalled, so no budget, and the text says so
+    text, ev = chunked_prefill_recommendation(**ask)
+    assert ev["max_num_batched_tokens"] is None
+    assert text.startswith("No smaller budget is the fix: by these cost figures the budget in use, 512 tokens, "
+                           "already keeps a step within the 200 ms ITL SLO")
+    # the split scaled to the steps the server ran at 512: they show it within the SLO, so it may rise to 640
+    text, ev = chunked_prefill_recommendation(**ask, measured_in_use=True)
+    at_512 = 0.007 + cost.slowest(512, 2)[0]                      # 510-token chunks, the third to context 1,450
+    assert ev["max_num_batched_tokens"] == 640
+    assert text.startswith(f"The budget in use, 512, already keeps a long prompt's slowest chunk step within the SLO "
+                           f"as its steps show (about {at_512 * 1e3:.0f} ms)")
+    # never the budget in use itself
+    _, ev = chunked_prefill_recommendation(**{**ask, "budget_in_use": 640}, measured_in_use=True)
+    assert ev["max_num_batched_tokens"] is None
+
+
 def test_levers_price_a_64_token_chunk_at_the_prompts_deepest_context():
     cost = CC.ChunkCost(linear_s=6e-5, pair_s=2e-7, prompt_tokens=2000, model="tiny")
     text, ev = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.19, prefill_s_per_token=4e-4,
