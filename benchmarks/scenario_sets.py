@@ -898,9 +898,25 @@ HELD_OUT_33 = [
     Scenario("h33-tiny-chunk896-s7", chunked(896), _h2(7, 1500, 2.1), seed=336, held_out=33,
              exercises="budget 896, 7 sessions, 1,500-token prompts every 2.1 s"),
 ]
+# held-out 34: the cost model's runs, drawn after every change of this session, recorded with the
+# iteration-details log (draw_scenarios.py --seed 202612055 --starve 6)
+HELD_OUT_34 = [
+    Scenario("h34-tiny-nochunk-1850-s7-scrape1s", OFF, _h2(7, 1850, 9.0), seed=341, interval="1s", held_out=34,
+             exercises="7 sessions, whole 1,850-token prefills every 9.0 s, 1 s scrapes"),
+    Scenario("h34-tiny-nochunk-1950-s14", OFF, _h2(14, 1950, 3.0), seed=342, held_out=34,
+             exercises="14 sessions, whole 1,950-token prefills every 3.0 s"),
+    Scenario("h34-tiny-chunk896-s2", chunked(896), _h2(2, 1650, 5.0), seed=343, held_out=34,
+             exercises="budget 896, 2 sessions, 1,650-token prompts every 5.0 s"),
+    Scenario("h34-tiny-nochunk-1300-s10", OFF, _h2(10, 1300, 5.6), seed=344, held_out=34,
+             exercises="10 sessions, whole 1,300-token prefills every 5.6 s"),
+    Scenario("h34-tiny-chunk1408-s5", chunked(1408), _h2(5, 1300, 2.9), seed=345, held_out=34,
+             exercises="budget 1,408, 5 sessions, 1,300-token prompts every 2.9 s"),
+    Scenario("h34-tiny-nochunk-1550-s16", OFF, _h2(16, 1550, 3.7), seed=346, held_out=34,
+             exercises="16 sessions, whole 1,550-token prefills every 3.7 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
-             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33)
+             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34)
