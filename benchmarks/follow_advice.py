@@ -206,7 +206,7 @@ def main() -> int:
     print("| run | advice from | budget | predicted | what it predicts: measured median (n) / mean | "
           "predicted / median | limit | predicted / mean | full-chunk steps (n) median / P90 | machine drift "
           "(decode step after / before) | cost per prompt token: advice's / the advising run's trace | ITL P99 after | "
-          "predicted / median with the trace's cost per token, drift taken out (metrics path) |"
+          "predicted / median with the trace's cost per token, drift taken out (metrics and log paths) |"
           "\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["advice"] is None:

@@ -17,10 +17,9 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from stallscope.engine.iteration_log import message
+from stallscope.engine.iteration_log import message, text_line
 from stallscope.engine.step_trace import read_records
 
 SS = [sys.executable, "-m", "stallscope.cli"]
@@ -33,11 +32,10 @@ def write_log(run: Path, out: Path) -> Path:
     for r in read_records(run / "steps.jsonl"):
         if r["num_prefill_tokens"] + r["num_decode_tokens"] == 0:
             continue
-        stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime(r["end_ns"] // 10**9))
-        lines.append(f"(APIServer pid=1) INFO {stamp} [loggers.py:200] " + message(
+        lines.append(text_line(message(
             r["step"], r.get("num_prefill_reqs", 0), r["num_prefill_tokens"], r.get("num_decode_reqs", 0),
             r["num_decode_tokens"], (r["end_ns"] - r["start_ns"]) / 1e6,
-            r.get("kv_blocks_used", 0) / max(r.get("num_gpu_blocks", 1), 1)))
+            r.get("kv_blocks_used", 0) / max(r.get("num_gpu_blocks", 1), 1)), r["end_ns"] // 10**9))
     path = out / "server.log"
     path.write_text("\n".join(lines) + "\n")
     return path

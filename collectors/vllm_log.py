@@ -130,18 +130,15 @@ def read_iterations_for(path: str | Path, lo_ns: int, hi_ns: int, *, utc_offset_
     """`read_iterations` for metrics from `lo_ns` to `hi_ns`: a text log states no year, so of the years around the
     metrics' the one whose steps overlap them most is taken (the modification-time rule when none overlaps more)."""
     lines = _Lines.read(Path(path))
-    if lines is None:
-        return None
-    steps = lines.steps(None, utc_offset_s)
-    if not lines.text:
-        return steps
+    if lines is None or not lines.text:
+        return None if lines is None else lines.steps(None, utc_offset_s)
 
-    def overlap(frame) -> int:
-        return max(0, min(hi_ns, int(frame["end_ns"].max())) - max(lo_ns, int(frame["start_ns"].min())))
+    def overlap(year) -> int:     # the logged times' span over the metrics' (steps are placed once, below)
+        first, last = lines.span(year, utc_offset_s)
+        return max(0, min(hi_ns, last) - max(lo_ns, first))
 
-    years = range(_utc(lo_ns).year - 1, _utc(hi_ns).year + 2)
-    best = max((lines.steps(y, utc_offset_s) for y in years), key=overlap)
-    return best if overlap(best) > overlap(steps) else steps
+    best = max(range(_utc(lo_ns).year - 1, _utc(hi_ns).year + 2), key=overlap)
+    return lines.steps(best if overlap(best) > overlap(None) else None, utc_offset_s)
 
 
 COLUMNS = ("year", "stamp", "ms", "engine", "iteration", "ctx_reqs", "ctx_tokens", "gen_reqs", "gen_tokens")
@@ -187,6 +184,12 @@ class _Lines:
             return None
         cols = {c: np.frombuffer(a, dtype=np.int64) for c, a in ints.items()}
         return cls(cols, np.frombuffer(floats[0]), np.frombuffer(floats[1]), bool((cols["year"] < 0).all()), mtime, p)
+
+    def span(self, year: int | None, utc_offset_s: float) -> tuple[int, int]:
+        """(first, last) logged time of the lowest engine's lines, ns."""
+        keep = self.cols["engine"] == self.cols["engine"].min()
+        ns, _ = self._logged_ns({k: v[keep] for k, v in self.cols.items()}, year, utc_offset_s)
+        return int(ns.min()), int(ns.max())
 
     def steps(self, year: int | None, utc_offset_s: float) -> pd.DataFrame:
         """The lowest engine's steps, placed by the module docstring's rule."""

@@ -257,14 +257,11 @@ def samples_frame(scrapes):
 def iteration_log(steps: pd.DataFrame) -> str:
     """The log a vLLM server with `--enable-logging-iteration-details` writes for `steps`, in its text format
     (stallscope.engine.iteration_log), each line stamped with its step's end second (UTC)."""
-    import time
-
-    from stallscope.engine.iteration_log import message
+    from stallscope.engine.iteration_log import message, text_line
 
     out = []
     for r in steps.to_dict("records"):
         pre, dec = int(r["num_prefill_tokens"]), int(r["num_decode_tokens"])
-        stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime(int(r["end_ns"]) // 10**9))
-        out.append(f"(APIServer pid=7) INFO {stamp} [loggers.py:200] "
-                   + message(int(r["step"]), int(pre > 0), pre, dec, dec, (r["end_ns"] - r["start_ns"]) / 1e6, 0.1))
+        out.append(text_line(message(int(r["step"]), int(pre > 0), pre, dec, dec, (r["end_ns"] - r["start_ns"]) / 1e6,
+                                     0.1), int(r["end_ns"]) // 10**9, pid=7))
     return "\n".join(out) + "\n"

@@ -112,7 +112,7 @@ def iteration_logger(stream=None):
     import os
     import time
 
-    from stallscope.engine.iteration_log import message
+    from stallscope.engine.iteration_log import message, text_line
 
     pid, out = os.getpid(), stream or sys.stdout
 
@@ -122,8 +122,7 @@ def iteration_logger(stream=None):
         usage = stats.kv_blocks_used / stats.num_gpu_blocks if stats.num_gpu_blocks else 0.0
         text = message(stats.step, stats.num_prefill_reqs, stats.num_prefill_tokens, stats.num_decode_reqs,
                        stats.num_decode_tokens, stats.duration_ns / 1e6, usage)
-        out.write(f"(APIServer pid={pid}) INFO {time.strftime('%m-%d %H:%M:%S', time.gmtime())} [loggers.py:200] "
-                  f"{text}\n")
+        out.write(text_line(text, time.time(), pid) + "\n")
         out.flush()
 
     return log

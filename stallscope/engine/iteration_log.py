@@ -18,6 +18,7 @@ wheel:
 from __future__ import annotations
 
 import re
+import time
 
 PATTERN = re.compile(
     r"Engine (?P<engine>\d+): Iteration\((?P<iteration>\d+)\): (?P<ctx_reqs>\d+) context requests, "
@@ -36,3 +37,13 @@ def message(iteration: int, ctx_reqs: int, ctx_tokens: int, gen_reqs: int, gen_t
     return (f"Engine {engine:03d}: Iteration({iteration}): {ctx_reqs} context requests, {ctx_tokens} context tokens, "
             f"{gen_reqs} generation requests, {gen_tokens} generation tokens, "
             f"iteration elapsed time: {elapsed_ms:.2f} ms, {device} KV cache usage: {kv_usage * 100:.1f}%")
+
+
+def text_line(msg: str, at_s: float, pid: int = 1) -> str:
+    """`msg` as vLLM's text format logs it from the API server process at `at_s` (s since the epoch, shown in UTC,
+    to the second, as a container's vLLM writes it).
+
+    >>> text_line("Engine 000: ...", 1796424000)
+    '(APIServer pid=1) INFO 12-04 22:40:00 [loggers.py:200] Engine 000: ...'
+    """
+    return f"(APIServer pid={pid}) INFO {time.strftime('%m-%d %H:%M:%S', time.gmtime(at_s))} [loggers.py:200] {msg}"

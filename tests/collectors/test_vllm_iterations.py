@@ -113,15 +113,8 @@ def test_the_reference_servers_lines_read_back_as_its_step_trace(tmp_path):
     """The server logs each step as vLLM does; read back, the log gives the trace's tokens, its durations to the
     0.01 ms the line prints, and its end times within the second the text format resolves."""
     trace, out = tmp_path / "steps.jsonl", io.StringIO()
-    lock = threading.Lock()
-    writer = iteration_logger(out)
-
-    def on_step(stats):
-        with lock:
-            writer(stats)
-
     config = EngineConfig(model="tiny", max_num_batched_tokens=128, max_model_len=1024, step_trace=str(trace))
-    with ServerThread(config, on_step=on_step) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
+    with ServerThread(config, on_step=iteration_logger(out)) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
         def ask(prompt, n):
             r = client.post("/v1/completions", json={"model": "tiny", "prompt": prompt, "max_tokens": n,
                                                      "ignore_eos": True, "temperature": 0})
