@@ -14,7 +14,8 @@ held-out 24 seed 202612045; held-out 25 seed 202612046; held-out 26, the 512-768
 held-out 30 the same, `--seed 202612051 --starve 6`;
 held-out 31, the band again, `--seed 202612052 --band 8`; held-out 32 seed 202612053;
 held-out 33, the cost model's runs recorded with the iteration-details log, `--seed 202612054 --starve 6`;
-held-out 34 the same, `--seed 202612055 --starve 6`.
+held-out 34 the same, `--seed 202612055 --starve 6`;
+held-out 35 the same, after the attention tiles changed, `--seed 202612056 --starve 6`; held-out 36 seed 202612057.
 
     python benchmarks/draw_scenarios.py --seed 20261203
 """

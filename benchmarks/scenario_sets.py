@@ -914,9 +914,51 @@ HELD_OUT_34 = [
     Scenario("h34-tiny-nochunk-1550-s16", OFF, _h2(16, 1550, 3.7), seed=346, held_out=34,
              exercises="16 sessions, whole 1,550-token prefills every 3.7 s"),
 ]
+# held-out 35: the cost model's runs, drawn after the reference server's attention tiles went from 512 to 128 query
+# rows (a prompt's attention now costs the same whole or chunked), recorded with the iteration-details log
+# (draw_scenarios.py --seed 202612056 --starve 6)
+HELD_OUT_35 = [
+    Scenario("h35-tiny-chunk960-s15-scrape1s", chunked(960), _h2(15, 1650, 6.7), seed=351, interval="1s", held_out=35,
+             exercises="budget 960, 15 sessions, 1,650-token prompts every 6.7 s, 1 s scrapes"),
+    Scenario("h35-tiny-nochunk-1450-s6", OFF, _h2(6, 1450, 6.8), seed=352, held_out=35,
+             exercises="6 sessions, whole 1,450-token prefills every 6.8 s"),
+    Scenario("h35-tiny-chunk1024-s9", chunked(1024), _h2(9, 1300, 3.4), seed=353, held_out=35,
+             exercises="budget 1,024, 9 sessions, 1,300-token prompts every 3.4 s"),
+    Scenario("h35-tiny-nochunk-1450-s7-scrape1s", OFF, _h2(7, 1450, 6.5), seed=354, interval="1s", held_out=35,
+             exercises="7 sessions, whole 1,450-token prefills every 6.5 s, 1 s scrapes"),
+    Scenario("h35-tiny-nochunk-1550-s16-scrape1s", OFF, _h2(16, 1550, 5.8), seed=355, interval="1s", held_out=35,
+             exercises="16 sessions, whole 1,550-token prefills every 5.8 s, 1 s scrapes"),
+    Scenario("h35-tiny-nochunk-1400-s4", OFF, _h2(4, 1400, 7.1), seed=356, held_out=35,
+             exercises="4 sessions, whole 1,400-token prefills every 7.1 s"),
+]
+# held-out 36: a general draw after the same change (draw_scenarios.py --seed 202612057)
+HELD_OUT_36 = [
+    Scenario("h36-tiny-chunk128-s6-scrape1s", chunked(128), _h2(6, 1100, 9.1), seed=361, interval="1s", held_out=36,
+             exercises="budget 128, 6 sessions, 1,100-token prompts every 9.1 s, 1 s scrapes"),
+    Scenario("h36-small-chunk640-s11", chunked(640), _h2(11, 1400, 3.9), model="small", seed=362, held_out=36,
+             exercises="`small`, budget 640, 11 sessions, 1,400-token prompts every 3.9 s"),
+    Scenario("h36-small-chunk64-s7", chunked(64), _h2(7, 1000, 4.4), model="small", seed=363, held_out=36,
+             exercises="`small`, budget 64, 7 sessions, 1,000-token prompts every 4.4 s"),
+    Scenario("h36-small-nochunk-500-s4", OFF, _h2(4, 500, 3.3), model="small", seed=364, held_out=36,
+             exercises="`small`, 4 sessions, whole 500-token prefills every 3.3 s"),
+    Scenario("h36-tiny-chunk640-s2", chunked(640), _h2(2, 1150, 3.2), seed=365, held_out=36,
+             exercises="budget 640, 2 sessions, 1,150-token prompts every 3.2 s"),
+    Scenario("h36-tiny-nochunk-950-s13", OFF, _h2(13, 950, 6.7), seed=366, held_out=36,
+             exercises="13 sessions, whole 950-token prefills every 6.7 s"),
+    Scenario("h36-kv-auto-7.0mb-37sess", KV + ("--kv-cache-mb", "7.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "37") + KV_LOAD[2:], seed=367, held_out=36, exercises="a 7.0 MiB auto pool, 37 sessions"),
+    Scenario("h36-kv-fp8-10.0mb-9sess", KV + ("--kv-cache-mb", "10.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "9") + KV_LOAD[2:], seed=368, held_out=36, exercises="a 10.0 MiB fp8 pool, 9 sessions"),
+    Scenario("h36-neg-short-66sess", ("--max-num-seqs", "128"),
+             ("--sessions", "66", "--short-prompt-tokens", "18", "--max-tokens", "32") + SHORT_ONLY, seed=369,
+             held_out=36, exercises="negative: 66 sessions of 18-token prompts"),
+    Scenario("h36-end-in-stall-tiny-1000-scrape1s", OFF, _h2(4, 1000, "{half}"), seed=370, interval="1s",
+             collect_frac=0.5, collect_tail_s=2.0, held_out=36,
+             exercises="`tiny`: the data ends 2 s after a whole 1,000-token prefill starts, 1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
-             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34)
+             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36)
