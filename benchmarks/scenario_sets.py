@@ -956,9 +956,25 @@ HELD_OUT_36 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=36,
              exercises="`tiny`: the data ends 2 s after a whole 1,000-token prefill starts, 1 s scrapes"),
 ]
+# held-out 37: the cost model's runs again, drawn after held-out 35-36 were scored (draw_scenarios.py --seed 202612058
+# --starve 6), recorded with the iteration-details log
+HELD_OUT_37 = [
+    Scenario("h37-tiny-nochunk-1500-s6", OFF, _h2(6, 1500, 3.6), seed=371, held_out=37,
+             exercises="6 sessions, whole 1,500-token prefills every 3.6 s"),
+    Scenario("h37-tiny-chunk960-s6", chunked(960), _h2(6, 1200, 6.2), seed=372, held_out=37,
+             exercises="budget 960, 6 sessions, 1,200-token prompts every 6.2 s"),
+    Scenario("h37-tiny-nochunk-1700-s10", OFF, _h2(10, 1700, 8.6), seed=373, held_out=37,
+             exercises="10 sessions, whole 1,700-token prefills every 8.6 s"),
+    Scenario("h37-tiny-chunk1408-s7-scrape1s", chunked(1408), _h2(7, 1850, 3.7), seed=374, interval="1s", held_out=37,
+             exercises="budget 1,408, 7 sessions, 1,850-token prompts every 3.7 s, 1 s scrapes"),
+    Scenario("h37-tiny-nochunk-1750-s13", OFF, _h2(13, 1750, 4.3), seed=375, held_out=37,
+             exercises="13 sessions, whole 1,750-token prefills every 4.3 s"),
+    Scenario("h37-tiny-nochunk-1550-s3", OFF, _h2(3, 1550, 9.3), seed=376, held_out=37,
+             exercises="3 sessions, whole 1,550-token prefills every 9.3 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
-             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36)
+             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37)
