@@ -51,7 +51,12 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                           source=source, budget_in_use=budget_in_use, running=running,
                           budget_estimated=budget_estimated, decode_from=decode_from, cost=chunk_cost,
                           measured_in_use=measured_in_use)
-    n = chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
+    from stallscope.analyzers.whatif import DEFAULT_HEADROOM
+
+    bound = slo_s * (1 - DEFAULT_HEADROOM)          # as _by_chunks: the headroom first, else the SLO itself
+    n = chunk_budget(bound, decode_step_s, prefill_s_per_token)
+    if decode_step_s + n * prefill_s_per_token > bound:
+        n = chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
     step_s = decode_step_s + n * prefill_s_per_token
     if step_s > slo_s or (budget_in_use is not None and n >= budget_in_use):
         return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
@@ -61,6 +66,8 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
             f"= {step_s * 1e3:.0f} ms (a long prompt's average cost per token: its first chunk costs less, its "
             f"last more), which bounds the longest gap a stream sees, so ITL P99 should stay under the "
             f"{slo_s * 1e3:.0f} ms SLO")
+    if step_s <= bound:
+        text += f" with the {DEFAULT_HEADROOM:.0%} of it kept free for this prediction's own error"
     if long_prompt_tokens and long_prompt_tokens > n:
         chunks = math.ceil(long_prompt_tokens / n)
         text += (f"; a {long_prompt_tokens:.0f}-token prompt then needs {chunks} steps, which adds roughly "

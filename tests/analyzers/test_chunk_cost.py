@@ -112,7 +112,7 @@ def test_recommendation_prices_the_budget_by_its_slowest_chunk():
     # linear 0.21 / (1 + 7.215e-4 x 725) = 0.1379 ms a token, 9.95e-8 s a pair. Priced by its slowest chunk within
     # 160 ms (the SLO less the what-if's 20 % headroom) it is 640 (chunks of 638: the second, to context 1,276,
     # 88.0 + 60.7 ms + the 7 ms decode step = 156 ms); at 704 the second 702-token chunk, to context 1,404, is
-    # 96.8 + 73.5 + 7 = 177 ms. The flat average (no headroom) says (0.2 - 0.007) / 0.21 ms = 919 -> 896.
+    # 96.8 + 73.5 + 7 = 177 ms. The flat average, within the same headroom, says (0.16 - 0.007) / 0.21 ms = 728 -> 704.
     assert n == 640
     slow, tokens, end = cost.slowest(n, 2)
     assert ev["expected_step_s"] == pytest.approx(0.007 + slow) and ev["expected_step_s"] <= 0.16
@@ -219,3 +219,16 @@ def test_calibration_scales_the_split_to_the_deepest_full_chunks_the_steps_show(
     assert ev["scale"] == pytest.approx(1.3)
     assert (got.linear_s, got.pair_s) == (pytest.approx(1.3 * 6e-5), pytest.approx(1.3 * 4e-8))
     assert CC.calibrated(cost, steps.iloc[:2], 560, 0.004) is None              # fewer than 3 full chunks
+
+
+def test_the_flat_average_keeps_the_same_headroom_as_the_split():
+    """Without a known model the budget is priced at the average cost per token, within the SLO less the what-if's
+    20 % headroom when that fits (0.16 s: (0.16 - 0.007) / 0.21 ms = 728 -> 704), else within the SLO itself."""
+    text, ev = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.007, prefill_s_per_token=2.1e-4,
+                                              source="the metrics", running=2)
+    assert ev["max_num_batched_tokens"] == 704 and ev["expected_step_s"] == pytest.approx(0.007 + 704 * 2.1e-4)
+    assert "with the 20% of it kept free" in text
+    # a 150 ms decode step leaves no 64-token step within 160 ms; within the bare 200 ms SLO 192 tokens fit
+    text, ev = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=2.1e-4,
+                                              source="the metrics", running=2)
+    assert ev["max_num_batched_tokens"] == 192 and "kept free" not in text

@@ -139,7 +139,7 @@ def test_one_scenario_end_to_end(tmp_path):
     doc = json.loads(out.read_text())
     (row,) = doc["scenarios"]
     assert row["scenario"] == "tiny-nochunk-steady"
-    assert row["truth"] == ["decode_starvation"]      # whole 1,200-token prefills freeze 6 streams > 0.2 s
+    assert row["truth"] == ["decode_starvation"]      # whole 1,800-token prefills freeze 6 streams > 0.2 s
     assert row["decode_starvation"]["episodes"] >= 1
     recall = doc["summary"]["decode_starvation_recall"]["value"]
     assert recall == (1.0 if "decode_starvation" in row["flagged"] else 0.0)
