@@ -126,6 +126,21 @@ def read_iterations(path: str | Path, *, year: int | None = None, utc_offset_s: 
     return None if lines is None else lines.steps(year, utc_offset_s)
 
 
+def has_iterations(path: str | Path) -> bool:
+    """Whether a vLLM log holds an iteration-details line of a real step, read only up to the first one (a rotated
+    log can hold steps without the startup lines). InputError (one line) when it cannot be read."""
+    p = Path(path)
+    try:
+        with p.open("r", encoding="utf-8", errors="replace") as fh:
+            for raw in iter(lambda: fh.readline(MAX_LINE), ""):
+                if "Iteration(" in raw and (m := ITERATION.search(ANSI.sub("", raw))) is not None \
+                        and not m.group("dummy"):
+                    return True
+    except OSError as exc:
+        raise InputError(f"--server-log {p}: cannot read it ({exc.strerror or exc})") from exc
+    return False
+
+
 def read_iterations_for(path: str | Path, lo_ns: int, hi_ns: int, *, utc_offset_s: float = 0.0) -> pd.DataFrame | None:
     """`read_iterations` for metrics from `lo_ns` to `hi_ns`: a text log states no year, so of the years around the
     metrics' the one whose steps overlap them most is taken (the modification-time rule when none overlaps more)."""

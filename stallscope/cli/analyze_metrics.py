@@ -144,9 +144,9 @@ def stated_chunking(args):
         try:
             stated = from_server_log(read_server_config(path))
         except InputError as exc:   # a rotated log can hold steps without the startup lines
-            from stallscope.collectors.vllm_log import read_iterations
+            from stallscope.collectors.vllm_log import has_iterations
 
-            if "no vLLM startup line" not in str(exc) or read_iterations(path) is None:
+            if "no vLLM startup line" not in str(exc) or not has_iterations(path):
                 raise
             log.warning("%s; chunked prefill is inferred from the metrics, the log's steps are used", exc)
     return stated

@@ -226,3 +226,24 @@ def test_a_server_logs_iteration_lines_are_its_steps(tmp_path, capsys):
     assert f["evidence"]["offending_steps"][0]["num_prefill_tokens"] == 2048
     assert f["evidence"]["prefill_s_per_token"] == pytest.approx(0.001, rel=1e-4)   # the simulation's own cost
     assert f["evidence"]["decode_step_s"] == pytest.approx(0.03, rel=1e-3)
+
+
+def test_a_rotated_log_without_startup_lines_gives_its_steps_and_the_configuration_is_inferred(tmp_path, capsys,
+                                                                                              caplog):
+    """A log rotated past vLLM's startup lines still holds the steps: they are used, the configuration is inferred
+    (with a warning); a log whose only iteration line is a dummy step is still one line and exit 2."""
+    texts = []
+    _, steps = simulate_starvation(40, chunk=None, texts=texts)
+    write_arm(tmp_path / "off", texts)
+    log = tmp_path / "rotated.log"
+    log.write_text(iteration_log(steps))
+    code, out = _json(capsys, ["analyze", str(tmp_path / "off"), "--server-log", str(log)])
+    assert out["sources"]["vllm"]["steps"] == len(steps)
+    f = next(f for f in out["findings"] if f["kind"] == "decode_starvation")
+    assert f["evidence"]["config_source"] != "server log" and f["evidence"]["offending_steps"]
+    assert "chunked prefill is inferred from the metrics, the log's steps are used" in caplog.text
+    dummy = tmp_path / "dummy.log"
+    dummy.write_text(iteration_log(steps).splitlines()[0].replace(" ms,", " ms (dummy),", 1) + "\n")
+    assert main(["analyze", str(tmp_path / "off"), "--server-log", str(dummy)]) == 2
+    err = capsys.readouterr().err
+    assert "no vLLM startup line" in err and err.count("\n") == 1
