@@ -23,10 +23,10 @@ _WIDEN = {"fp16": (np.int16, 13, 15, np.int32(-0x70000001)),     # keep bit 31 a
           "fp8": (np.int8, 20, 7, np.int32(-0x78100000))}         # keep bit 31 and bits 26..20
 # Prefill query rows per attention tile. A tile scores its queries against every key up to its last one, the
 # masked upper triangle of its diagonal band too (T x T / 2 wasted pairs), in a score array of T x heads x keys
-# floats that outgrows the caches as T grows. At 128 rows (the
-# query block of FlashAttention-2, which vLLM's prefill runs) a prompt's attention costs the same whether it is
-# computed whole or in chunks, as on vLLM's kernels: 1,950 tokens of `tiny`, whole 0.166 s against 0.157-0.162 s
-# in chunks of 370-697 (at 512 rows: 0.300 s against 0.176-0.181 s). benchmarks/attention_tiles.py measures it.
+# floats that outgrows the caches as T grows. At 128 rows (FlashAttention-2's query block, as vLLM's prefill
+# runs) a prompt's attention costs about the same whole or in chunks, as on vLLM's kernels: whole / chunks
+# 1.06-1.10 for a 1,950-token prompt, against 1.14-1.57 at 512 rows (benchmarks/attention_tiles.py,
+# docs/performance.md).
 QUERY_TILE = 128
 
 
