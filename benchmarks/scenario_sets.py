@@ -974,9 +974,34 @@ HELD_OUT_37 = [
     Scenario("h37-tiny-nochunk-1550-s3", OFF, _h2(3, 1550, 9.3), seed=376, held_out=37,
              exercises="3 sessions, whole 1,550-token prefills every 9.3 s"),
 ]
+# held-out 38: a general draw after held-out 35-37 were scored (draw_scenarios.py --seed 202612059)
+HELD_OUT_38 = [
+    Scenario("h38-tiny-chunk1536-s8", chunked(1536), _h2(8, 550, 3.0), seed=381, held_out=38,
+             exercises="budget 1,536, 8 sessions, 550-token prompts every 3.0 s"),
+    Scenario("h38-tiny-chunk640-s15", chunked(640), _h2(15, 1450, 7.7), seed=382, held_out=38,
+             exercises="budget 640, 15 sessions, 1,450-token prompts every 7.7 s"),
+    Scenario("h38-tiny-nochunk-1500-s8", OFF, _h2(8, 1500, 8.0), seed=383, held_out=38,
+             exercises="8 sessions, whole 1,500-token prefills every 8.0 s"),
+    Scenario("h38-small-chunk512-s8-scrape1s", chunked(512), _h2(8, 450, 8.3), model="small", seed=384, interval="1s",
+             held_out=38, exercises="`small`, budget 512, 8 sessions, 450-token prompts every 8.3 s, 1 s scrapes"),
+    Scenario("h38-small-chunk640-s3", chunked(640), _h2(3, 1200, 8.3), model="small", seed=385, held_out=38,
+             exercises="`small`, budget 640, 3 sessions, 1,200-token prompts every 8.3 s"),
+    Scenario("h38-small-nochunk-400-s12", OFF, _h2(12, 400, 5.7), model="small", seed=386, held_out=38,
+             exercises="`small`, 12 sessions, whole 400-token prefills every 5.7 s"),
+    Scenario("h38-kv-fp8-10.2mb-37sess", KV + ("--kv-cache-mb", "10.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "37") + KV_LOAD[2:], seed=387, held_out=38, exercises="a 10.2 MiB fp8 pool, 37 sessions"),
+    Scenario("h38-kv-auto-16.5mb-33sess", KV + ("--kv-cache-mb", "16.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "33") + KV_LOAD[2:], seed=388, held_out=38, exercises="a 16.5 MiB auto pool, 33 sessions"),
+    Scenario("h38-neg-short-28sess", ("--max-num-seqs", "128"),
+             ("--sessions", "28", "--short-prompt-tokens", "24", "--max-tokens", "32") + SHORT_ONLY, seed=389,
+             held_out=38, exercises="negative: 28 sessions of 24-token prompts"),
+    Scenario("h38-end-in-stall-small-1200-scrape1s", OFF, _h2(4, 1200, "{half}"), model="small", seed=390,
+             interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=38,
+             exercises="`small`: the data ends 2 s after a whole 1,200-token prefill starts, 1 s scrapes"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
-             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37)
+             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38)
