@@ -132,13 +132,19 @@ def has_iterations(path: str | Path) -> bool:
     p = Path(path)
     try:
         with p.open("r", encoding="utf-8", errors="replace") as fh:
-            for raw in iter(lambda: fh.readline(MAX_LINE), ""):
-                if "Iteration(" in raw and (m := ITERATION.search(ANSI.sub("", raw))) is not None \
-                        and not m.group("dummy"):
-                    return True
+            if any(_real_step(raw) for raw in iter(lambda: fh.readline(MAX_LINE), "")):
+                return True
     except OSError as exc:
         raise InputError(f"--server-log {p}: cannot read it ({exc.strerror or exc})") from exc
     return False
+
+
+def _real_step(raw: str):
+    """(the line without colour codes, its match) when `raw` is an iteration-details line of a real step (not a
+    data-parallel dummy step), else None."""
+    if "Iteration(" not in raw or (m := ITERATION.search(line := ANSI.sub("", raw))) is None or m.group("dummy"):
+        return None
+    return line, m
 
 
 def read_iterations_for(path: str | Path, lo_ns: int, hi_ns: int, *, utc_offset_s: float = 0.0) -> pd.DataFrame | None:
@@ -177,9 +183,9 @@ class _Lines:
         try:
             with p.open("r", encoding="utf-8", errors="replace") as fh:
                 for number, raw in enumerate(iter(lambda: fh.readline(MAX_LINE), ""), 1):
-                    if "Iteration(" not in raw or (m := ITERATION.search(line := ANSI.sub("", raw))) is None \
-                            or m.group("dummy"):
+                    if (hit := _real_step(raw)) is None:
                         continue
+                    line, m = hit
                     if (when := _logged_at(line)) is None:
                         untimed, first = untimed + 1, first or number
                         continue
