@@ -45,9 +45,11 @@ def test_the_recommendations_cost_per_token_is_near_the_step_trace_fit(result):
     read it several times low, which the lower bound catches. With caching on it reads high: many requests with
     cached prompts share each long prompt's step, and `request_prefill_time_seconds` counts that step once per
     request (docs/accuracy.md, "What `request_prefill_time_seconds` counts"); since the fit declines only on
-    collinear intervals (02513eb) it reads 1.37-2.24 on 15 s of load (four runs on 2026-12-04: three of
-    `benchmarks/prefix_cache.py --load-s 15 --chunked-budget 2048`, one CI run). Under prefill-first, caching on
-    reads 0.68 (a prefill-only step holds no decode work for the decode step taken out)."""
+    collinear intervals (02513eb) it read 1.37-2.24 on 15 s of load with the 1,500-token prefix (2026-12-04),
+    and 0.90-0.96 with the 1,900-token prefix (three runs of `benchmarks/prefix_cache.py --load-s 15
+    --collect-tail-s 3 --chunked-budget 2048`, 2026-12-05). Under prefill-first, caching on read 0.68 at 40 s
+    with the old prefix and 0.86-0.93 at 15 s with the new one (a prefill-only step holds no decode work for
+    the decode step taken out)."""
     off, on = result["arms"]["caching-off"], result["arms"]["caching-on"]
     assert 0.5 < off["ratio_with_attention"] < 2.0, off
     if "--enable-chunked-prefill" in result["server"]:
