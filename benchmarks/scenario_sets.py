@@ -1000,9 +1000,35 @@ HELD_OUT_38 = [
              interval="1s", collect_frac=0.5, collect_tail_s=2.0, held_out=38,
              exercises="`small`: the data ends 2 s after a whole 1,200-token prefill starts, 1 s scrapes"),
 ]
+# held-out 39: a general draw after held-out 38 was scored and the prefix-cache benchmark's prefix grew (draw_scenarios.py --seed 202612060)
+HELD_OUT_39 = [
+    Scenario("h39-tiny-chunk64-s16-scrape1s", chunked(64), _h2(16, 1350, 2.5), seed=391, interval="1s", held_out=39,
+             exercises="budget 64, 16 sessions, 1,350-token prompts every 2.5 s, 1 s scrapes"),
+    Scenario("h39-small-nochunk-1200-s15", OFF, _h2(15, 1200, 5.8), model="small", seed=392, held_out=39,
+             exercises="`small`, 15 sessions, whole 1,200-token prefills every 5.8 s"),
+    Scenario("h39-tiny-nochunk-1250-s8", OFF, _h2(8, 1250, 8.8), seed=393, held_out=39,
+             exercises="8 sessions, whole 1,250-token prefills every 8.8 s"),
+    Scenario("h39-tiny-chunk640-s3", chunked(640), _h2(3, 850, 9.1), seed=394, held_out=39,
+             exercises="budget 640, 3 sessions, 850-token prompts every 9.1 s"),
+    Scenario("h39-tiny-chunk192-s7-scrape1s", chunked(192), _h2(7, 1600, 9.0), seed=395, interval="1s", held_out=39,
+             exercises="budget 192, 7 sessions, 1,600-token prompts every 9.0 s, 1 s scrapes"),
+    Scenario("h39-tiny-chunk256-s4", chunked(256), _h2(4, 1750, 5.4), seed=396, held_out=39,
+             exercises="budget 256, 4 sessions, 1,750-token prompts every 5.4 s"),
+    Scenario("h39-kv-auto-4.7mb-19sess", KV + ("--kv-cache-mb", "4.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "19") + KV_LOAD[2:], seed=397, held_out=39, exercises="a 4.7 MiB auto pool, 19 sessions"),
+    Scenario("h39-kv-fp8-12.3mb-12sess", KV + ("--kv-cache-mb", "12.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "12") + KV_LOAD[2:], seed=398, held_out=39, exercises="a 12.3 MiB fp8 pool, 12 sessions"),
+    Scenario("h39-neg-short-89sess", ("--max-num-seqs", "128"),
+             ("--sessions", "89", "--short-prompt-tokens", "58", "--max-tokens", "32") + SHORT_ONLY, seed=399,
+             held_out=39, exercises="negative: 89 sessions of 58-token prompts"),
+    Scenario("h39-end-in-stall-tiny-950", OFF, _h2(4, 950, "{half}"), seed=400,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=39,
+             exercises="`tiny`: the data ends 2 s after a whole 950-token prefill starts"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
-             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38)
+             + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
+             + HELD_OUT_39)
