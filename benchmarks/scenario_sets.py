@@ -1025,10 +1025,26 @@ HELD_OUT_39 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=39,
              exercises="`tiny`: the data ends 2 s after a whole 950-token prefill starts"),
 ]
+# held-out 40: the cost model's runs again, drawn after held-out 39 was scored (draw_scenarios.py --seed 202612061
+# --starve 6), recorded with the iteration-details log
+HELD_OUT_40 = [
+    Scenario("h40-tiny-nochunk-1650-s11", OFF, _h2(11, 1650, 6.3), seed=401, held_out=40,
+             exercises="11 sessions, whole 1,650-token prefills every 6.3 s"),
+    Scenario("h40-tiny-chunk1536-s2", chunked(1536), _h2(2, 1800, 2.2), seed=402, held_out=40,
+             exercises="budget 1,536, 2 sessions, 1,800-token prompts every 2.2 s"),
+    Scenario("h40-tiny-nochunk-1250-s2", OFF, _h2(2, 1250, 7.6), seed=403, held_out=40,
+             exercises="2 sessions, whole 1,250-token prefills every 7.6 s"),
+    Scenario("h40-tiny-chunk896-s12", chunked(896), _h2(12, 1150, 6.4), seed=404, held_out=40,
+             exercises="budget 896, 12 sessions, 1,150-token prompts every 6.4 s"),
+    Scenario("h40-tiny-nochunk-1500-s12", OFF, _h2(12, 1500, 9.6), seed=405, held_out=40,
+             exercises="12 sessions, whole 1,500-token prefills every 9.6 s"),
+    Scenario("h40-tiny-nochunk-1900-s3", OFF, _h2(3, 1900, 4.2), seed=406, held_out=40,
+             exercises="3 sessions, whole 1,900-token prefills every 4.2 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
-             + HELD_OUT_39)
+             + HELD_OUT_39 + HELD_OUT_40)
