@@ -42,11 +42,11 @@ def test_the_recommendations_cost_per_token_is_near_the_step_trace_fit(result):
     """The metrics' cost per computed token (prefill time less one decode step per request) is within a factor
     of 2 of the fit's whole prefill cost per computed token with caching off under both policies, and within
     2.5 with caching on where the decodes share the prefill's step (V1). Counting cached tokens as computed would
-    read it several times low, which the lower bound catches. With caching on it reads high: many requests with
-    cached prompts share each long prompt's step, and `request_prefill_time_seconds` counts that step once per
-    request (docs/accuracy.md, "What `request_prefill_time_seconds` counts"); since the fit declines only on
-    collinear intervals (02513eb) it read 1.37-2.24 on 15 s of load with the 1,500-token prefix (2026-12-04),
-    and 0.90-0.96 with the 1,900-token prefix (three runs of `benchmarks/prefix_cache.py --load-s 15
+    read it several times low, which the lower bound catches. With caching on and the 1,500-token prefix it read
+    high: many requests with cached prompts share each long prompt's step, and `request_prefill_time_seconds`
+    counts that step once per request (docs/accuracy.md, "What `request_prefill_time_seconds` counts"); since
+    the fit declines only on collinear intervals (02513eb) it read 1.37-2.24 on 15 s of load (2026-12-04), and
+    0.90-0.95 with the 1,900-token prefix (three runs of `benchmarks/prefix_cache.py --load-s 15
     --collect-tail-s 3 --chunked-budget 2048`, 2026-12-05). Under prefill-first, caching on read 0.68 at 40 s
     with the old prefix and 0.86-0.93 at 15 s with the new one (a prefill-only step holds no decode work for
     the decode step taken out)."""
