@@ -1041,10 +1041,32 @@ HELD_OUT_40 = [
     Scenario("h40-tiny-nochunk-1900-s3", OFF, _h2(3, 1900, 4.2), seed=406, held_out=40,
              exercises="3 sessions, whole 1,900-token prefills every 4.2 s"),
 ]
+# held-out 41: the 512-768 band on the fixed server, drawn after held-out 40 was scored (draw_scenarios.py --seed
+# 202612062 --band 8)
+HELD_OUT_41 = [
+    Scenario("h41-small-chunk768-s3", chunked(768), _h2(3, 700, 5.3), model="small", seed=411, held_out=41,
+             exercises="`small`, budget 768, 3 sessions, 700-token prompts every 5.3 s"),
+    Scenario("h41-small-chunk320-s13", chunked(320), _h2(13, 700, 5.9), model="small", seed=412, held_out=41,
+             exercises="`small`, budget 320, 13 sessions, 700-token prompts every 5.9 s"),
+    Scenario("h41-small-chunk512-s15", chunked(512), _h2(15, 1850, 9.1), model="small", seed=413, held_out=41,
+             exercises="`small`, budget 512, 15 sessions, 1,850-token prompts every 9.1 s"),
+    Scenario("h41-tiny-chunk384-s14", chunked(384), _h2(14, 1150, 8.5), seed=414, held_out=41,
+             exercises="budget 384, 14 sessions, 1,150-token prompts every 8.5 s"),
+    Scenario("h41-small-chunk320-s9-scrape1s", chunked(320), _h2(9, 1450, 8.3), model="small", seed=415, interval="1s",
+             held_out=41,
+             exercises="`small`, budget 320, 9 sessions, 1,450-token prompts every 8.3 s, 1 s scrapes"),
+    Scenario("h41-small-chunk704-s13-scrape1s", chunked(704), _h2(13, 1600, 8.5), model="small", seed=416, interval="1s",
+             held_out=41,
+             exercises="`small`, budget 704, 13 sessions, 1,600-token prompts every 8.5 s, 1 s scrapes"),
+    Scenario("h41-tiny-chunk704-s10-scrape1s", chunked(704), _h2(10, 1000, 8.6), seed=417, interval="1s", held_out=41,
+             exercises="budget 704, 10 sessions, 1,000-token prompts every 8.6 s, 1 s scrapes"),
+    Scenario("h41-small-chunk768-s8", chunked(768), _h2(8, 850, 6.2), model="small", seed=418, held_out=41,
+             exercises="`small`, budget 768, 8 sessions, 850-token prompts every 6.2 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
-             + HELD_OUT_39 + HELD_OUT_40)
+             + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41)
