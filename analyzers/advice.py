@@ -51,12 +51,12 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                           source=source, budget_in_use=budget_in_use, running=running,
                           budget_estimated=budget_estimated, decode_from=decode_from, cost=chunk_cost,
                           measured_in_use=measured_in_use)
-    from stallscope.analyzers.whatif import DEFAULT_HEADROOM
+    def fits(limit: float) -> int | None:
+        n = chunk_budget(limit, decode_step_s, prefill_s_per_token)
+        return n if decode_step_s + n * prefill_s_per_token <= limit else None
 
-    bound = slo_s * (1 - DEFAULT_HEADROOM)          # as _by_chunks: the headroom first, else the SLO itself
-    n = chunk_budget(bound, decode_step_s, prefill_s_per_token)
-    if decode_step_s + n * prefill_s_per_token > bound:
-        n = chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
+    n, kept = _headroom_first(slo_s, fits)
+    n = n if n is not None else chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
     step_s = decode_step_s + n * prefill_s_per_token
     if step_s > slo_s or (budget_in_use is not None and n >= budget_in_use):
         return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
@@ -65,9 +65,7 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
             f"so it takes about {decode_step_s * 1e3:.0f} ms + {n} x {prefill_s_per_token * 1e3:.3f} ms "
             f"= {step_s * 1e3:.0f} ms (a long prompt's average cost per token: its first chunk costs less, its "
             f"last more), which bounds the longest gap a stream sees, so ITL P99 should stay under the "
-            f"{slo_s * 1e3:.0f} ms SLO")
-    if step_s <= bound:
-        text += f" with the {DEFAULT_HEADROOM:.0%} of it kept free for this prediction's own error"
+            f"{slo_s * 1e3:.0f} ms SLO{kept}")
     if long_prompt_tokens and long_prompt_tokens > n:
         chunks = math.ceil(long_prompt_tokens / n)
         text += (f"; a {long_prompt_tokens:.0f}-token prompt then needs {chunks} steps, which adds roughly "
@@ -79,6 +77,17 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                   "prefill_s_per_token": prefill_s_per_token}
 
 
+def _headroom_first(slo_s: float, largest) -> tuple[int | None, str]:
+    """The budget `largest(limit)` finds within the SLO less the headroom the what-if keeps for a prediction's error
+    (whatif.DEFAULT_HEADROOM), else within the SLO itself (None when neither fits), and the words the advice adds
+    when the headroom was kept ("" when it was not): the one rule of both the flat and the split forms."""
+    from stallscope.analyzers.whatif import DEFAULT_HEADROOM
+
+    if (n := largest(slo_s * (1 - DEFAULT_HEADROOM))) is not None:
+        return n, f" with the {DEFAULT_HEADROOM:.0%} of it kept free for this prediction's own error"
+    return largest(slo_s), ""
+
+
 def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_use, running, budget_estimated,
                decode_from, cost, measured_in_use=False) -> tuple[str, dict]:
     """The recommendation priced chunk by chunk: the largest budget whose slowest chunk step fits the SLO less
@@ -86,11 +95,9 @@ def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_u
     the budget in use; a larger one only when `measured_in_use` (the split was scaled to the steps the server ran
     at that budget, chunk_cost.calibrated), so the steps, not the figures alone, show it within the SLO."""
     from stallscope.analyzers.chunk_cost import largest_budget
-    from stallscope.analyzers.whatif import DEFAULT_HEADROOM
 
     decodes = int(round(running or 0))
-    bound = slo_s * (1 - DEFAULT_HEADROOM)
-    n = largest_budget(cost, bound, decode_step_s, decodes) or largest_budget(cost, slo_s, decode_step_s, decodes)
+    n, kept = _headroom_first(slo_s, lambda limit: largest_budget(cost, limit, decode_step_s, decodes))
     raise_ok = measured_in_use and budget_in_use is not None and not budget_estimated
     if n is None or (budget_in_use is not None and n >= budget_in_use and not (raise_ok and n > budget_in_use)):
         return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
@@ -109,9 +116,7 @@ def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_u
             f"in chunks of up to {max(n - decodes, 1)} tokens, and its slowest chunk step ({tokens} tokens reaching "
             f"context {context}) takes about {decode_step_s * 1e3:.0f} ms + {chunk_s * 1e3:.0f} ms = "
             f"{step_s * 1e3:.0f} ms, which bounds the longest gap a stream sees, so ITL P99 should stay under the "
-            f"{slo_s * 1e3:.0f} ms SLO")
-    if step_s <= bound:
-        text += f" with the {DEFAULT_HEADROOM:.0%} of it kept free for this prediction's own error"
+            f"{slo_s * 1e3:.0f} ms SLO{kept}")
     if length > tokens:
         text += (f"; the prompt then needs {math.ceil(length / max(n - decodes, 1))} steps, which adds roughly "
                  f"{(math.ceil(length / max(n - decodes, 1)) - 1) * decode_step_s * 1e3:.0f} ms to its TTFT")
