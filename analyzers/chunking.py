@@ -37,7 +37,9 @@ assumes, so every starvation finding states which one it used and how it was kno
    "off" is stated as off or a budget whose one step holds most of a long prompt: the buckets cannot tell them apart.
    The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower bound, so a chunked budget
    down to P x that bound / T (`budget_floor`) reads the same; when that is under 512 the finding says so, and a
-   budget passed to `analyze` settles it. A gap still open is in no histogram yet: when the live counters show the
+   budget passed to `analyze` settles it. When the scrapes come faster than the slow steps, the ITL and
+   prefill-time `_sum`s and `_count`s size the slowest step exactly instead (analyzers/slow_step.py), and it decides
+   alone, from `1.05 x 512` (it reads a few per cent high; docs/accuracy.md). A gap still open is in no histogram yet: when the live counters show the
    streams frozen with nothing moving for at least 3/4 of T, one step held (nearly) a whole prompt, so chunking reads
    off after all. Without long prompts in the histograms, the stalls decide: about one ITL sample above the SLO per
    long prefill per stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot
@@ -54,16 +56,17 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
+from stallscope.analyzers.slow_step import LONG_PROMPT_BOUND, long_prompt_mean, prompt_intervals, slowest_step
 from stallscope.analyzers.workload import counter_increase, interval_increase
 
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
 STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
 ESTIMATE_MARGIN = 1.5         # an estimated budget holds long prefills from 1.5 x the cut (module docstring, 3)
+STEP_MARGIN = 1.05            # ... from 1.05 x the cut when sized from the slowest step's exact mean (slow_step.py)
 SLOW_SHARE_MARGIN = 1.2       # P / S, a long prompt's tokens per step above the SLO, holds them from 1.2 x the cut
 SLOW_STEPS_MIN = 1.5          # ... when each long prefill left at least this many such gaps per running stream
 SETTLE_IT = ("Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the server's log (`--server-log`) or a run "
              "directory to analyze to decide it.")   # the sentence every finding the metrics cannot settle ends with
-LONG_PROMPT_BOUND = 500       # vLLM's request-token buckets: 1-2-5 series; "long" = above the 500 bound
 ITL_FAMILIES = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 TOKEN_FAMILIES = ("vllm:request_prefill_kv_computed_tokens", "vllm:request_prompt_tokens")
 PREFILL_TIME = "vllm:request_prefill_time_seconds"
@@ -88,6 +91,7 @@ class Chunking:
     budget_floor: float | None = None     # inferred from metrics: the smallest chunk the slowest gap allows
     long_prompt_tokens: float | None = None  # inferred from metrics: P, the long prompts' median size
     slow_share: float | None = None       # inferred from metrics: P / S, tokens per step above the SLO (docstring, 3)
+    slowest_step_s: float | None = None   # inferred from metrics: the slowest step's exact gap (slow_step.py)
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS, decodes: int = 0) -> bool | None:
         """Whether one step can compute >= `cut` prompt tokens beside `decodes` running decodes: True with
@@ -99,6 +103,8 @@ class Chunking:
             return True
         if self.enabled and self.budget:
             return bool(self.budget - decodes >= cut)
+        if self.enabled and self.slowest_step_s is not None and self.budget_estimate is not None:
+            return bool(self.budget_estimate >= STEP_MARGIN * cut)
         if self.enabled and self.budget_bound is not None and self.budget_bound < cut:
             return False
         if self.enabled and self.slow_share is not None and self.slow_share >= SLOW_SHARE_MARGIN * cut:
@@ -121,7 +127,12 @@ class Chunking:
         return bool(self.source == "inferred from metrics" and self.enabled and not self.budget
                     and not self.holds_long_prefills(cut)
                     and (self.budget_bound is None or self.budget_bound >= cut)
-                    and self.budget_estimate is not None and cut <= self.budget_estimate < ESTIMATE_MARGIN * cut)
+                    and self.budget_estimate is not None and cut <= self.budget_estimate < self.margin() * cut)
+
+    def margin(self) -> float:
+        """The multiple of the cut from which the budget estimate holds a long prefill: `STEP_MARGIN` when it was
+        sized from the slowest step's exact mean, else `ESTIMATE_MARGIN` (read off bucket bounds)."""
+        return STEP_MARGIN if self.slowest_step_s is not None else ESTIMATE_MARGIN
 
     def chunk_estimate(self, cut: int = LONG_PREFILL_TOKENS) -> float | None:
         """The inferred chunk a slow step held, as the figure that decided `holds_long_prefills`: the slow-step
@@ -130,7 +141,7 @@ class Chunking:
         >>> Chunking(True, None, "inferred from metrics", budget_estimate=532.0, slow_share=651.0).chunk_estimate()
         651.0
         """
-        if (self.slow_share is not None and self.slow_share >= SLOW_SHARE_MARGIN * cut
+        if (self.slow_share is not None and self.slow_share >= SLOW_SHARE_MARGIN * cut and self.slowest_step_s is None
                 and (self.budget_estimate is None or self.budget_estimate < ESTIMATE_MARGIN * cut)):
             return self.slow_share
         return self.budget_estimate
@@ -196,7 +207,8 @@ class Chunking:
         return {"chunked_prefill": self.enabled, "max_num_batched_tokens_in_use": self.budget,
                 "config_source": self.source, "budget_estimate": self.budget_estimate,
                 "budget_bound": self.budget_bound, "budget_floor": self.budget_floor,
-                "long_prompt_tokens": self.long_prompt_tokens, "slow_step_share": self.slow_share}
+                "long_prompt_tokens": self.long_prompt_tokens, "slow_step_share": self.slow_share,
+                "slowest_step_s": self.slowest_step_s}
 
 
 UNKNOWN = Chunking()
@@ -253,33 +265,6 @@ def _whole_run(rows, family: str, t0: int, t1: int):
     return les, np.maximum.accumulate(np.nan_to_num(rates[0])) * max(t1 - t0, 1) / 1e9
 
 
-def prompt_intervals(parts: dict, family: str) -> pd.DataFrame | None:
-    """Per scrape interval, from a token histogram: `sum` (tokens), `short` (prompts at or under the 500 bound)
-    and `long` (prompts over it) finished; None when its `_sum`, `_count` or buckets are missing."""
-    rows = [parts.get(f"{family}{end}") for end in ("_sum", "_count", "_bucket")]
-    if any(r is None or not len(r) for r in rows):
-        return None
-    f = pd.concat({"sum": interval_increase(rows[0]), "count": interval_increase(rows[1]),
-                   "short": interval_increase(rows[2][rows[2]["le"] == LONG_PROMPT_BOUND])}, axis=1).fillna(0.0)
-    return f.assign(long=f["count"] - f["short"]).sort_index()
-
-
-def long_prompt_mean(intervals: pd.DataFrame | None) -> float | None:
-    """The long prompts' mean size from a token histogram's `_sum` (module docstring, 3): the sum less the short
-    prompts, each the mean size of the prompts finished in scrape intervals that finished no long one, over the
-    long prompts' count; `intervals` as `prompt_intervals` gives them. None when no long prompt finished, or
-    short ones did but no interval without a long one shows their size. The buckets alone read a 950-token
-    prompt as 750."""
-    if intervals is None:
-        return None
-    n_long, n_short = float(intervals["long"].sum()), float(intervals["short"].sum())
-    quiet = intervals[(intervals["long"] < 0.5) & (intervals["short"] > 0)]
-    if n_long < 0.5 or (n_short > 0 and quiet.empty):
-        return None
-    short_mean = float(quiet["sum"].sum() / quiet["short"].sum()) if n_short > 0 else 0.0
-    return (float(intervals["sum"].sum()) - n_short * short_mean) / n_long
-
-
 def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     """Chunking inferred from one target's ITL, prefill-time and prompt-token histograms (module docstring,
     3); UNKNOWN when they hold no long prompt. `slo` (the ITL SLO, s) also bounds the budget by the count
@@ -291,7 +276,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
     names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)] + ["vllm:num_requests_running",
                                                                                      PREEMPTIONS]
-    parts = split_metrics(samples, names + [f + end for f in TOKEN_FAMILIES for end in ("_sum", "_count")])
+    sums = [f + end for f in (*TOKEN_FAMILIES, *ITL_FAMILIES, PREFILL_TIME) for end in ("_sum", "_count")]
+    parts = split_metrics(samples, names + sums)
     itl_family = next((f for f in ITL_FAMILIES if f + "_bucket" in parts), None)
     itl = _whole_run(parts.get(f"{itl_family}_bucket"), itl_family, t0, t1) if itl_family else None
     family = next((f for f in TOKEN_FAMILIES if f + "_bucket" in parts), None)
@@ -340,7 +326,14 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])
     # both read high: a bucket's upper bound, and a prompt's share per top-bucket gap
     est = float(min(prompt * min(slowest, gap) / t_long, prompt / max(top, 1.0)))
-    what += f": prefills spread over steps; the slowest step of each held about {est:.0f} of a {prompt:.0f}-token prompt"
+    exact = slowest_step(parts, itl_family, intervals, streams)
+    if exact is not None:   # the scrapes resolve the slow steps: size the slowest one exactly (slow_step.py)
+        est = exact.chunk_tokens
+        what += (f": prefills spread over steps; the slowest ({exact.step_s:.3g} s, the largest scrape interval's mean "
+                 f"ITL) held about {est:.0f} of a {exact.prompt_tokens:.0f}-token prompt prefilled in "
+                 f"{exact.prefill_s:.3g} s (exact means)")
+    else:
+        what += f": prefills spread over steps; the slowest step of each held about {est:.0f} of a {prompt:.0f}-token prompt"
     bound = share = None
     if slo is not None and slo > 0:
         # S: gaps above the SLO per long prefill per running stream; S >= 2 slow steps per prompt hold at most
@@ -357,9 +350,13 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
             if slow < 2.0:
                 what += f"; {slow:.1f} gaps above the SLO per long prefill per running stream"
             what += f" (about {share:.0f} prompt tokens per such step on average)"
-    floor = prompt * min(float(lo[0]), min(slowest, gap)) / t_long if np.isfinite(lo[0]) else floor
+    if exact is not None:
+        floor = est
+    elif np.isfinite(lo[0]):
+        floor = prompt * min(float(lo[0]), min(slowest, gap)) / t_long
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
-                    budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt, slow_share=share)
+                    budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt, slow_share=share,
+                    slowest_step_s=exact.step_s if exact is not None else None)
 
 
 def _slow_gaps_apart(itl_rows, intervals: pd.DataFrame | None, slo: float, t_long: float) -> float:

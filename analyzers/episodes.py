@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.chunking import ESTIMATE_MARGIN, LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, Chunking
+from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, Chunking
 from stallscope.analyzers.signals import episodes as runs_of
 from stallscope.core.config import parse_duration
 
@@ -229,7 +229,7 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
         beside = f" beside {decodes} running decodes" if (chunking.budget or 0) >= LONG_PREFILL_TOKENS else ""
         if holds is False and chunking.estimate_under_margin():
             why = (f"{chunking.describe()}: no step is taken to compute {LONG_PREFILL_TOKENS}+ prompt tokens; the "
-                   f"estimate, about {chunking.budget_estimate:.0f}, is under {ESTIMATE_MARGIN * LONG_PREFILL_TOKENS:.0f}, "
+                   f"estimate, about {chunking.budget_estimate:.0f}, is under {chunking.margin() * LONG_PREFILL_TOKENS:.0f}, "
                    "the least the metrics count as a long prefill, and they cannot settle the band between")
         elif holds is False:
             why = f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from stallscope.analyzers.advice import slo_levers
-from stallscope.analyzers.chunking import ESTIMATE_MARGIN, LONG_PREFILL_TOKENS, SETTLE_IT, Chunking
+from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS, SETTLE_IT, Chunking
 
 LIKELY_CAUSE = {"prefill_chunks": "chunked_prefill", "preemption": "preemption", "slow_decode": "memory_bound_decode"}
 
@@ -61,7 +61,7 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     verdict = "no step computed a long prompt, so this is not decode starvation"
     if unsettled:
         verdict = (f"the estimate, about {chunking.budget_estimate:.0f} prompt tokens per slow step, is over "
-                   f"{LONG_PREFILL_TOKENS} but under the {ESTIMATE_MARGIN * LONG_PREFILL_TOKENS:.0f} from which a step "
+                   f"{LONG_PREFILL_TOKENS} but under the {chunking.margin() * LONG_PREFILL_TOKENS:.0f} from which a step "
                    "is taken to hold a long prompt, so the metrics cannot tell decode starvation from chunk steps "
                    "here; taken as chunk steps")
     explanation = (f"{tail}. {chunking.sentence()}: {verdict}; the chunk steps themselves are slower than the SLO "

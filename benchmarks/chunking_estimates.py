@@ -31,6 +31,10 @@ def _fmt(x) -> str:
     return "-" if x is None else f"{x:.0f}"
 
 
+def _step(seconds) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
+
+
 def row(run: Path, slo: float) -> str:
     """One table row: the scenario's budget and P, what the inference read, and the step trace's own counts."""
     sc = BY_NAME[run.name]
@@ -49,7 +53,8 @@ def row(run: Path, slo: float) -> str:
     s_read = got.long_prompt_tokens / got.slow_share if got.slow_share else None
     s_ratio = f"{s_read / per_prompt:.2f}" if s_read and per_prompt else "-"
     return (f"| {run.parent.name}/{run.name} | {_fmt(budget)} | {long_prompt_tokens(sc)} | {_fmt(got.long_prompt_tokens)} "
-            f"| {got.enabled} | {_fmt(got.budget_estimate)} | {_fmt(got.budget_bound)} | {got.holds_long_prefills()} "
+            f"| {got.enabled} | {_fmt(got.budget_estimate)} | {_step(got.slowest_step_s)} | {_fmt(got.budget_bound)} "
+            f"| {got.holds_long_prefills()} "
             f"| {chunk} | {ratio} | {_fmt(got.slow_share)} | {per_prompt:.2f} | {s_ratio} "
             f"| {int((slow & (st['num_prefill_tokens'] >= 500)).sum())} "
             f"| {int((slow & (st['num_prefill_tokens'] < 500)).sum())} | {usage:.3f} | {int(waiting.sum())} "
@@ -74,10 +79,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="benchmarks/scenarios.py --json files")
     args = ap.parse_args()
-    print("| run | budget | P | P read | chunking read | estimate | bound | holds a long prefill | largest chunk "
+    print("| run | budget | P | P read | chunking read | estimate | slowest step sized exactly | bound | holds a long prefill | largest chunk "
           "| estimate / chunk | P / S | slow steps per long prompt | S / those | steps > SLO with >= 500 prompt tokens "
           "| with fewer | max KV usage | steps leaving a request waiting | of those at the token budget |")
-    print("|" + "---|" * 18)
+    print("|" + "---|" * 19)
     tp = fp = fn = 0
     for path in args.results:
         data = json.loads(Path(path).read_text())

@@ -1,0 +1,109 @@
+"""The slowest engine step, sized in prompt tokens from histogram `_sum`s and `_count`s, which are exact.
+
+The idea: vLLM 0.33's ITL buckets are too coarse to size a chunk (1 s to 2.5 s is one bucket, and a 511-token chunk
+step and a 700-token one both fall in it on a slow host), but a histogram's `_sum` and `_count` are exact. Every
+running stream waits for the same step, so in a scrape interval in which one step ended, the ITL `_sum` over its
+`_count` is that step's gap. When the slowest such mean is at least the scrape interval, the scrapes came faster
+than the slow steps and that mean, G, is the slowest step (a mean never exceeds the gap it averages; with coarser
+scrapes it mixes several steps and is not used). In the scrape intervals that finished long prompts only (over the
+500 bound, none under it: vLLM observes a request's prompt size and prefill time together when it finishes), the
+token and prefill-time histograms' `_sum` over `_count` are those prompts' exact mean size P and prefill time T
+(first scheduled to first token: every step that computed part of the prompt). The slowest step then held about
+P x G / T of a prompt. It reads a few per cent high: the slowest step is the last full chunk, whose attention spans
+the whole prefix (docs/accuracy.md, "The slowest step from `_sum` / `_count`").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from stallscope.analyzers.workload import interval_increase
+
+PREFILL_TIME = "vllm:request_prefill_time_seconds"
+LONG_PROMPT_BOUND = 500       # vLLM's request-token buckets: 1-2-5 series; "long" = above the 500 bound
+STREAMS_SEEN = 0.5   # an interval's mean counts when at least half the running streams got a token in it
+
+
+@dataclass(frozen=True)
+class SlowStep:
+    """G, P and T as the module docstring defines them; `prompts` the long prompts P and T are the mean of."""
+
+    step_s: float
+    prompt_tokens: float
+    prefill_s: float
+    prompts: float
+    scrape_s: float
+
+    @property
+    def chunk_tokens(self) -> float:
+        """P x G / T: the prompt tokens the slowest step held.
+
+        >>> SlowStep(1.0, 1850.0, 3.7, 2.0, 0.5).chunk_tokens
+        500.0
+        """
+        return self.prompt_tokens * min(self.step_s, self.prefill_s) / self.prefill_s
+
+
+def prompt_intervals(parts: dict, family: str) -> pd.DataFrame | None:
+    """Per scrape interval, from a token histogram: `sum` (tokens), `short` (prompts at or under the 500 bound)
+    and `long` (prompts over it) finished; None when its `_sum`, `_count` or buckets are missing."""
+    rows = [parts.get(f"{family}{end}") for end in ("_sum", "_count", "_bucket")]
+    if any(r is None or not len(r) for r in rows):
+        return None
+    f = pd.concat({"sum": interval_increase(rows[0]), "count": interval_increase(rows[1]),
+                   "short": interval_increase(rows[2][rows[2]["le"] == LONG_PROMPT_BOUND])}, axis=1).fillna(0.0)
+    return f.assign(long=f["count"] - f["short"]).sort_index()
+
+
+def long_prompt_mean(intervals: pd.DataFrame | None) -> float | None:
+    """The long prompts' mean size from a token histogram's `_sum` (chunking's module docstring, 3): the sum less
+    the short prompts, each the mean size of the prompts finished in scrape intervals that finished no long one,
+    over the long prompts' count; `intervals` as `prompt_intervals` gives them. None when no long prompt finished, or
+    short ones did but no interval without a long one shows their size. The buckets alone read a 950-token
+    prompt as 750."""
+    if intervals is None:
+        return None
+    n_long, n_short = float(intervals["long"].sum()), float(intervals["short"].sum())
+    quiet = intervals[(intervals["long"] < 0.5) & (intervals["short"] > 0)]
+    if n_long < 0.5 or (n_short > 0 and quiet.empty):
+        return None
+    short_mean = float(quiet["sum"].sum() / quiet["short"].sum()) if n_short > 0 else 0.0
+    return (float(intervals["sum"].sum()) - n_short * short_mean) / n_long
+
+
+def _long_only(intervals: pd.DataFrame, prefill_sum: pd.DataFrame) -> tuple[float, float, float] | None:
+    """(P, T, prompts) over the scrape intervals that finished long prompts and no short one; None without any."""
+    f = intervals.assign(t=interval_increase(prefill_sum).reindex(intervals.index).fillna(0.0))
+    only = f[(f["long"] >= 0.5) & (f["short"] < 0.5)]
+    n = float(only["long"].sum())
+    if n < 0.5 or not float(only["t"].sum()) > 0:
+        return None
+    return float(only["sum"].sum()) / n, float(only["t"].sum()) / n, n
+
+
+def _slowest_mean(itl_sum: pd.DataFrame, itl_count: pd.DataFrame, streams: float) -> float | None:
+    """The largest scrape interval's ITL `_sum` / `_count` among those in which most running streams got a token."""
+    f = pd.concat({"s": interval_increase(itl_sum), "c": interval_increase(itl_count)}, axis=1).fillna(0.0)
+    f = f[f["c"] >= max(STREAMS_SEEN * streams, 0.5)]
+    return float((f["s"] / f["c"]).max()) if len(f) else None
+
+
+def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, streams: float) -> SlowStep | None:
+    """The SlowStep of one target's series (`parts` as `signals.split_metrics` gives them, with the ITL and
+    prefill-time `_sum` and `_count`; `intervals` as `prompt_intervals` gives them); None when the
+    scrapes are coarser than the slowest step or no interval finished long prompts alone."""
+    rows = [parts.get(n) for n in (f"{itl_family}_sum", f"{itl_family}_count", f"{PREFILL_TIME}_sum")]
+    if intervals is None or any(r is None or not len(r) for r in rows):
+        return None
+    found = _long_only(intervals, rows[2])
+    g = _slowest_mean(rows[0], rows[1], streams)
+    ts = np.unique(rows[0]["ts"].to_numpy())
+    if found is None or g is None or len(ts) < 2:
+        return None
+    scrape = float(np.median(np.diff(ts))) / 1e9
+    if not (g >= scrape and np.isfinite(g)):
+        return None
+    return SlowStep(g, found[0], found[1], found[2], scrape)
