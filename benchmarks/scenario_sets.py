@@ -1063,10 +1063,52 @@ HELD_OUT_41 = [
     Scenario("h41-small-chunk768-s8", chunked(768), _h2(8, 850, 6.2), model="small", seed=418, held_out=41,
              exercises="`small`, budget 768, 8 sessions, 850-token prompts every 6.2 s"),
 ]
+# held-out 42: the 512-768 band again, drawn after the slowest step was sized exactly (c820d09) and committed
+# before its first run (draw_scenarios.py --seed 202612063 --band 8)
+HELD_OUT_42 = [
+    Scenario("h42-small-chunk448-s14", chunked(448), _h2(14, 1150, 3.4), model="small", seed=421, held_out=42,
+             exercises="`small`, budget 448, 14 sessions, 1,150-token prompts every 3.4 s"),
+    Scenario("h42-small-chunk640-s12-scrape1s", chunked(640), _h2(12, 700, 6.8), model="small", seed=422, interval="1s",
+             held_out=42,
+             exercises="`small`, budget 640, 12 sessions, 700-token prompts every 6.8 s, 1 s scrapes"),
+    Scenario("h42-tiny-chunk512-s9", chunked(512), _h2(9, 1650, 9.5), seed=423, held_out=42,
+             exercises="budget 512, 9 sessions, 1,650-token prompts every 9.5 s"),
+    Scenario("h42-small-chunk384-s9", chunked(384), _h2(9, 800, 8.6), model="small", seed=424, held_out=42,
+             exercises="`small`, budget 384, 9 sessions, 800-token prompts every 8.6 s"),
+    Scenario("h42-small-chunk576-s15", chunked(576), _h2(15, 1250, 2.0), model="small", seed=425, held_out=42,
+             exercises="`small`, budget 576, 15 sessions, 1,250-token prompts every 2.0 s"),
+    Scenario("h42-small-chunk448-s5", chunked(448), _h2(5, 1200, 2.0), model="small", seed=426, held_out=42,
+             exercises="`small`, budget 448, 5 sessions, 1,200-token prompts every 2.0 s"),
+    Scenario("h42-small-chunk768-s13", chunked(768), _h2(13, 1450, 7.5), model="small", seed=427, held_out=42,
+             exercises="`small`, budget 768, 13 sessions, 1,450-token prompts every 7.5 s"),
+    Scenario("h42-tiny-chunk512-s3", chunked(512), _h2(3, 1650, 2.1), seed=428, held_out=42,
+             exercises="budget 512, 3 sessions, 1,650-token prompts every 2.1 s"),
+]
+# held-out 43: the 512-768 band again, drawn after the slowest step was sized exactly (c820d09) and committed
+# before its first run (draw_scenarios.py --seed 202612064 --band 8)
+HELD_OUT_43 = [
+    Scenario("h43-tiny-chunk576-s13", chunked(576), _h2(13, 1700, 3.8), seed=431, held_out=43,
+             exercises="budget 576, 13 sessions, 1,700-token prompts every 3.8 s"),
+    Scenario("h43-tiny-chunk832-s2", chunked(832), _h2(2, 800, 6.3), seed=432, held_out=43,
+             exercises="budget 832, 2 sessions, 800-token prompts every 6.3 s"),
+    Scenario("h43-small-chunk512-s3", chunked(512), _h2(3, 650, 5.5), model="small", seed=433, held_out=43,
+             exercises="`small`, budget 512, 3 sessions, 650-token prompts every 5.5 s"),
+    Scenario("h43-tiny-chunk512-s10-750", chunked(512), _h2(10, 750, 8.2), seed=434, held_out=43,
+             exercises="budget 512, 10 sessions, 750-token prompts every 8.2 s"),
+    Scenario("h43-small-chunk384-s4", chunked(384), _h2(4, 1150, 2.1), model="small", seed=435, held_out=43,
+             exercises="`small`, budget 384, 4 sessions, 1,150-token prompts every 2.1 s"),
+    Scenario("h43-tiny-chunk512-s12-scrape1s", chunked(512), _h2(12, 1000, 4.9), seed=436, interval="1s", held_out=43,
+             exercises="budget 512, 12 sessions, 1,000-token prompts every 4.9 s, 1 s scrapes"),
+    Scenario("h43-small-chunk448-s2-scrape1s", chunked(448), _h2(2, 1150, 3.5), model="small", seed=437, interval="1s",
+             held_out=43,
+             exercises="`small`, budget 448, 2 sessions, 1,150-token prompts every 3.5 s, 1 s scrapes"),
+    Scenario("h43-tiny-chunk512-s10-1000", chunked(512), _h2(10, 1000, 10.0), seed=438, held_out=43,
+             exercises="budget 512, 10 sessions, 1,000-token prompts every 10.0 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
-             + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41)
+             + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43)
