@@ -37,14 +37,14 @@ assumes, so every starvation finding states which one it used and how it was kno
    "off" is stated as off or a budget whose one step holds most of a long prompt: the buckets cannot tell them apart.
    The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower bound, so a chunked budget
    down to P x that bound / T (`budget_floor`) reads the same; when that is under 512 the finding says so, and a
-   budget passed to `analyze` settles it. When the scrapes come faster than the slow steps, the ITL and
-   prefill-time `_sum`s and `_count`s size the slowest step exactly instead (analyzers/slow_step.py), and it decides
-   alone, from `1.05 x 512` (it reads a few per cent high; docs/accuracy.md). A gap still open is in no histogram yet: when the live counters show the
-   streams frozen with nothing moving for at least 3/4 of T, one step held (nearly) a whole prompt, so chunking reads
-   off after all. Without long prompts in the histograms, the stalls decide: about one ITL sample above the SLO per
-   long prefill per stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot
-   tell: vLLM counts a prompt's computed tokens in the step where its prefill completes, chunked or not
-   (docs/metric-traps.md);
+   budget passed to `analyze` settles it. When the scrapes come faster than the slow steps, the ITL, token and
+   prefill-time `_sum`s and `_count`s size the slowest step instead (analyzers/slow_step.py), and that decides
+   alone, from `1.05 x 512` (it reads a few per cent high; docs/accuracy.md). A gap still open is in no histogram
+   yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of T, one step held
+   (nearly) a whole prompt, so chunking reads off after all. Without long prompts in the histograms, the stalls
+   decide: about one ITL sample above the SLO per long prefill per stream means whole-prompt steps, more means slow
+   chunk steps. `iteration_tokens_total` cannot tell: vLLM counts a prompt's computed tokens in the step where its
+   prefill completes, chunked or not (docs/metric-traps.md);
 4. `unknown`.
 """
 
@@ -329,11 +329,10 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     exact = slowest_step(parts, itl_family, intervals, streams)
     if exact is not None:   # the scrapes resolve the slow steps: size the slowest one exactly (slow_step.py)
         est = exact.chunk_tokens
-        what += (f": prefills spread over steps; the slowest ({exact.step_s:.3g} s, the largest scrape interval's mean "
-                 f"ITL) held about {est:.0f} of a {exact.prompt_tokens:.0f}-token prompt prefilled in "
-                 f"{exact.prefill_s:.3g} s (exact means)")
+        what += f": prefills spread over steps; {exact.describe()}"
     else:
-        what += f": prefills spread over steps; the slowest step of each held about {est:.0f} of a {prompt:.0f}-token prompt"
+        what += f": prefills spread over steps; the slowest step of each held about {est:.0f} of a {prompt:.0f}-token "
+        what += "prompt"
     bound = share = None
     if slo is not None and slo > 0:
         # S: gaps above the SLO per long prefill per running stream; S >= 2 slow steps per prompt hold at most

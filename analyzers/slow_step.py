@@ -10,7 +10,11 @@ scrapes it mixes several steps and is not used). In the scrape intervals that fi
 token and prefill-time histograms' `_sum` over `_count` are those prompts' exact mean size P and prefill time T
 (first scheduled to first token: every step that computed part of the prompt). The slowest step then held about
 P x G / T of a prompt. It reads a few per cent high: the slowest step is the last full chunk, whose attention spans
-the whole prefix (docs/accuracy.md, "The slowest step from `_sum` / `_count`").
+the whole prefix. When prompts queue, each one's prefill also spans steps that computed its neighbours' chunks, so T
+outlasts its own steps and P x G / T reads low; then the prompt tokens computed per second over the run, R, size the
+step from the other side: a step that fills the budget computes prompt tokens fastest, so R x G is at most about
+the largest chunk, and near it when prefills run back to back. The estimate is the larger of the two
+(docs/accuracy.md, "The slowest step from `_sum` / `_count`").
 """
 
 from __future__ import annotations
@@ -29,22 +33,37 @@ STREAMS_SEEN = 0.5   # an interval's mean counts when at least half the running 
 
 @dataclass(frozen=True)
 class SlowStep:
-    """G, P and T as the module docstring defines them; `prompts` the long prompts P and T are the mean of."""
+    """G, P, T and R as the module docstring defines them; `prompts` the long prompts P and T are the mean of."""
 
     step_s: float
     prompt_tokens: float
     prefill_s: float
     prompts: float
     scrape_s: float
+    prompt_rate: float = 0.0
 
     @property
     def chunk_tokens(self) -> float:
-        """P x G / T: the prompt tokens the slowest step held.
+        """The prompt tokens the slowest step held: the larger of P x G / T and R x G.
 
-        >>> SlowStep(1.0, 1850.0, 3.7, 2.0, 0.5).chunk_tokens
-        500.0
+        >>> SlowStep(1.0, 1850.0, 3.7, 2.0, 0.5).chunk_tokens, SlowStep(1.0, 1250.0, 3.4, 2.0, 0.5, 560.0).chunk_tokens
+        (500.0, 560.0)
         """
+        return max(self.prompt_share, self.prompt_rate * self.step_s)
+
+    @property
+    def prompt_share(self) -> float:
+        """P x G / T."""
         return self.prompt_tokens * min(self.step_s, self.prefill_s) / self.prefill_s
+
+    def describe(self) -> str:
+        """What sized the step, for a finding's evidence."""
+        head = f"the slowest ({self.step_s:.3g} s, the largest scrape interval's mean ITL) held about "
+        if self.prompt_rate * self.step_s > self.prompt_share:
+            return (head + f"{self.chunk_tokens:.0f} prompt tokens at the run's {self.prompt_rate:.0f} a second (a "
+                    f"{self.prompt_tokens:.0f}-token prompt's {self.prefill_s:.3g} s prefill spanned steps it shared)")
+        return head + (f"{self.chunk_tokens:.0f} of a {self.prompt_tokens:.0f}-token prompt prefilled in "
+                       f"{self.prefill_s:.3g} s (exact means)")
 
 
 def prompt_intervals(parts: dict, family: str) -> pd.DataFrame | None:
@@ -106,4 +125,5 @@ def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, s
     scrape = float(np.median(np.diff(ts))) / 1e9
     if not (g >= scrape and np.isfinite(g)):
         return None
-    return SlowStep(g, found[0], found[1], found[2], scrape)
+    rate = float(intervals["sum"].sum()) / (float(ts[-1] - ts[0]) / 1e9)
+    return SlowStep(g, found[0], found[1], found[2], scrape, rate)

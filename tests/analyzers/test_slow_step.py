@@ -13,25 +13,46 @@ from stallscope.analyzers.signals import split_metrics
 DECODE_S, PER_TOKEN_S, STREAMS = 0.05, 0.0019, 10   # `small` on this host: a 511-token chunk step takes ~1.02 s
 
 
-def _steps(budget: int, long_tokens: int, cycles: int, short_beside_last: bool):
-    """(seconds, prompt sizes whose prefill ended) per engine step: 40 decode steps with a 37-token prompt every
-    tenth, then one long prompt in chunks of `budget - 1` tokens beside one decode (its last chunk beside a 37-token
-    prompt too when `short_beside_last`), per cycle."""
-    out = []
-    for _ in range(cycles):
-        for k in range(40):
-            out.append((DECODE_S + PER_TOKEN_S * 37, [37]) if k % 10 == 9 else (DECODE_S, []))
-        left = long_tokens
-        while left > 0:
-            chunk = min(budget - 1 - 37 * short_beside_last, left)
-            left -= chunk
-            last = [long_tokens] + [37] * short_beside_last
-            out.append((DECODE_S + PER_TOKEN_S * (chunk + 37 * (short_beside_last and not left)), [] if left else last))
+def _chunks(budget: int, prompts: list[int], beside: int = 0):
+    """(seconds, [(size, prefill seconds)] of the prompts whose prefill ended) per step computing `prompts` back to
+    back in steps of `budget - 1` prompt tokens beside one decode: a prompt's first chunk takes what its
+    predecessor's last one left, and its prefill time runs from that step's start. `beside`: a short prompt in
+    the last step too."""
+    out, t, queue, begun = [], 0.0, [[n, n] for n in prompts], {}
+    while queue:
+        room, ended = budget - 1 - beside * (len(queue) == 1), []
+        took = 0
+        for k, (size, left) in enumerate(queue):
+            if room <= 0:
+                break
+            begun.setdefault(k + len(prompts) - len(queue), t)
+            take = min(room, left)
+            queue[k][1] -= take
+            room, took = room - take, took + take
+        seconds = DECODE_S + PER_TOKEN_S * (took + beside * (len(queue) == 1))
+        while queue and queue[0][1] == 0:
+            i = len(prompts) - len(queue)
+            ended.append((queue.pop(0)[0], t + seconds - begun[i]))
+        ended += [(beside, seconds)] * (beside > 0 and not queue)
+        out.append((seconds, ended))
+        t += seconds
     return out
 
 
-def _run(budget: int, long_tokens: int = 1850, scrape_s: float = 0.5, cycles: int = 6,
-         short_beside_last: bool = False) -> pd.DataFrame:
+def _steps(budget: int, long_tokens: int, cycles: int, beside: int = 0, back_to_back: int = 1, decodes: int = 40):
+    """Per cycle: `decodes` decode steps with a 37-token prompt every tenth, then `back_to_back` long prompts
+    (`_chunks`)."""
+    out = []
+    for _ in range(cycles):
+        for k in range(decodes):
+            out.append((DECODE_S + PER_TOKEN_S * 37, [(37, DECODE_S + PER_TOKEN_S * 37)]) if k % 10 == 9
+                       else (DECODE_S, []))
+        out += _chunks(budget, [long_tokens] * back_to_back, beside)
+    return out
+
+
+def _run(budget: int, long_tokens: int = 1850, scrape_s: float = 0.5, cycles: int = 6, beside: int = 0,
+         back_to_back: int = 1, decodes: int = 40) -> pd.DataFrame:
     """The run's vLLM histograms scraped every `scrape_s` (prometheus_client's own exposition): every running
     stream gets one token per step, and a prompt's size and prefill time are observed when its prefill ends."""
     m = VllmMetrics()
@@ -39,19 +60,17 @@ def _run(budget: int, long_tokens: int = 1850, scrape_s: float = 0.5, cycles: in
                        buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
                        ).labels(**m.labels)
     m.running.set(STREAMS)
-    frames, now, next_scrape, started = [m.scrape(T0_NS)], 0.0, scrape_s, None
-    for seconds, finished in _steps(budget, long_tokens, cycles, short_beside_last):
+    frames, now, next_scrape = [m.scrape(T0_NS)], 0.0, scrape_s
+    for seconds, finished in _steps(budget, long_tokens, cycles, beside, back_to_back, decodes):
         now += seconds
         while next_scrape <= now:
             frames.append(m.scrape(T0_NS + int(next_scrape * 1e9)))
             next_scrape += scrape_s
         for _ in range(STREAMS):
             m.itl.observe(seconds)
-        started = (now - seconds) if started is None and seconds > 0.5 else started
-        for size in finished:
+        for size, prefill_s in finished:
             tokens.observe(size)
-            m.prefill_time.observe(now - started if size > 500 else seconds)
-        started = None if finished and finished[0] > 500 else started
+            m.prefill_time.observe(prefill_s)
     frames.append(m.scrape(T0_NS + int(next_scrape * 1e9)))
     return pd.concat(frames, ignore_index=True).assign(target="vllm")
 
@@ -100,5 +119,19 @@ def test_scrapes_coarser_than_the_slowest_step_leave_it_to_the_buckets():
 def test_without_an_interval_that_finished_long_prompts_alone_nothing_is_sized():
     """Every long prompt's last chunk step also finished a 37-token prompt, so no interval finished long prompts
     alone: their size and prefill time are not exact, and no step is sized."""
-    run = _run(512, short_beside_last=True)
+    run = _run(512, beside=37)
     assert _slowest(run) is None and C.infer_from_histograms(run, 0.2).slowest_step_s is None
+
+
+def test_prompts_back_to_back_are_sized_by_the_prompt_token_rate():
+    """Budget 576, ten 1,250-token prompts back to back per cycle (h42-small-chunk576-s15's shape): every step
+    computes 575 prompt tokens (1.14 s), and each prompt's first chunk rides in its predecessor's last step, so
+    its prefill spans steps it shared (3.51 s) and P x G / T reads 406. The run computed 492 prompt tokens a
+    second: x 1.14 s = 562, over 1.05 x 512, and under the 575 the steps held."""
+    run = _run(576, 1250, cycles=3, back_to_back=10, decodes=10)
+    found = _slowest(run)
+    assert found.prompt_share == pytest.approx(406.5, abs=0.5)
+    assert found.prompt_rate == pytest.approx(491.6, abs=0.5) and found.chunk_tokens == pytest.approx(561.7, abs=0.5)
+    inferred = C.infer_from_histograms(run, 0.2)
+    assert inferred.holds_long_prefills() is True
+    assert "held about 562 prompt tokens at the run's 492 a second" in inferred.detail
