@@ -1105,10 +1105,56 @@ HELD_OUT_43 = [
     Scenario("h43-tiny-chunk512-s10-1000", chunked(512), _h2(10, 1000, 10.0), seed=438, held_out=43,
              exercises="budget 512, 10 sessions, 1,000-token prompts every 10.0 s"),
 ]
+# held-out 44: the 512-768 band again, drawn after the prompt-token rate joined the slowest step's sizing
+# (held-out 42 and 43 scored), committed before its first run (draw_scenarios.py --seed 202612065 --band 8)
+HELD_OUT_44 = [
+    Scenario("h44-small-chunk448-s7-scrape1s", chunked(448), _h2(7, 1300, 2.4), model="small", seed=441, interval="1s",
+             held_out=44,
+             exercises="`small`, budget 448, 7 sessions, 1,300-token prompts every 2.4 s, 1 s scrapes"),
+    Scenario("h44-small-chunk320-s12-scrape1s", chunked(320), _h2(12, 750, 8.1), model="small", seed=442, interval="1s",
+             held_out=44,
+             exercises="`small`, budget 320, 12 sessions, 750-token prompts every 8.1 s, 1 s scrapes"),
+    Scenario("h44-tiny-chunk704-s16", chunked(704), _h2(16, 700, 9.0), seed=443, held_out=44,
+             exercises="budget 704, 16 sessions, 700-token prompts every 9.0 s"),
+    Scenario("h44-small-chunk512-s10", chunked(512), _h2(10, 600, 2.4), model="small", seed=444, held_out=44,
+             exercises="`small`, budget 512, 10 sessions, 600-token prompts every 2.4 s"),
+    Scenario("h44-tiny-chunk832-s8", chunked(832), _h2(8, 900, 8.9), seed=445, held_out=44,
+             exercises="budget 832, 8 sessions, 900-token prompts every 8.9 s"),
+    Scenario("h44-small-chunk768-s14", chunked(768), _h2(14, 800, 9.9), model="small", seed=446, held_out=44,
+             exercises="`small`, budget 768, 14 sessions, 800-token prompts every 9.9 s"),
+    Scenario("h44-small-chunk512-s7", chunked(512), _h2(7, 1050, 6.3), model="small", seed=447, held_out=44,
+             exercises="`small`, budget 512, 7 sessions, 1,050-token prompts every 6.3 s"),
+    Scenario("h44-small-chunk576-s2", chunked(576), _h2(2, 850, 7.3), model="small", seed=448, held_out=44,
+             exercises="`small`, budget 576, 2 sessions, 850-token prompts every 7.3 s"),
+]
+# held-out 45: the 512-768 band again, drawn after the prompt-token rate joined the slowest step's sizing
+# (held-out 42 and 43 scored), committed before its first run (draw_scenarios.py --seed 202612066 --band 8)
+HELD_OUT_45 = [
+    Scenario("h45-tiny-chunk832-s5", chunked(832), _h2(5, 1800, 8.9), seed=451, held_out=45,
+             exercises="budget 832, 5 sessions, 1,800-token prompts every 8.9 s"),
+    Scenario("h45-small-chunk576-s8-scrape1s", chunked(576), _h2(8, 1300, 9.0), model="small", seed=452, interval="1s",
+             held_out=45,
+             exercises="`small`, budget 576, 8 sessions, 1,300-token prompts every 9.0 s, 1 s scrapes"),
+    Scenario("h45-small-chunk384-s10-scrape1s", chunked(384), _h2(10, 750, 8.6), model="small", seed=453, interval="1s",
+             held_out=45,
+             exercises="`small`, budget 384, 10 sessions, 750-token prompts every 8.6 s, 1 s scrapes"),
+    Scenario("h45-small-chunk448-s3", chunked(448), _h2(3, 1000, 2.6), model="small", seed=454, held_out=45,
+             exercises="`small`, budget 448, 3 sessions, 1,000-token prompts every 2.6 s"),
+    Scenario("h45-small-chunk832-s7", chunked(832), _h2(7, 1150, 3.9), model="small", seed=455, held_out=45,
+             exercises="`small`, budget 832, 7 sessions, 1,150-token prompts every 3.9 s"),
+    Scenario("h45-small-chunk576-s2", chunked(576), _h2(2, 1450, 9.9), model="small", seed=456, held_out=45,
+             exercises="`small`, budget 576, 2 sessions, 1,450-token prompts every 9.9 s"),
+    Scenario("h45-small-chunk704-s16-scrape1s", chunked(704), _h2(16, 1850, 3.9), model="small", seed=457, interval="1s",
+             held_out=45,
+             exercises="`small`, budget 704, 16 sessions, 1,850-token prompts every 3.9 s, 1 s scrapes"),
+    Scenario("h45-small-chunk768-s15", chunked(768), _h2(15, 1750, 1.9), model="small", seed=458, held_out=45,
+             exercises="`small`, budget 768, 15 sessions, 1,750-token prompts every 1.9 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
              + HELD_OUT_20 + HELD_OUT_21 + HELD_OUT_22 + HELD_OUT_23 + HELD_OUT_24
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
-             + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43)
+             + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43
+             + HELD_OUT_44 + HELD_OUT_45)
