@@ -56,7 +56,8 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
-from stallscope.analyzers.slow_step import LONG_PROMPT_BOUND, long_prompt_mean, prompt_intervals, slowest_step
+from stallscope.analyzers.slow_step import (LONG_PROMPT_BOUND, PREFILL_TIME, long_prompt_mean, prompt_intervals,
+                                            slowest_step)
 from stallscope.analyzers.workload import counter_increase, interval_increase
 
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
@@ -69,7 +70,6 @@ SETTLE_IT = ("Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the se
              "directory to analyze to decide it.")   # the sentence every finding the metrics cannot settle ends with
 ITL_FAMILIES = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 TOKEN_FAMILIES = ("vllm:request_prefill_kv_computed_tokens", "vllm:request_prompt_tokens")
-PREFILL_TIME = "vllm:request_prefill_time_seconds"
 PREEMPTIONS = "vllm:num_preemptions_total"
 
 
