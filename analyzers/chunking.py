@@ -18,7 +18,9 @@ assumes, so every starvation finding states which one it used and how it was kno
    is the median of their prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL
    bucket in use. G >= T: off, unless that bucket holds K > 1.5 gaps per long prefill per running stream: one step
    per prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket as wide as vLLM's
-   1 s to 2.5 s can hold a chunk step and a whole prefill alike. Otherwise on, with the budget estimated as the
+   1 s to 2.5 s can hold a chunk step and a whole prefill alike, or unless no scrape interval's ITL `_sum` per
+   running stream reached 0.9 x the long prompts' exact T (a whole prompt's step leaves each stream all of T in one
+   interval; analyzers/slow_step.py). Otherwise on, with the budget estimated as the
    smaller of P / K and P x G' / T (the share of the median long prompt, P tokens, that its slowest step held), where
    G' is the gap every long prefill caused at least once for half the running streams (the upper bound of the ITL
    bucket at rank 1 - 0.5 x long prompts x median running / ITL samples), so one outlier gap does not pass for a
@@ -56,14 +58,15 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
-from stallscope.analyzers.slow_step import (LONG_PROMPT_BOUND, PREFILL_TIME, long_prompt_mean, prompt_intervals,
-                                            slowest_step)
+from stallscope.analyzers.slow_step import (LONG_PROMPT_BOUND, PREFILL_TIME, long_prompt_mean, longest_wait,
+                                            prompt_intervals, slowest_step)
 from stallscope.analyzers.workload import counter_increase, interval_increase
 
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
 STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
 ESTIMATE_MARGIN = 1.5         # an estimated budget holds long prefills from 1.5 x the cut (module docstring, 3)
 STEP_MARGIN = 1.05            # ... from 1.05 x the cut when sized from the slowest step's exact mean (slow_step.py)
+WHOLE_WAIT_SHARE = 0.9       # "off" needs a scrape interval whose ITL sum per stream reached this x T (slow_step.py)
 SLOW_SHARE_MARGIN = 1.2       # P / S, a long prompt's tokens per step above the SLO, holds them from 1.2 x the cut
 SLOW_STEPS_MIN = 1.5          # ... when each long prefill left at least this many such gaps per running stream
 SETTLE_IT = ("Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the server's log (`--server-log`) or a run "
@@ -312,15 +315,21 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
                   else 1.0, 1.0)
     # K: gaps in the highest ITL bucket in use per long prefill per running stream (at most ~1 with chunking off)
     top = (itl[1][-1] - (itl[1][used[-1] - 1] if used[-1] > 0 else 0.0)) / (n_long * streams)
-    if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED:
+    waited = longest_wait(parts, itl_family, intervals)
+    spread = waited is not None and waited[0] < WHOLE_WAIT_SHARE * waited[1]   # no interval held a whole prefill
+    if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED and not spread:
         preempted = counter_increase(parts[PREEMPTIONS], by_le=False) if PREEMPTIONS in parts else 0.0
         if preempted >= max(top * n_long * streams, 0.5):
             return UNKNOWN  # the slowest gaps may be preempted requests' waits, not steps (module docstring, 3)
         return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills",
                         long_prefill_s=t_long, budget_floor=floor, long_prompt_tokens=prompt)
-    if gap >= t_long:
+    if gap >= t_long and top > STALLS_PER_PREFILL_CHUNKED:
         what += (f", but that bucket holds {top:.1f} gaps per long prefill per running stream (a whole prompt per "
                  "step leaves at most about 1)")
+    elif gap >= t_long:
+        what += (f", but no scrape interval's ITL sum per running stream reached {WHOLE_WAIT_SHARE:g} x the "
+                 f"{waited[1]:.3g} s prefill (at most {waited[0]:.3g} s; a whole prompt's step leaves each stream its "
+                 "whole prefill)")
     support = max(0.0, 1.0 - 0.5 * n_long * streams / itl[1][-1])
     _, lo, hi = Q.bucket_quantile(support, itl[0], itl[1][None, :])
     slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])

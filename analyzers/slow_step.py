@@ -127,3 +127,19 @@ def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, s
         return None
     rate = float(intervals["sum"].sum()) / (float(ts[-1] - ts[0]) / 1e9)
     return SlowStep(g, found[0], found[1], found[2], scrape, rate)
+
+
+def longest_wait(parts: dict, itl_family: str, intervals: pd.DataFrame | None) -> tuple[float, float] | None:
+    """(M, T): the largest scrape interval's ITL `_sum` per running stream (the gauge at its end), and the long
+    prompts' exact mean prefill time. A step that held a whole prompt leaves every running stream a gap of about T,
+    all ending in one interval, so M reaches about T; steps of part of a prompt leave at most one such step plus
+    the interval. None without the series or an interval that finished long prompts alone."""
+    rows = [parts.get(n) for n in (f"{itl_family}_sum", f"{PREFILL_TIME}_sum", "vllm:num_requests_running")]
+    if intervals is None or any(r is None or not len(r) for r in rows):
+        return None
+    found = _long_only(intervals, rows[1])
+    per = interval_increase(rows[0]) / rows[2].groupby("ts")["value"].sum().clip(lower=1.0)
+    per = per.dropna()
+    if found is None or not len(per):
+        return None
+    return float(per.max()), found[1]

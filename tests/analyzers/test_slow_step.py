@@ -135,3 +135,22 @@ def test_prompts_back_to_back_are_sized_by_the_prompt_token_rate():
     inferred = C.infer_from_histograms(run, 0.2)
     assert inferred.holds_long_prefills() is True
     assert "held about 562 prompt tokens at the run's 492 a second" in inferred.detail
+
+
+def _waited(run: pd.DataFrame):
+    fams = ("vllm:request_prompt_tokens", "vllm:inter_token_latency_seconds", S.PREFILL_TIME)
+    parts = split_metrics(run, [f + end for f in fams for end in ("_sum", "_count", "_bucket")]
+                          + ["vllm:num_requests_running"])
+    return S.longest_wait(parts, fams[1], S.prompt_intervals(parts, fams[0]))
+
+
+def test_a_whole_prompts_step_puts_its_whole_prefill_in_one_interval_per_stream():
+    """Chunking off (one 3.57 s step per 1,850-token prompt): the interval that step ended in holds 3.57 s of ITL
+    per running stream, all of T. In 511-token chunks, no interval holds more than a chunk step and the scrape
+    interval's decodes: under 0.9 x T, so the buckets' "off" would not stand."""
+    whole_m, whole_t = _waited(_run(4096))
+    assert whole_t == pytest.approx(DECODE_S + PER_TOKEN_S * 1850) and whole_m >= whole_t
+    chunk_m, chunk_t = _waited(_run(512))
+    assert chunk_t == pytest.approx(3.715, rel=1e-4) and chunk_m < C.WHOLE_WAIT_SHARE * chunk_t
+    assert chunk_m == pytest.approx(DECODE_S + PER_TOKEN_S * 511, rel=0.5)
+    assert C.infer_from_histograms(_run(4096), 0.2).enabled is False
