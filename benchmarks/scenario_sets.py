@@ -1150,6 +1150,28 @@ HELD_OUT_45 = [
     Scenario("h45-small-chunk768-s15", chunked(768), _h2(15, 1750, 1.9), model="small", seed=458, held_out=45,
              exercises="`small`, budget 768, 15 sessions, 1,750-token prompts every 1.9 s"),
 ]
+# held-out 46: the 512-768 band again, drawn after held-out 44-45 were scored and the off branch was made to need a
+# whole prefill in one scrape interval, committed before its first run (draw_scenarios.py --seed 202612067 --band 8)
+HELD_OUT_46 = [
+    Scenario("h46-small-chunk640-s12", chunked(640), _h2(12, 1050, 8.8), model="small", seed=461, held_out=46,
+             exercises="`small`, budget 640, 12 sessions, 1,050-token prompts every 8.8 s"),
+    Scenario("h46-small-chunk384-s4-scrape1s", chunked(384), _h2(4, 1750, 7.4), model="small", seed=462, interval="1s",
+             held_out=46,
+             exercises="`small`, budget 384, 4 sessions, 1,750-token prompts every 7.4 s, 1 s scrapes"),
+    Scenario("h46-small-chunk768-s12", chunked(768), _h2(12, 1050, 6.6), model="small", seed=463, held_out=46,
+             exercises="`small`, budget 768, 12 sessions, 1,050-token prompts every 6.6 s"),
+    Scenario("h46-small-chunk704-s2", chunked(704), _h2(2, 1400, 7.1), model="small", seed=464, held_out=46,
+             exercises="`small`, budget 704, 2 sessions, 1,400-token prompts every 7.1 s"),
+    Scenario("h46-small-chunk768-s14-scrape1s", chunked(768), _h2(14, 1700, 3.1), model="small", seed=465, interval="1s",
+             held_out=46,
+             exercises="`small`, budget 768, 14 sessions, 1,700-token prompts every 3.1 s, 1 s scrapes"),
+    Scenario("h46-small-chunk384-s16", chunked(384), _h2(16, 1150, 7.4), model="small", seed=466, held_out=46,
+             exercises="`small`, budget 384, 16 sessions, 1,150-token prompts every 7.4 s"),
+    Scenario("h46-tiny-chunk448-s10-scrape1s", chunked(448), _h2(10, 1400, 2.3), seed=467, interval="1s", held_out=46,
+             exercises="budget 448, 10 sessions, 1,400-token prompts every 2.3 s, 1 s scrapes"),
+    Scenario("h46-tiny-chunk384-s5", chunked(384), _h2(5, 1300, 7.3), seed=468, held_out=46,
+             exercises="budget 384, 5 sessions, 1,300-token prompts every 7.3 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1157,4 +1179,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
              + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43
-             + HELD_OUT_44 + HELD_OUT_45)
+             + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46)
