@@ -228,8 +228,9 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
                                             and (per > STALLS_PER_PREFILL_CHUNKED or elsewhere))):
         beside = f" beside {decodes} running decodes" if (chunking.budget or 0) >= LONG_PREFILL_TOKENS else ""
         if holds is False and chunking.estimate_under_margin():
+            least = chunking.margin() * LONG_PREFILL_TOKENS
             why = (f"{chunking.describe()}: no step is taken to compute {LONG_PREFILL_TOKENS}+ prompt tokens; the "
-                   f"estimate, about {chunking.budget_estimate:.0f}, is under {chunking.margin() * LONG_PREFILL_TOKENS:.0f}, "
+                   f"estimate, about {chunking.budget_estimate:.0f}, is under {least:.0f}, "
                    "the least the metrics count as a long prefill, and they cannot settle the band between")
         elif holds is False:
             why = f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}"

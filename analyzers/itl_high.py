@@ -60,8 +60,9 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     unsettled = chunking.estimate_under_margin()   # 512 <= estimate < 768: say so
     verdict = "no step computed a long prompt, so this is not decode starvation"
     if unsettled:
+        least = chunking.margin() * LONG_PREFILL_TOKENS
         verdict = (f"the estimate, about {chunking.budget_estimate:.0f} prompt tokens per slow step, is over "
-                   f"{LONG_PREFILL_TOKENS} but under the {chunking.margin() * LONG_PREFILL_TOKENS:.0f} from which a step "
+                   f"{LONG_PREFILL_TOKENS} but under the {least:.0f} from which a step "
                    "is taken to hold a long prompt, so the metrics cannot tell decode starvation from chunk steps "
                    "here; taken as chunk steps")
     explanation = (f"{tail}. {chunking.sentence()}: {verdict}; the chunk steps themselves are slower than the SLO "

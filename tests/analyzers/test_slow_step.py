@@ -92,7 +92,8 @@ def test_a_511_token_chunk_step_is_sized_as_one_and_holds_no_long_prefill():
     assert found.chunk_tokens == pytest.approx(508.4, abs=0.5)
     inferred = C.infer_from_histograms(run, 0.2)
     assert inferred.enabled is True and inferred.slowest_step_s == pytest.approx(found.step_s)
-    assert inferred.budget_estimate == pytest.approx(508.4, abs=0.5) and inferred.budget_floor == inferred.budget_estimate
+    assert inferred.budget_estimate == pytest.approx(508.4, abs=0.5)
+    assert inferred.budget_floor == inferred.budget_estimate
     assert inferred.holds_long_prefills() is False and inferred.margin() == C.STEP_MARGIN
     assert "held about 508 of a 1850-token prompt prefilled in 3.71 s (exact means)" in inferred.detail
 
