@@ -1172,6 +1172,28 @@ HELD_OUT_46 = [
     Scenario("h46-tiny-chunk384-s5", chunked(384), _h2(5, 1300, 7.3), seed=468, held_out=46,
              exercises="budget 384, 5 sessions, 1,300-token prompts every 7.3 s"),
 ]
+# held-out 47: the 512-768 band again, drawn after held-out 46 was scored, committed before its first run
+# (draw_scenarios.py --seed 202612068 --band 8)
+HELD_OUT_47 = [
+    Scenario("h47-tiny-chunk448-s8", chunked(448), _h2(8, 1450, 8.2), seed=471, held_out=47,
+             exercises="budget 448, 8 sessions, 1,450-token prompts every 8.2 s"),
+    Scenario("h47-small-chunk640-s15", chunked(640), _h2(15, 600, 8.3), model="small", seed=472, held_out=47,
+             exercises="`small`, budget 640, 15 sessions, 600-token prompts every 8.3 s"),
+    Scenario("h47-small-chunk384-s13", chunked(384), _h2(13, 1550, 1.8), model="small", seed=473, held_out=47,
+             exercises="`small`, budget 384, 13 sessions, 1,550-token prompts every 1.8 s"),
+    Scenario("h47-small-chunk512-s14-scrape1s", chunked(512), _h2(14, 700, 5.9), model="small", seed=474, interval="1s",
+             held_out=47,
+             exercises="`small`, budget 512, 14 sessions, 700-token prompts every 5.9 s, 1 s scrapes"),
+    Scenario("h47-small-chunk640-s15-800", chunked(640), _h2(15, 800, 3.0), model="small", seed=475, held_out=47,
+             exercises="`small`, budget 640, 15 sessions, 800-token prompts every 3.0 s"),
+    Scenario("h47-small-chunk704-s3-scrape1s", chunked(704), _h2(3, 1050, 2.2), model="small", seed=476, interval="1s",
+             held_out=47,
+             exercises="`small`, budget 704, 3 sessions, 1,050-token prompts every 2.2 s, 1 s scrapes"),
+    Scenario("h47-tiny-chunk768-s11", chunked(768), _h2(11, 650, 6.6), seed=477, held_out=47,
+             exercises="budget 768, 11 sessions, 650-token prompts every 6.6 s"),
+    Scenario("h47-tiny-chunk320-s5", chunked(320), _h2(5, 600, 6.8), seed=478, held_out=47,
+             exercises="budget 320, 5 sessions, 600-token prompts every 6.8 s"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1179,4 +1201,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
              + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43
-             + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46)
+             + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47)
