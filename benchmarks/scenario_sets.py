@@ -1194,6 +1194,57 @@ HELD_OUT_47 = [
     Scenario("h47-tiny-chunk320-s5", chunked(320), _h2(5, 600, 6.8), seed=478, held_out=47,
              exercises="budget 320, 5 sessions, 600-token prompts every 6.8 s"),
 ]
+# held-out 48: the 320-832 band again, drawn after held-out 47 was scored (draw_scenarios.py --seed 202612069
+# --band 8), committed before its first run
+HELD_OUT_48 = [
+    Scenario("h48-small-chunk384-s6", chunked(384), _h2(6, 950, 2.5), model="small", seed=481, held_out=48,
+             exercises="`small`, budget 384, 6 sessions, 950-token prompts every 2.5 s"),
+    Scenario("h48-small-chunk320-s4", chunked(320), _h2(4, 1650, 2.8), model="small", seed=482, held_out=48,
+             exercises="`small`, budget 320, 4 sessions, 1,650-token prompts every 2.8 s"),
+    Scenario("h48-small-chunk384-s7", chunked(384), _h2(7, 600, 5.6), model="small", seed=483, held_out=48,
+             exercises="`small`, budget 384, 7 sessions, 600-token prompts every 5.6 s"),
+    Scenario("h48-small-chunk512-s6-scrape1s", chunked(512), _h2(6, 1050, 9.9), model="small", seed=484, interval="1s",
+             held_out=48,
+             exercises="`small`, budget 512, 6 sessions, 1,050-token prompts every 9.9 s, 1 s scrapes"),
+    Scenario("h48-small-chunk448-s16", chunked(448), _h2(16, 650, 9.9), model="small", seed=485, held_out=48,
+             exercises="`small`, budget 448, 16 sessions, 650-token prompts every 9.9 s"),
+    Scenario("h48-small-chunk320-s13-scrape1s", chunked(320), _h2(13, 1300, 9.6), model="small", seed=486, interval="1s",
+             held_out=48,
+             exercises="`small`, budget 320, 13 sessions, 1,300-token prompts every 9.6 s, 1 s scrapes"),
+    Scenario("h48-tiny-chunk832-s15", chunked(832), _h2(15, 900, 3.3), seed=487, held_out=48,
+             exercises="budget 832, 15 sessions, 900-token prompts every 3.3 s"),
+    Scenario("h48-tiny-chunk768-s16-scrape1s", chunked(768), _h2(16, 1200, 8.0), seed=488, interval="1s",
+             held_out=48,
+             exercises="budget 768, 16 sessions, 1,200-token prompts every 8.0 s, 1 s scrapes"),
+]
+# held-out 49: a general draw (draw_scenarios.py --seed 202612070), drawn with held-out 48, committed before its first run
+HELD_OUT_49 = [
+    Scenario("h49-tiny-chunk384-s12-scrape1s", chunked(384), _h2(12, 1550, 5.3), seed=491, interval="1s",
+             held_out=49,
+             exercises="budget 384, 12 sessions, 1,550-token prompts every 5.3 s, 1 s scrapes"),
+    Scenario("h49-tiny-chunk256-s4-scrape1s", chunked(256), _h2(4, 1850, 8.4), seed=492, interval="1s",
+             held_out=49,
+             exercises="budget 256, 4 sessions, 1,850-token prompts every 8.4 s, 1 s scrapes"),
+    Scenario("h49-tiny-chunk768-s15", chunked(768), _h2(15, 1050, 2.5), seed=493, held_out=49,
+             exercises="budget 768, 15 sessions, 1,050-token prompts every 2.5 s"),
+    Scenario("h49-small-chunk768-s11", chunked(768), _h2(11, 1050, 4.1), model="small", seed=494, held_out=49,
+             exercises="`small`, budget 768, 11 sessions, 1,050-token prompts every 4.1 s"),
+    Scenario("h49-small-chunk512-s8", chunked(512), _h2(8, 950, 5.2), model="small", seed=495, held_out=49,
+             exercises="`small`, budget 512, 8 sessions, 950-token prompts every 5.2 s"),
+    Scenario("h49-tiny-chunk384-s14-scrape1s", chunked(384), _h2(14, 1600, 9.2), seed=496, interval="1s",
+             held_out=49,
+             exercises="budget 384, 14 sessions, 1,600-token prompts every 9.2 s, 1 s scrapes"),
+    Scenario("h49-kv-auto-6.2mb-21sess", KV + ("--kv-cache-mb", "6.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "21") + KV_LOAD[2:], seed=497, held_out=49, exercises="a 6.2 MiB auto pool, 21 sessions"),
+    Scenario("h49-kv-auto-5.7mb-19sess", KV + ("--kv-cache-mb", "5.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "19") + KV_LOAD[2:], seed=498, held_out=49, exercises="a 5.7 MiB auto pool, 19 sessions"),
+    Scenario("h49-neg-short-15sess", ("--max-num-seqs", "128"),
+             ("--sessions", "15", "--short-prompt-tokens", "38", "--max-tokens", "32") + SHORT_ONLY, seed=499,
+             held_out=49, exercises="negative: 15 sessions of 38-token prompts"),
+    Scenario("h49-end-in-stall-small-1650", OFF, _h2(4, 1650, "{half}"), model="small", seed=500,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=49,
+             exercises="`small`: the data ends 2 s after a whole 1,650-token prefill starts"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1201,4 +1252,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
              + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43
-             + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47)
+             + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49)
