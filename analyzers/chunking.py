@@ -58,9 +58,9 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
-from stallscope.analyzers.slow_step import (LONG_PROMPT_BOUND, PREFILL_TIME, long_prompt_mean, longest_wait,
+from stallscope.analyzers.slow_step import (LONG_PROMPT_BOUND, long_prompt_mean, long_prompts, longest_wait,
                                             prompt_intervals, slowest_step)
-from stallscope.analyzers.workload import counter_increase, interval_increase
+from stallscope.analyzers.workload import PREFILL_TIME, counter_increase, interval_increase
 
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
 STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
@@ -315,7 +315,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
                   else 1.0, 1.0)
     # K: gaps in the highest ITL bucket in use per long prefill per running stream (at most ~1 with chunking off)
     top = (itl[1][-1] - (itl[1][used[-1] - 1] if used[-1] > 0 else 0.0)) / (n_long * streams)
-    waited = longest_wait(parts, itl_family, intervals)
+    long = long_prompts(parts, intervals)   # exact P and T, where some scrape interval finished long prompts only
+    waited = longest_wait(parts, itl_family, long)
     spread = waited is not None and waited[0] < WHOLE_WAIT_SHARE * waited[1]   # no interval held a whole prefill
     if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED and not spread:
         preempted = counter_increase(parts[PREEMPTIONS], by_le=False) if PREEMPTIONS in parts else 0.0
@@ -335,7 +336,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])
     # both read high: a bucket's upper bound, and a prompt's share per top-bucket gap
     est = float(min(prompt * min(slowest, gap) / t_long, prompt / max(top, 1.0)))
-    exact = slowest_step(parts, itl_family, intervals, streams)
+    exact = slowest_step(parts, itl_family, intervals, long, streams)
     if exact is not None:   # the scrapes resolve the slow steps: size the slowest one exactly (slow_step.py)
         est = exact.chunk_tokens
         what += f": prefills spread over steps; {exact.describe()}"

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers.step_cost import SEPARABLE, _nnls_with_intercept
+from stallscope.analyzers.workload import PREFILL_TIME as TIME
 
-TIME = "vllm:request_prefill_time_seconds"
 TOKENS = "vllm:request_prefill_kv_computed_tokens_sum"
 MIN_INTERVALS = 3
 

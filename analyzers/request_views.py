@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
+from stallscope.analyzers.workload import PREFILL_TIME
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 GROUPINGS = {"model": ("model_name",), "instance": ("model_name", "instance"),
@@ -63,7 +64,7 @@ VIEWS: tuple[View, ...] = (
          "Time Per Output Token Latency", "gap between output tokens (one sample per output)", slo="itl_slo_s"),
     View("queue", "Queue time", "histogram", "vllm:request_queue_time_seconds", "s",
          "Queue Time", "time a request waited before its first schedule"),
-    View("prefill", "Prefill time", "histogram", "vllm:request_prefill_time_seconds", "s",
+    View("prefill", "Prefill time", "histogram", PREFILL_TIME, "s",
          "Requests Prefill and Decode Time", "first schedule to first token"),
     View("decode", "Decode time", "histogram", "vllm:request_decode_time_seconds", "s",
          "Requests Prefill and Decode Time", "first token to last token"),

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
+from stallscope.analyzers.workload import PREFILL_TIME
 from stallscope.core.config import load_thresholds, parse_duration
 
 NS = Q.NS
@@ -117,7 +118,7 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     cols: dict[str, dict[str, np.ndarray]] = {}
     parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT, ITERATION)] + [f + "_sum" for f in ITL] + [
         "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
-        "vllm:request_prefill_time_seconds_sum", "vllm:request_prefill_time_seconds_count",
+        f"{PREFILL_TIME}_sum", f"{PREFILL_TIME}_count",
         "vllm:num_requests_running", "vllm:num_requests_waiting",
         "vllm:kv_cache_usage_perc", BY_SOURCE, BY_REASON, SLEEP, DRAFTS, ACCEPTED])
     none = samples.iloc[:0]
@@ -156,8 +157,8 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
 
     for metric, tag in (("vllm:prompt_tokens_total", "prompt_rate"), ("vllm:generation_tokens_total", "gen_rate"),
                         ("vllm:num_preemptions_total", "preempt_rate"),
-                        ("vllm:request_prefill_time_seconds_sum", "prefill_time_rate"),
-                        ("vllm:request_prefill_time_seconds_count", "prefill_count_rate")):
+                        (f"{PREFILL_TIME}_sum", "prefill_time_rate"),
+                        (f"{PREFILL_TIME}_count", "prefill_count_rate")):
         for g, v in rate(metric).items():
             put(tag, g, v)
     for metric, tag, agg in (("vllm:num_requests_running", "running", "sum"),

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.workload import interval_increase
+from stallscope.analyzers.workload import PREFILL_TIME, interval_increase
 
-PREFILL_TIME = "vllm:request_prefill_time_seconds"
 LONG_PROMPT_BOUND = 500       # vLLM's request-token buckets: 1-2-5 series; "long" = above the 500 bound
 STREAMS_SEEN = 0.5   # an interval's mean counts when at least half the running streams got a token in it
 
@@ -93,14 +92,27 @@ def long_prompt_mean(intervals: pd.DataFrame | None) -> float | None:
     return (float(intervals["sum"].sum()) - n_short * short_mean) / n_long
 
 
-def _long_only(intervals: pd.DataFrame, prefill_sum: pd.DataFrame) -> tuple[float, float, float] | None:
-    """(P, T, prompts) over the scrape intervals that finished long prompts and no short one; None without any."""
-    f = intervals.assign(t=interval_increase(prefill_sum).reindex(intervals.index).fillna(0.0))
+@dataclass(frozen=True)
+class LongPrompts:
+    """The long prompts' exact mean size P (tokens) and prefill time T (s), over `count` of them."""
+
+    tokens: float
+    prefill_s: float
+    count: float
+
+
+def long_prompts(parts: dict, intervals: pd.DataFrame | None) -> LongPrompts | None:
+    """P and T over the scrape intervals that finished long prompts and no short one (module docstring); None
+    without the prefill-time `_sum` or such an interval."""
+    t_sum = parts.get(f"{PREFILL_TIME}_sum")
+    if intervals is None or t_sum is None or not len(t_sum):
+        return None
+    f = intervals.assign(t=interval_increase(t_sum).reindex(intervals.index).fillna(0.0))
     only = f[(f["long"] >= 0.5) & (f["short"] < 0.5)]
     n = float(only["long"].sum())
     if n < 0.5 or not float(only["t"].sum()) > 0:
         return None
-    return float(only["sum"].sum()) / n, float(only["t"].sum()) / n, n
+    return LongPrompts(float(only["sum"].sum()) / n, float(only["t"].sum()) / n, n)
 
 
 def _slowest_mean(itl_sum: pd.DataFrame, itl_count: pd.DataFrame, streams: float) -> float | None:
@@ -110,36 +122,39 @@ def _slowest_mean(itl_sum: pd.DataFrame, itl_count: pd.DataFrame, streams: float
     return float((f["s"] / f["c"]).max()) if len(f) else None
 
 
-def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, streams: float) -> SlowStep | None:
-    """The SlowStep of one target's series (`parts` as `signals.split_metrics` gives them, with the ITL and
-    prefill-time `_sum` and `_count`; `intervals` as `prompt_intervals` gives them); None when the
-    scrapes are coarser than the slowest step or no interval finished long prompts alone."""
-    rows = [parts.get(n) for n in (f"{itl_family}_sum", f"{itl_family}_count", f"{PREFILL_TIME}_sum")]
-    if intervals is None or any(r is None or not len(r) for r in rows):
+def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, long: LongPrompts | None,
+                 streams: float) -> SlowStep | None:
+    """The SlowStep of one target's series (`parts` as `signals.split_metrics` gives them, with the ITL `_sum` and
+    `_count`; `intervals` as `prompt_intervals` and `long` as `long_prompts` give them); None when the scrapes are
+    coarser than the slowest step or no interval finished long prompts alone."""
+    rows = [parts.get(n) for n in (f"{itl_family}_sum", f"{itl_family}_count")]
+    if intervals is None or long is None or any(r is None or not len(r) for r in rows):
         return None
-    found = _long_only(intervals, rows[2])
     g = _slowest_mean(rows[0], rows[1], streams)
     ts = np.unique(rows[0]["ts"].to_numpy())
-    if found is None or g is None or len(ts) < 2:
+    if g is None or len(ts) < 2:
         return None
     scrape = float(np.median(np.diff(ts))) / 1e9
     if not (g >= scrape and np.isfinite(g)):
         return None
     rate = float(intervals["sum"].sum()) / (float(ts[-1] - ts[0]) / 1e9)
-    return SlowStep(g, found[0], found[1], found[2], scrape, rate)
+    return SlowStep(g, long.tokens, long.prefill_s, long.count, scrape, rate)
 
 
-def longest_wait(parts: dict, itl_family: str, intervals: pd.DataFrame | None) -> tuple[float, float] | None:
-    """(M, T): the largest scrape interval's ITL `_sum` per running stream (the gauge at its end), and the long
-    prompts' exact mean prefill time. A step that held a whole prompt leaves every running stream a gap of about T,
-    all ending in one interval, so M reaches about T; steps of part of a prompt leave at most one such step plus
-    the interval. None without the series or an interval that finished long prompts alone."""
-    rows = [parts.get(n) for n in (f"{itl_family}_sum", f"{PREFILL_TIME}_sum", "vllm:num_requests_running")]
-    if intervals is None or any(r is None or not len(r) for r in rows):
+def longest_wait(parts: dict, itl_family: str, long: LongPrompts | None) -> tuple[float, float] | None:
+    """(M, T): the largest scrape interval's ITL `_sum` per running stream, and the long prompts' exact mean
+    prefill time. A step that held a whole prompt leaves every running stream a gap of about T, all ending in one
+    interval, so M reaches about T; steps of part of a prompt leave at most one such step plus the interval. The
+    streams are the running gauge at the interval's start or end, the larger: a stream that finished inside the
+    interval waited in it too (read at the end alone, the run's last intervals, as its sessions finish, gave a few
+    streams the whole batch's wait). None without the series or `long` (as `long_prompts` gives it)."""
+    rows = [parts.get(n) for n in (f"{itl_family}_sum", "vllm:num_requests_running")]
+    if long is None or any(r is None or not len(r) for r in rows):
         return None
-    found = _long_only(intervals, rows[1])
-    per = interval_increase(rows[0]) / rows[2].groupby("ts")["value"].sum().clip(lower=1.0)
-    per = per.dropna()
-    if found is None or not len(per):
+    gauge = rows[1].groupby("ts")["value"].sum().sort_index()
+    streams = pd.concat([gauge, gauge.shift(1)], axis=1).max(axis=1)
+    waited = interval_increase(rows[0])
+    per = (waited / streams.reindex(waited.index).clip(lower=1.0)).dropna()
+    if not len(per):
         return None
-    return float(per.max()), found[1]
+    return float(per.max()), long.prefill_s

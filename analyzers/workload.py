@@ -29,6 +29,7 @@ from stallscope.core.errors import InputError
 
 PROMPT_HIST = "vllm:request_prompt_tokens"
 OUTPUT_HIST = "vllm:request_generation_tokens"
+PREFILL_TIME = "vllm:request_prefill_time_seconds"   # first scheduled to first token, per request
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,14 @@ row per scenario, then the summary figures beside the issue's targets with the r
     python benchmarks/scenarios.py --quick --json runs/scenarios-quick.json     # every scenario, ~20 s of load each
     python benchmarks/scenarios.py --only tiny-nochunk-steady --quick
     python benchmarks/scenarios.py --out runs/scenarios --json runs/scenarios.json   # the full matrix (60 s each)
+    python benchmarks/scenarios.py --out runs/scenarios --evaluate-only --keep-every 10   # as if scraped 10x slower
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -70,11 +72,13 @@ def record(sc: Scenario, run: Path, duration: float, extra_server: list[str]) ->
                collect_s=sc.collect_s(duration))
 
 
-def analyze(run: Path, slo: float, steps: bool = False, config: tuple[str, ...] = ()) -> list[dict]:
+def analyze(run: Path, slo: float, steps: bool = False, config: tuple[str, ...] = (), db: Path | None = None) -> list[dict]:
     """The findings of `stallscope analyze --db store.db --format json` (exit 1 is `--fail-on critical`); with
-    `steps`, the run's step trace is given too (`--steps steps.jsonl`); `config`: analyze's chunked-prefill flags."""
+    `steps`, the run's step trace is given too (`--steps steps.jsonl`); `config`: analyze's chunked-prefill flags;
+    `db`: another store than the run's (a thinned copy, `thin_store`)."""
     extra = (["--steps", str(run / "steps.jsonl")] if steps else []) + list(config)
-    res = subprocess.run(SS + ["analyze", "--db", str(run / "store.db"), *extra, "--format", "json", "--itl-slo", str(slo)],
+    res = subprocess.run(SS + ["analyze", "--db", str(db or run / "store.db"), *extra, "--format", "json",
+                               "--itl-slo", str(slo)],
                          capture_output=True, text=True)
     if res.returncode not in (0, 1):
         raise RuntimeError(f"analyze {run} exited {res.returncode}: {res.stderr[-400:]}")
@@ -90,20 +94,39 @@ def known_config(sc: Scenario) -> tuple[str, ...]:
     return ("--enable-chunked-prefill", "--max-num-batched-tokens", str(cfg.max_num_batched_tokens))
 
 
-def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False, with_log: bool = False) -> dict:
+def thin_store(src: Path, dst: Path, keep_every: int) -> Path:
+    """A copy of the store `src` at `dst` with every `keep_every`-th scrape of each target kept, the last one
+    included: what a scraper `keep_every` times slower would have stored (the counters are cumulative, so the
+    kept samples are exactly its own; only the phase of its scrapes is fixed)."""
+    dst.unlink(missing_ok=True)
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+    with sqlite3.connect(dst) as con:
+        drop = [(i,) for i, n, rank in con.execute(
+            "SELECT id, COUNT(*) OVER (PARTITION BY target_id), ROW_NUMBER() OVER (PARTITION BY target_id ORDER BY ts) "
+            "FROM scrapes") if (n - rank) % keep_every]
+        con.executemany("DELETE FROM chunks WHERE scrape_id = ?", drop)
+        con.executemany("DELETE FROM scrapes WHERE id = ?", drop)
+    return dst
+
+
+def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False, with_log: bool = False,
+             keep_every: int = 1) -> dict:
     from stallscope.analyzers import signals, truth
     from stallscope.analyzers.step_cost import read_step_trace
     from stallscope.collectors import loader
     from stallscope.core.config import load_thresholds
     from stallscope.core.config import parse_duration
 
-    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+    db = run / "store.db" if keep_every == 1 else thin_store(run / "store.db", run / f"store-every{keep_every}.db",
+                                                                keep_every)
+    samples = next(f["samples"] for f in loader.load(db).values() if len(f["samples"]))
     run_end = int(samples["ts"].max())
     window = signals.choose_grid(samples, load_thresholds(itl_slo_s=slo))[1]
-    interval = parse_duration(sc.interval)
+    interval = parse_duration(sc.interval) * keep_every
     true = truth.episodes(read_step_trace(run / "steps.jsonl"), slo, run_end_ns=run_end)
     stated = known_config(sc) if with_config else ("--server-log", str(run / "server.log")) if with_log else ()
-    findings = analyze(run, slo, config=stated)
+    findings = analyze(run, slo, config=stated, db=db)
     load = json.loads((run / "loadgen.json").read_text())
     row = {"scenario": sc.name, "run": str(run), "itl_p99_s": analyzed_itl_p99(load, int(samples["ts"].min()), run_end),
            "itl_p99_whole_load_s": load["all"]["itl_s"].get("p99"), "window_s": window / 1e9,
@@ -244,6 +267,9 @@ def main() -> int:
     ap.add_argument("--itl-slo", type=float, default=None, help="ITL SLO for truth and analyze (default itl_slo_s)")
     ap.add_argument("--evaluate-only", action="store_true", help="score recorded runs; record none")
     ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
+    ap.add_argument("--keep-every", type=int, default=1, metavar="K",
+                    help="with --evaluate-only: score each run from every K-th scrape only (a K times coarser "
+                         "scrape interval; the store is copied to store-everyK.db)")
     ap.add_argument("--with-config", action="store_true",
                     help="give analyze each server's chunked-prefill flags (as its operator would); default: inferred")
     ap.add_argument("--with-server-log", action="store_true",
@@ -254,6 +280,8 @@ def main() -> int:
     args = ap.parse_args()
     from stallscope.core.config import load_thresholds
 
+    if args.keep_every < 1 or (args.keep_every > 1 and not args.evaluate_only):
+        raise SystemExit(f"--keep-every {args.keep_every}: give a whole number >= 1, with --evaluate-only")
     if args.with_config and args.with_server_log:
         raise SystemExit("--with-config and --with-server-log each state the configuration; give one")
 
@@ -279,14 +307,14 @@ def main() -> int:
         run = out / sc.name
         if not (run / "store.db").exists() and not args.evaluate_only:
             record(sc, run, duration, extra)
-        rows.append(evaluate(sc, run, slo, args.with_config, args.with_server_log))
+        rows.append(evaluate(sc, run, slo, args.with_config, args.with_server_log, args.keep_every))
         print(f"{sc.name}: truth {rows[-1]['truth']} flagged {rows[-1]['flagged']}", file=sys.stderr)
     summary = summarize(rows, slo)
     print_report(rows, summary)
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps({"itl_slo_s": slo, "quick": args.quick, "scenarios": rows,
-                                                   "summary": summary}, indent=1, default=float))
+        Path(args.json_out).write_text(json.dumps({"itl_slo_s": slo, "quick": args.quick, "keep_every": args.keep_every,
+                                                   "scenarios": rows, "summary": summary}, indent=1, default=float))
     return 0
 
 

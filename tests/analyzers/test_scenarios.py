@@ -246,3 +246,47 @@ def test_rebuilt_prefill_times_count_a_co_batched_step_once_per_request_as_the_m
     assert inc[["t", "n", "p"]].to_numpy().ravel() == pytest.approx([0.34, 3, 1080])
     once = rebuilt_increments(reqs.reset_index(), np.array([T0, T0 + 400 * MS]), "split")
     assert once[["t", "n", "p"]].to_numpy().ravel() == pytest.approx([0.32, 3, 1080])
+
+
+def test_a_thinned_store_keeps_every_kth_scrape_of_each_target_ending_with_the_last(tmp_path):
+    """`--keep-every 3`: 7 scrapes of `vllm` keep the 1st, 4th and 7th; 4 of `engine-2` keep the 1st and 4th; the
+    counters read what they read at those scrapes, and the original store is untouched."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from scenarios import thin_store
+
+    from stallscope.collectors import loader, store, vllm
+
+    text = (ROOT / "tests" / "fixtures" / "vllm_metrics" / "v0_10_2_multiprocess_2engines.txt").read_text()
+    with store.Store(tmp_path / "s.db") as st:
+        for i in range(7):
+            st.append("vllm", (100 + i) * 10**9, 0.01, samples=vllm.parse(text, (100 + i) * 10**9))
+        for i in range(4):
+            st.append("engine-2", (100 + i) * 10**9, 0.01, samples=vllm.parse(text, (100 + i) * 10**9))
+    thin = thin_store(tmp_path / "s.db", tmp_path / "thin.db", 3)
+    kept = {t: sorted(set(f["samples"]["ts"] // 10**9)) for t, f in loader.load(thin).items()}
+    assert kept == {"vllm": [100, 103, 106], "engine-2": [100, 103]}
+    assert sorted(set(loader.load(tmp_path / "s.db")["vllm"]["samples"]["ts"] // 10**9)) == list(range(100, 107))
+
+
+def test_rescore_diff_lists_the_runs_that_turned_and_both_scores(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import rescore_diff
+
+    def scored(folder, flagged):
+        folder.mkdir()
+        rows = [{"run": f"runs/h1/r{i}", "truth": t, "flagged": f}
+                for i, (t, f) in enumerate(zip([["decode_starvation"], ["decode_starvation"], []], flagged))]
+        (folder / "h1-first.json").write_text(json.dumps({"scenarios": rows}))
+        return folder
+
+    ds = ["decode_starvation"]
+    before = rescore_diff.verdicts(scored(tmp_path / "a", [ds, [], ds]), "decode_starvation")
+    after = rescore_diff.verdicts(scored(tmp_path / "b", [ds, ds, []]), "decode_starvation")
+    assert before == {"h1-first/r0": "found", "h1-first/r1": "missed", "h1-first/r2": "false alarm"}
+    assert after["h1-first/r1"] == "found" and after["h1-first/r2"] == "clear"
+    assert rescore_diff.scores(before) == "3 runs: precision 0.500 (1/2), recall 0.500 (1/2)"
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rescore_diff.py"), str(tmp_path / "a"),
+                          str(tmp_path / "b")], capture_output=True, text=True, check=True)
+    assert res.stdout.splitlines()[:3] == ["h1-first/r1: missed -> found", "h1-first/r2: false alarm -> clear",
+                                           "2 of 3 runs turned (decode_starvation)"]
+    assert "after:  3 runs: precision 1.000 (2/2), recall 1.000 (2/2)" in res.stdout

@@ -78,7 +78,8 @@ def _run(budget: int, long_tokens: int = 1850, scrape_s: float = 0.5, cycles: in
 def _slowest(run: pd.DataFrame):
     fams = ("vllm:request_prompt_tokens", "vllm:inter_token_latency_seconds", S.PREFILL_TIME)
     parts = split_metrics(run, [f + end for f in fams for end in ("_sum", "_count", "_bucket")])
-    return S.slowest_step(parts, fams[1], S.prompt_intervals(parts, fams[0]), STREAMS)
+    intervals = S.prompt_intervals(parts, fams[0])
+    return S.slowest_step(parts, fams[1], intervals, S.long_prompts(parts, intervals), STREAMS)
 
 
 def test_a_511_token_chunk_step_is_sized_as_one_and_holds_no_long_prefill():
@@ -142,7 +143,7 @@ def _waited(run: pd.DataFrame):
     fams = ("vllm:request_prompt_tokens", "vllm:inter_token_latency_seconds", S.PREFILL_TIME)
     parts = split_metrics(run, [f + end for f in fams for end in ("_sum", "_count", "_bucket")]
                           + ["vllm:num_requests_running"])
-    return S.longest_wait(parts, fams[1], S.prompt_intervals(parts, fams[0]))
+    return S.longest_wait(parts, fams[1], S.long_prompts(parts, S.prompt_intervals(parts, fams[0])))
 
 
 def test_a_whole_prompts_step_puts_its_whole_prefill_in_one_interval_per_stream():
@@ -155,3 +156,15 @@ def test_a_whole_prompts_step_puts_its_whole_prefill_in_one_interval_per_stream(
     assert chunk_t == pytest.approx(3.715, rel=1e-4) and chunk_m < C.WHOLE_WAIT_SHARE * chunk_t
     assert chunk_m == pytest.approx(DECODE_S + PER_TOKEN_S * 511, rel=0.5)
     assert C.infer_from_histograms(_run(4096), 0.2).enabled is False
+
+
+def test_streams_that_finish_inside_an_interval_still_waited_in_it():
+    """The chunked run again, its sessions finishing in the last scrape interval (the gauge reads 1 at its end,
+    10 at its start): that interval's ITL sum is ten streams' waits, so it reads per stream at 10, and chunk
+    steps still stay under 0.9 x T. Read at the end alone, it would pass for one stream's whole-prompt wait."""
+    run = _run(512)
+    last = (run["metric"] == "vllm:num_requests_running") & (run["ts"] == run["ts"].max())
+    run.loc[last, "value"] = 1.0
+    m, t = _waited(run)
+    assert m < C.WHOLE_WAIT_SHARE * t
+    assert m == pytest.approx(_waited(_run(512))[0])
