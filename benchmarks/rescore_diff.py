@@ -30,7 +30,11 @@ def verdicts(folder: Path, kind: str) -> dict[str, str]:
     """`file stem/run name` -> verdict over every `*.json` in `folder`."""
     out = {}
     for path in sorted(folder.glob("*.json")):
-        for row in json.loads(path.read_text())["scenarios"]:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or "scenarios" not in doc:
+            print(f"{path}: not a scenarios.py --json file; left out", file=sys.stderr)
+            continue
+        for row in doc["scenarios"]:
             out[f"{path.stem}/{Path(row['run']).name}"] = verdict(row, kind)
     return out
 

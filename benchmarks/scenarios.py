@@ -72,6 +72,10 @@ def record(sc: Scenario, run: Path, duration: float, extra_server: list[str]) ->
                collect_s=sc.collect_s(duration))
 
 
+class TooFewScrapes(Exception):
+    """`analyze` refused the store (exit 2): it holds fewer scrapes than one window needs."""
+
+
 def analyze(run: Path, slo: float, steps: bool = False, config: tuple[str, ...] = (), db: Path | None = None) -> list[dict]:
     """The findings of `stallscope analyze --db store.db --format json` (exit 1 is `--fail-on critical`); with
     `steps`, the run's step trace is given too (`--steps steps.jsonl`); `config`: analyze's chunked-prefill flags;
@@ -80,6 +84,8 @@ def analyze(run: Path, slo: float, steps: bool = False, config: tuple[str, ...] 
     res = subprocess.run(SS + ["analyze", "--db", str(db or run / "store.db"), *extra, "--format", "json",
                                "--itl-slo", str(slo)],
                          capture_output=True, text=True)
+    if res.returncode == 2 and "too few scrapes" in res.stderr:
+        raise TooFewScrapes(res.stderr.strip().splitlines()[-1])
     if res.returncode not in (0, 1):
         raise RuntimeError(f"analyze {run} exited {res.returncode}: {res.stderr[-400:]}")
     return json.loads(res.stdout)["findings"]
@@ -126,7 +132,12 @@ def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False, wit
     interval = parse_duration(sc.interval) * keep_every
     true = truth.episodes(read_step_trace(run / "steps.jsonl"), slo, run_end_ns=run_end)
     stated = known_config(sc) if with_config else ("--server-log", str(run / "server.log")) if with_log else ()
-    findings = analyze(run, slo, config=stated, db=db)
+    try:
+        findings, refused = analyze(run, slo, config=stated, db=db), None
+    except TooFewScrapes as e:   # a thinned store can hold fewer scrapes than a window needs: scored as no finding
+        if keep_every == 1:
+            raise
+        findings, refused = [], str(e)
     load = json.loads((run / "loadgen.json").read_text())
     row = {"scenario": sc.name, "run": str(run), "itl_p99_s": analyzed_itl_p99(load, int(samples["ts"].min()), run_end),
            "itl_p99_whole_load_s": load["all"]["itl_s"].get("p99"), "window_s": window / 1e9,
@@ -135,7 +146,7 @@ def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False, wit
            "warned": sorted(k for k in truth.KINDS if truth.flagged(findings, k, "warning")),
            "all_findings": sorted({f["kind"] for f in findings}),
            "contradictions": truth.contradictions(truth.merge(true["decode_starvation"] + true["kv_pressure"]), findings),
-           "config_contradictions": config_contradictions(sc, findings)}
+           "config_contradictions": config_contradictions(sc, findings), "not_diagnosed": refused}
     for kind in truth.KINDS:
         found = truth.flagged(findings, kind, DETECTED_AT)
         ttd = truth.times_to_detect(true[kind], found, window)
@@ -223,6 +234,8 @@ def summarize(rows: list[dict], slo: float) -> dict:
     med = float(np.median(ttd)) if ttd else float("nan")
     out["median_time_to_detect_starvation"] = {"value": med, "unit": "x (2 scrapes + 1 window)", "target": 1.0, "ratio": med,
                                     "detected": len(ttd), "never_detected": missed}
+    refused = [r["scenario"] for r in rows if r.get("not_diagnosed")]   # --keep-every: too few scrapes left
+    out["runs_not_diagnosed"] = {"value": len(refused), "target": 0, "met": not refused, "runs": refused}
     return out
 
 
