@@ -1245,6 +1245,52 @@ HELD_OUT_49 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=49,
              exercises="`small`: the data ends 2 s after a whole 1,650-token prefill starts"),
 ]
+# held-out 50: the 320-832 band again, drawn after held-out 48-49 were scored and the M rule's streams changed
+# (draw_scenarios.py --seed 202612071 --band 8), committed before its first run
+HELD_OUT_50 = [
+    Scenario("h50-tiny-chunk768-s12", chunked(768), _h2(12, 750, 7.3), seed=501, held_out=50,
+             exercises="budget 768, 12 sessions, 750-token prompts every 7.3 s"),
+    Scenario("h50-small-chunk704-s10", chunked(704), _h2(10, 1600, 8.3), model="small", seed=502, held_out=50,
+             exercises="`small`, budget 704, 10 sessions, 1,600-token prompts every 8.3 s"),
+    Scenario("h50-small-chunk320-s10-scrape1s", chunked(320), _h2(10, 1550, 8.6), model="small", seed=503, interval="1s",
+             held_out=50,
+             exercises="`small`, budget 320, 10 sessions, 1,550-token prompts every 8.6 s, 1 s scrapes"),
+    Scenario("h50-small-chunk640-s16", chunked(640), _h2(16, 750, 9.2), model="small", seed=504, held_out=50,
+             exercises="`small`, budget 640, 16 sessions, 750-token prompts every 9.2 s"),
+    Scenario("h50-tiny-chunk512-s14", chunked(512), _h2(14, 1800, 8.4), seed=505, held_out=50,
+             exercises="budget 512, 14 sessions, 1,800-token prompts every 8.4 s"),
+    Scenario("h50-tiny-chunk512-s3", chunked(512), _h2(3, 1000, 6.7), seed=506, held_out=50,
+             exercises="budget 512, 3 sessions, 1,000-token prompts every 6.7 s"),
+    Scenario("h50-tiny-chunk768-s8", chunked(768), _h2(8, 1750, 1.9), seed=507, held_out=50,
+             exercises="budget 768, 8 sessions, 1,750-token prompts every 1.9 s"),
+    Scenario("h50-tiny-chunk384-s7", chunked(384), _h2(7, 1800, 4.8), seed=508, held_out=50,
+             exercises="budget 384, 7 sessions, 1,800-token prompts every 4.8 s"),
+]
+# held-out 51: a general draw (draw_scenarios.py --seed 202612072), drawn with held-out 50, committed before its first run
+HELD_OUT_51 = [
+    Scenario("h51-small-nochunk-950-s11", OFF, _h2(11, 950, 3.5), model="small", seed=511, held_out=51,
+             exercises="`small`, 11 sessions, whole 950-token prefills every 3.5 s"),
+    Scenario("h51-tiny-nochunk-800-s2-scrape1s", OFF, _h2(2, 800, 4.7), seed=512, interval="1s", held_out=51,
+             exercises="2 sessions, whole 800-token prefills every 4.7 s, 1 s scrapes"),
+    Scenario("h51-small-nochunk-750-s8", OFF, _h2(8, 750, 1.3), model="small", seed=513, held_out=51,
+             exercises="`small`, 8 sessions, whole 750-token prefills every 1.3 s"),
+    Scenario("h51-tiny-chunk256-s13", chunked(256), _h2(13, 1200, 8.2), seed=514, held_out=51,
+             exercises="budget 256, 13 sessions, 1,200-token prompts every 8.2 s"),
+    Scenario("h51-small-nochunk-1100-s12", OFF, _h2(12, 1100, 3.8), model="small", seed=515, held_out=51,
+             exercises="`small`, 12 sessions, whole 1,100-token prefills every 3.8 s"),
+    Scenario("h51-tiny-nochunk-1400-s2", OFF, _h2(2, 1400, 3.0), seed=516, held_out=51,
+             exercises="2 sessions, whole 1,400-token prefills every 3.0 s"),
+    Scenario("h51-kv-fp8-9.9mb-16sess", KV + ("--kv-cache-mb", "9.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "16") + KV_LOAD[2:], seed=517, held_out=51, exercises="a 9.9 MiB fp8 pool, 16 sessions"),
+    Scenario("h51-kv-fp8-5.6mb-34sess", KV + ("--kv-cache-mb", "5.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "34") + KV_LOAD[2:], seed=518, held_out=51, exercises="a 5.6 MiB fp8 pool, 34 sessions"),
+    Scenario("h51-neg-short-68sess", ("--max-num-seqs", "128"),
+             ("--sessions", "68", "--short-prompt-tokens", "54", "--max-tokens", "32") + SHORT_ONLY, seed=519,
+             held_out=51, exercises="negative: 68 sessions of 54-token prompts"),
+    Scenario("h51-end-in-stall-tiny-650-scrape1s", OFF, _h2(4, 650, "{half}"), seed=520, interval="1s",
+             collect_frac=0.5, collect_tail_s=2.0, held_out=51,
+             exercises="`tiny`: the data ends 2 s after a whole 650-token prefill starts"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1252,4 +1298,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_25 + HELD_OUT_26 + HELD_OUT_27 + HELD_OUT_28 + HELD_OUT_29 + HELD_OUT_30
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
              + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43
-             + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49)
+             + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
+             + HELD_OUT_50 + HELD_OUT_51)
