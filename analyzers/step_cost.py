@@ -189,7 +189,8 @@ def busy_gaps_s(steps: pd.DataFrame) -> np.ndarray:
     steps = steps.sort_values("start_ns", kind="stable")
     gaps = (steps["start_ns"].shift(-1) - steps["end_ns"]).to_numpy(dtype=float)[:-1] / 1e9
     if "num_running" in steps:
-        busy = (steps["num_running"].fillna(0) + steps.get("num_waiting", 0).fillna(0)).to_numpy()[:-1] > 0
+        waiting = steps["num_waiting"].fillna(0) if "num_waiting" in steps else 0   # a vLLM log states no queue
+        busy = (steps["num_running"].fillna(0) + waiting).to_numpy()[:-1] > 0
         gaps = gaps[busy]
     longest = float((steps["end_ns"] - steps["start_ns"]).max()) / 1e9 if len(steps) else 0.0
     return gaps[np.isfinite(gaps) & (gaps >= 0) & (gaps <= longest)]

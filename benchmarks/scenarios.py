@@ -20,6 +20,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -104,10 +105,11 @@ def thin_store(src: Path, dst: Path, keep_every: int) -> Path:
     """A copy of the store `src` at `dst` with every `keep_every`-th scrape of each target kept, the last one
     included: what a scraper `keep_every` times slower would have stored (the counters are cumulative, so the
     kept samples are exactly its own; only the phase of its scrapes is fixed)."""
-    dst.unlink(missing_ok=True)
-    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+    for leftover in (dst, dst.with_name(dst.name + "-wal"), dst.with_name(dst.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+    with closing(sqlite3.connect(src)) as a, closing(sqlite3.connect(dst)) as b:
         a.backup(b)
-    with sqlite3.connect(dst) as con:
+    with closing(sqlite3.connect(dst)) as con, con:
         drop = [(i,) for i, n, rank in con.execute(
             "SELECT id, COUNT(*) OVER (PARTITION BY target_id), ROW_NUMBER() OVER (PARTITION BY target_id ORDER BY ts) "
             "FROM scrapes") if (n - rank) % keep_every]

@@ -92,6 +92,14 @@ def test_busy_gap_ignores_idle_periods():
     assert busy_gaps_s(frame).tolist() == pytest.approx([100e-6, 100e-6])   # not the idle 0.9 s
 
 
+def test_busy_gaps_of_steps_without_a_queue_column_count_the_running_alone():
+    """A vLLM log's iteration lines state the running requests but no queue: the same frame without
+    `num_waiting` has the same busy gaps."""
+    frame = pd.DataFrame({"start_ns": [0, 1_000_000, 2_000_000, 900_000_000], "end_ns": [900_000, 1_900_000, 2_900_000, 901_000_000],
+                          "num_running": [1.0, 1.0, 0.0, 1.0]})
+    assert busy_gaps_s(frame).tolist() == pytest.approx([100e-6, 100e-6])
+
+
 @pytest.mark.parametrize("content,match", [
     ("not json\n", r"steps.jsonl:1: not JSON"),
     ('{"start_ns": 1, "end_ns": 2, "num_prefill_tokens": 3}\n', r"steps.jsonl:1: field `num_decode_tokens` missing"),
