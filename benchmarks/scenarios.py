@@ -77,7 +77,8 @@ class TooFewScrapes(Exception):
     """`analyze` refused the store (exit 2): it holds fewer scrapes than one window needs."""
 
 
-def analyze(run: Path, slo: float, steps: bool = False, config: tuple[str, ...] = (), db: Path | None = None) -> list[dict]:
+def analyze(run: Path, slo: float, steps: bool = False, config: tuple[str, ...] = (),
+            db: Path | None = None) -> list[dict]:
     """The findings of `stallscope analyze --db store.db --format json` (exit 1 is `--fail-on critical`); with
     `steps`, the run's step trace is given too (`--steps steps.jsonl`); `config`: analyze's chunked-prefill flags;
     `db`: another store than the run's (a thinned copy, `thin_store`)."""
