@@ -1291,6 +1291,52 @@ HELD_OUT_51 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=51,
              exercises="`tiny`: the data ends 2 s after a whole 650-token prefill starts"),
 ]
+# held-out 52: the 320-832 band again, drawn after held-out 50-51 were scored (draw_scenarios.py --seed 202612073
+# --band 8), committed before its first run
+HELD_OUT_52 = [
+    Scenario("h52-small-chunk640-s15", chunked(640), _h2(15, 1650, 7.1), model="small", seed=521, held_out=52,
+             exercises="`small`, budget 640, 15 sessions, 1,650-token prompts every 7.1 s"),
+    Scenario("h52-small-chunk640-s6", chunked(640), _h2(6, 850, 2.8), model="small", seed=522, held_out=52,
+             exercises="`small`, budget 640, 6 sessions, 850-token prompts every 2.8 s"),
+    Scenario("h52-small-chunk704-s2", chunked(704), _h2(2, 1200, 3.5), model="small", seed=523, held_out=52,
+             exercises="`small`, budget 704, 2 sessions, 1,200-token prompts every 3.5 s"),
+    Scenario("h52-small-chunk512-s16", chunked(512), _h2(16, 650, 1.6), model="small", seed=524, held_out=52,
+             exercises="`small`, budget 512, 16 sessions, 650-token prompts every 1.6 s"),
+    Scenario("h52-small-chunk512-s12-scrape1s", chunked(512), _h2(12, 850, 4.6), model="small", seed=525, interval="1s",
+             held_out=52,
+             exercises="`small`, budget 512, 12 sessions, 850-token prompts every 4.6 s, 1 s scrapes"),
+    Scenario("h52-tiny-chunk832-s2-scrape1s", chunked(832), _h2(2, 750, 1.4), seed=526, interval="1s", held_out=52,
+             exercises="budget 832, 2 sessions, 750-token prompts every 1.4 s, 1 s scrapes"),
+    Scenario("h52-small-chunk448-s7", chunked(448), _h2(7, 1050, 6.4), model="small", seed=527, held_out=52,
+             exercises="`small`, budget 448, 7 sessions, 1,050-token prompts every 6.4 s"),
+    Scenario("h52-tiny-chunk320-s7", chunked(320), _h2(7, 1750, 9.3), seed=528, held_out=52,
+             exercises="budget 320, 7 sessions, 1,750-token prompts every 9.3 s"),
+]
+# held-out 53: a general draw (draw_scenarios.py --seed 202612074), drawn with held-out 52, committed before its first run
+HELD_OUT_53 = [
+    Scenario("h53-tiny-nochunk-750-s7", OFF, _h2(7, 750, 3.0), seed=531, held_out=53,
+             exercises="7 sessions, whole 750-token prefills every 3.0 s"),
+    Scenario("h53-tiny-chunk512-s4", chunked(512), _h2(4, 1400, 9.8), seed=532, held_out=53,
+             exercises="budget 512, 4 sessions, 1,400-token prompts every 9.8 s"),
+    Scenario("h53-tiny-nochunk-1200-s11", OFF, _h2(11, 1200, 4.8), seed=533, held_out=53,
+             exercises="11 sessions, whole 1,200-token prefills every 4.8 s"),
+    Scenario("h53-small-chunk1536-s8", chunked(1536), _h2(8, 550, 1.9), model="small", seed=534, held_out=53,
+             exercises="`small`, budget 1536, 8 sessions, 550-token prompts every 1.9 s"),
+    Scenario("h53-small-chunk640-s14", chunked(640), _h2(14, 1150, 5.1), model="small", seed=535, held_out=53,
+             exercises="`small`, budget 640, 14 sessions, 1,150-token prompts every 5.1 s"),
+    Scenario("h53-tiny-nochunk-1450-s12-scrape1s", OFF, _h2(12, 1450, 3.6), seed=536, interval="1s", held_out=53,
+             exercises="12 sessions, whole 1,450-token prefills every 3.6 s, 1 s scrapes"),
+    Scenario("h53-kv-fp8-17.8mb-33sess", KV + ("--kv-cache-mb", "17.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "33") + KV_LOAD[2:], seed=537, held_out=53, exercises="a 17.8 MiB fp8 pool, 33 sessions"),
+    Scenario("h53-kv-auto-5.9mb-25sess", KV + ("--kv-cache-mb", "5.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "25") + KV_LOAD[2:], seed=538, held_out=53, exercises="a 5.9 MiB auto pool, 25 sessions"),
+    Scenario("h53-neg-short-85sess", ("--max-num-seqs", "128"),
+             ("--sessions", "85", "--short-prompt-tokens", "24", "--max-tokens", "32") + SHORT_ONLY, seed=539,
+             held_out=53, exercises="negative: 85 sessions of 24-token prompts"),
+    Scenario("h53-end-in-stall-tiny-700-scrape1s", OFF, _h2(4, 700, "{half}"), seed=540, interval="1s",
+             collect_frac=0.5, collect_tail_s=2.0, held_out=53,
+             exercises="`tiny`: the data ends 2 s after a whole 700-token prefill starts"),
+]
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1299,4 +1345,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
              + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
-             + HELD_OUT_50 + HELD_OUT_51)
+             + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53)
