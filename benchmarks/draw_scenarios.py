@@ -26,7 +26,8 @@ held-out 42 and 43, the band after the slowest step was sized exactly, `--seed 2
 changed, `--seed 202612067 --band 8`; held-out 47 the same, `--seed 202612068 --band 8`;
 held-out 48 the band again, `--seed 202612069 --band 8`, and held-out 49 a general draw, `--seed 202612070`;
 held-out 50 the band, `--seed 202612071 --band 8`, and held-out 51 a general draw, `--seed 202612072`;
-held-out 52 the band, `--seed 202612073 --band 8`, and held-out 53 a general draw, `--seed 202612074`.
+held-out 52 the band, `--seed 202612073 --band 8`, and held-out 53 a general draw, `--seed 202612074`;
+held-out 54 the band, `--seed 202612075 --band 8`, and held-out 55 a general draw, `--seed 202612076`.
 
     python benchmarks/draw_scenarios.py --seed 20261203
 """

@@ -1337,6 +1337,53 @@ HELD_OUT_53 = [
              collect_frac=0.5, collect_tail_s=2.0, held_out=53,
              exercises="`tiny`: the data ends 2 s after a whole 700-token prefill starts"),
 ]
+# held-out 54: the 320-832 band again, drawn after held-out 52-53 were scored (draw_scenarios.py --seed 202612075
+# --band 8), committed before its first run
+HELD_OUT_54 = [
+    Scenario("h54-tiny-chunk768-s7", chunked(768), _h2(7, 1500, 7.4), seed=541, held_out=54,
+             exercises="budget 768, 7 sessions, 1,500-token prompts every 7.4 s"),
+    Scenario("h54-small-chunk832-1650-s4", chunked(832), _h2(4, 1650, 2.1), model="small", seed=542, held_out=54,
+             exercises="`small`, budget 832, 4 sessions, 1,650-token prompts every 2.1 s"),
+    Scenario("h54-small-chunk832-850-s4-scrape1s", chunked(832), _h2(4, 850, 4.0), model="small", seed=543, interval="1s", held_out=54,
+             exercises="`small`, budget 832, 4 sessions, 850-token prompts every 4.0 s, 1 s scrapes"),
+    Scenario("h54-small-chunk576-s14-scrape1s", chunked(576), _h2(14, 1200, 3.9), model="small", seed=544, interval="1s", held_out=54,
+             exercises="`small`, budget 576, 14 sessions, 1,200-token prompts every 3.9 s, 1 s scrapes"),
+    Scenario("h54-small-chunk512-s2", chunked(512), _h2(2, 1200, 9.6), model="small", seed=545, held_out=54,
+             exercises="`small`, budget 512, 2 sessions, 1,200-token prompts every 9.6 s"),
+    Scenario("h54-tiny-chunk384-s5", chunked(384), _h2(5, 1100, 9.0), seed=546, held_out=54,
+             exercises="budget 384, 5 sessions, 1,100-token prompts every 9.0 s"),
+    Scenario("h54-small-chunk576-1050-s6", chunked(576), _h2(6, 1050, 8.7), model="small", seed=547, held_out=54,
+             exercises="`small`, budget 576, 6 sessions, 1,050-token prompts every 8.7 s"),
+    Scenario("h54-small-chunk576-1150-s6", chunked(576), _h2(6, 1150, 1.8), model="small", seed=548, held_out=54,
+             exercises="`small`, budget 576, 6 sessions, 1,150-token prompts every 1.8 s"),
+]
+
+# held-out 55: a general draw (draw_scenarios.py --seed 202612076), drawn with held-out 54, committed before its first run
+HELD_OUT_55 = [
+    Scenario("h55-tiny-chunk1024-s14", chunked(1024), _h2(14, 1650, 9.6), seed=551, held_out=55,
+             exercises="budget 1024, 14 sessions, 1,650-token prompts every 9.6 s"),
+    Scenario("h55-tiny-nochunk-1300-s12", OFF, _h2(12, 1300, 9.4), seed=552, held_out=55,
+             exercises="12 sessions, whole 1,300-token prefills every 9.4 s"),
+    Scenario("h55-tiny-nochunk-1300-s14", OFF, _h2(14, 1300, 7.5), seed=553, held_out=55,
+             exercises="14 sessions, whole 1,300-token prefills every 7.5 s"),
+    Scenario("h55-tiny-nochunk-1900-s6", OFF, _h2(6, 1900, 2.3), seed=554, held_out=55,
+             exercises="6 sessions, whole 1,900-token prefills every 2.3 s"),
+    Scenario("h55-tiny-nochunk-1900-s11-scrape1s", OFF, _h2(11, 1900, 9.0), seed=555, interval="1s", held_out=55,
+             exercises="11 sessions, whole 1,900-token prefills every 9.0 s, 1 s scrapes"),
+    Scenario("h55-tiny-chunk384-s12-scrape1s", chunked(384), _h2(12, 1050, 7.9), seed=556, interval="1s", held_out=55,
+             exercises="budget 384, 12 sessions, 1,050-token prompts every 7.9 s, 1 s scrapes"),
+    Scenario("h55-kv-fp8-7.8mb-22sess", KV + ("--kv-cache-mb", "7.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "22") + KV_LOAD[2:], seed=557, held_out=55, exercises="a 7.8 MiB fp8 pool, 22 sessions"),
+    Scenario("h55-kv-auto-3.5mb-35sess", KV + ("--kv-cache-mb", "3.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "35") + KV_LOAD[2:], seed=558, held_out=55, exercises="a 3.5 MiB auto pool, 35 sessions"),
+    Scenario("h55-neg-short-14sess", ("--max-num-seqs", "128"),
+             ("--sessions", "14", "--short-prompt-tokens", "15", "--max-tokens", "32") + SHORT_ONLY, seed=559,
+             held_out=55, exercises="negative: 14 sessions of 15-token prompts"),
+    Scenario("h55-end-in-stall-small-900", OFF, _h2(4, 900, "{half}"), model="small", seed=560,
+             collect_frac=0.5, collect_tail_s=2.0, held_out=55,
+             exercises="`small`: the data ends 2 s after a whole 900-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1345,4 +1392,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_31 + HELD_OUT_32 + HELD_OUT_33 + HELD_OUT_34 + HELD_OUT_35 + HELD_OUT_36 + HELD_OUT_37 + HELD_OUT_38
              + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
-             + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53)
+             + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
+             + HELD_OUT_54 + HELD_OUT_55)
