@@ -2,9 +2,10 @@
 
 The idea: the figures docs/accuracy.md gives for the metrics-only chunking inference (the long prompts' size P
 read against the scenario's, the budget estimate against the largest chunk a step computed, the steps above the
-SLO that held no long prompt, the waits a full token budget explains) must be rerunnable from the recordings.
-Given `benchmarks/scenarios.py --json` files, this prints one row per run, then the pooled `decode_starvation`
-counts of those files.
+SLO that held no long prompt, the waits a full token budget explains, the scrape intervals that finished long
+prompts alone and M / T from analyzers/slow_step.py) must be rerunnable from the recordings. Given
+`benchmarks/scenarios.py --json` files, this prints one row per run, then the runs in which no interval finished
+long prompts alone, then the pooled `decode_starvation` counts of those files.
 
     python benchmarks/chunking_estimates.py runs/h19-first.json runs/h19-full-first.json
 """
@@ -20,6 +21,8 @@ from scenario_sets import SCENARIOS
 from scenarios import long_prompt_tokens
 
 from stallscope.analyzers import chunking as C
+from stallscope.analyzers import slow_step as S
+from stallscope.analyzers.signals import split_metrics
 from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.collectors import loader
 from stallscope.refserver.config import EngineConfig
@@ -35,11 +38,24 @@ def _step(seconds) -> str:
     return "-" if seconds is None else f"{seconds:.2f} s"
 
 
-def row(run: Path, slo: float) -> str:
-    """One table row: the scenario's budget and P, what the inference read, and the step trace's own counts."""
+def long_alone(samples) -> tuple[float, str]:
+    """(the long prompts finished in scrape intervals that finished no short one, M / T as `slow_step.longest_wait`
+    reads it, or "-"): what sizes P and T exactly (docs/metric-traps.md)."""
+    names = [f"{f}{end}" for f in (*C.TOKEN_FAMILIES, C.ITL_FAMILIES[0]) for end in ("_sum", "_count", "_bucket")]
+    parts = split_metrics(samples, names + [f"{S.PREFILL_TIME}_sum", "vllm:num_requests_running"])
+    family = next((f for f in C.TOKEN_FAMILIES if f + "_bucket" in parts), None)
+    long = S.long_prompts(parts, S.prompt_intervals(parts, family) if family else None)
+    waited = S.longest_wait(parts, C.ITL_FAMILIES[0], long)
+    return (0.0 if long is None else long.count), ("-" if waited is None else f"{waited[0] / waited[1]:.2f}")
+
+
+def row(run: Path, slo: float) -> tuple[str, float]:
+    """One table row: the scenario's budget and P, what the inference read, and the step trace's own counts; and
+    the long prompts that finished alone in a scrape interval."""
     sc = BY_NAME[run.name]
     samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
     got = C.infer_from_histograms(samples, slo)
+    alone, m_t = long_alone(samples)
     cfg = EngineConfig.from_flags(sc.server)
     budget = cfg.max_num_batched_tokens if cfg.enable_chunked_prefill else None
     st = read_step_trace(run / "steps.jsonl")
@@ -58,7 +74,7 @@ def row(run: Path, slo: float) -> str:
             f"| {chunk} | {ratio} | {_fmt(got.slow_share)} | {per_prompt:.2f} | {s_ratio} "
             f"| {int((slow & (st['num_prefill_tokens'] >= 500)).sum())} "
             f"| {int((slow & (st['num_prefill_tokens'] < 500)).sum())} | {usage:.3f} | {int(waiting.sum())} "
-            f"| {int((waiting & full).sum())} |")
+            f"| {int((waiting & full).sum())} | {alone:.0f} | {m_t} |"), alone
 
 
 def slow_steps_per_long_prompt(st, slo: float) -> float:
@@ -81,15 +97,20 @@ def main() -> int:
     args = ap.parse_args()
     print("| run | budget | P | P read | chunking read | estimate | slowest step sized exactly | bound | holds a long prefill | largest chunk "
           "| estimate / chunk | P / S | slow steps per long prompt | S / those | steps > SLO with >= 500 prompt tokens "
-          "| with fewer | max KV usage | steps leaving a request waiting | of those at the token budget |")
-    print("|" + "---|" * 19)
+          "| with fewer | max KV usage | steps leaving a request waiting | of those at the token budget "
+          "| long prompts finished alone in an interval | M / T |")
+    print("|" + "---|" * 21)
     tp = fp = fn = 0
+    runs = without = 0
     for path in args.results:
         data = json.loads(Path(path).read_text())
         for r in data["scenarios"]:
-            print(row(Path(r["run"]), float(data["itl_slo_s"])))
+            line, alone = row(Path(r["run"]), float(data["itl_slo_s"]))
+            print(line)
+            runs, without = runs + 1, without + (alone < 0.5)
         counts = data["summary"]["decode_starvation_precision"]["counts"]
         tp, fp, fn = tp + counts["tp"], fp + counts["fp"], fn + counts["fn"]
+    print(f"{without} of {runs} runs: no scrape interval finished long prompts alone (P and T from the buckets)")
     p = tp / (tp + fp) if tp + fp else float("nan")
     r = tp / (tp + fn) if tp + fn else float("nan")
     print(f"pooled decode_starvation over {len(args.results)} file(s): {tp} found, {fp} false alarms, {fn} missed; "

@@ -17,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+from stallscope.analyzers.truth import run_scores
+
 VERDICTS = ("found", "missed", "false alarm", "clear")
 
 
@@ -26,8 +28,16 @@ def verdict(row: dict, kind: str) -> str:
     return VERDICTS[0 if true and flagged else 1 if true else 2 if flagged else 3]
 
 
-def verdicts(folder: Path, kind: str) -> dict[str, str]:
-    """`file stem/run name` -> verdict over every `*.json` in `folder`."""
+def run_class(row: dict, itl_slo_s: float) -> str:
+    """`end in stall` (the data ends inside a prefill), `ITL P99 under the SLO`, or `other`: why a run turns."""
+    if "end-in-stall" in row.get("scenario", row["run"]):
+        return "end in stall"
+    p99 = row.get("itl_p99_s")
+    return "ITL P99 under the SLO" if p99 is not None and p99 < itl_slo_s else "other"
+
+
+def rows(folder: Path) -> dict[str, dict]:
+    """`file stem/run name` -> the run's row, with its file's SLO as `itl_slo_s`, over every `*.json` in `folder`."""
     out = {}
     for path in sorted(folder.glob("*.json")):
         doc = json.loads(path.read_text())
@@ -35,17 +45,37 @@ def verdicts(folder: Path, kind: str) -> dict[str, str]:
             print(f"{path}: not a scenarios.py --json file; left out", file=sys.stderr)
             continue
         for row in doc["scenarios"]:
-            out[f"{path.stem}/{Path(row['run']).name}"] = verdict(row, kind)
+            out[f"{path.stem}/{Path(row['run']).name}"] = dict(row, itl_slo_s=doc.get("itl_slo_s", 0.2))
     return out
 
 
-def scores(found: dict[str, str]) -> str:
-    """`precision 0.969 (123/127), recall 0.976 (123/126)` over the verdicts."""
-    n = {v: sum(1 for x in found.values() if x == v) for v in VERDICTS}
-    tp, flagged, true = n["found"], n["found"] + n["false alarm"], n["found"] + n["missed"]
-    p = f"{tp / flagged:.3f} ({tp}/{flagged})" if flagged else "- (0/0)"
-    r = f"{tp / true:.3f} ({tp}/{true})" if true else "- (0/0)"
-    return f"{len(found)} runs: precision {p}, recall {r}"
+def verdicts(folder: Path, kind: str) -> dict[str, str]:
+    """`file stem/run name` -> verdict over every `*.json` in `folder`."""
+    return {k: verdict(row, kind) for k, row in rows(folder).items()}
+
+
+def scores(scored: dict[str, dict], kind: str) -> str:
+    """`3 runs: precision 0.500 (1/2), recall 0.500 (1/2)`, by `truth.run_scores` over the runs' rows."""
+    s = run_scores([(set(r["truth"]), set(r["flagged"])) for r in scored.values()])[kind]
+    tp, flagged, true = s["tp"], s["tp"] + s["fp"], s["tp"] + s["fn"]
+    p = f"{s['precision']:.3f} ({tp}/{flagged})" if flagged else "- (0/0)"
+    r = f"{s['recall']:.3f} ({tp}/{true})" if true else "- (0/0)"
+    return f"{len(scored)} runs: precision {p}, recall {r}"
+
+
+def by_class(turned: list[str], before: dict[str, dict], after: dict[str, dict], kind: str) -> list[str]:
+    """One line per (class, change) among the turned runs, with how many of them end a finding of `kind` with
+    the sentence that asks for the budget (`chunking.SETTLE_IT`; `scenarios.py`'s `asks_for_config`):
+    `end in stall: found -> missed: 3`, `other: missed -> found: 13 (9 ask for the budget)`."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for k in turned:
+        key = (run_class(after[k], after[k]["itl_slo_s"]),
+               f"{verdict(before[k], kind)} -> {verdict(after[k], kind)}")
+        n = counts.setdefault(key, [0, 0])
+        n[0] += 1
+        n[1] += kind in after[k].get("asks_for_config", ())
+    return [f"{c}: {change}: {n}" + (f" ({asks} ask for the budget)" if asks else "")
+            for (c, change), (n, asks) in sorted(counts.items())]
 
 
 def main() -> int:
@@ -54,16 +84,18 @@ def main() -> int:
     ap.add_argument("after", type=Path, help="a folder of the same files, scored again")
     ap.add_argument("--kind", default="decode_starvation")
     args = ap.parse_args()
-    before, after = verdicts(args.before, args.kind), verdicts(args.after, args.kind)
+    before, after = rows(args.before), rows(args.after)
     both = sorted(set(before) & set(after))
     if not both:
         raise SystemExit(f"no run scored in both {args.before} and {args.after}")
-    turned = [k for k in both if before[k] != after[k]]
+    turned = [k for k in both if verdict(before[k], args.kind) != verdict(after[k], args.kind)]
     for k in turned:
-        print(f"{k}: {before[k]} -> {after[k]}")
+        print(f"{k}: {verdict(before[k], args.kind)} -> {verdict(after[k], args.kind)}")
     print(f"{len(turned)} of {len(both)} runs turned ({args.kind})")
-    print(f"before: {scores({k: before[k] for k in both})}")
-    print(f"after:  {scores({k: after[k] for k in both})}")
+    for line in by_class(turned, before, after, args.kind):
+        print(f"  {line}")
+    print(f"before: {scores({k: before[k] for k in both}, args.kind)}")
+    print(f"after:  {scores({k: after[k] for k in both}, args.kind)}")
     return 0
 
 

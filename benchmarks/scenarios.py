@@ -27,6 +27,7 @@ import numpy as np
 from bench_collect_cpu import wait_http
 from scenario_sets import OFF, SCENARIOS, Scenario  # noqa: F401  (OFF: for benchmarks/prefix_cache.py)
 
+from stallscope.analyzers.chunking import SETTLE_IT
 from stallscope.refserver.config import EngineConfig
 from stallscope.refserver.server_thread import free_port
 
@@ -148,6 +149,7 @@ def evaluate(sc: Scenario, run: Path, slo: float, with_config: bool = False, wit
            "flagged": sorted(k for k in truth.KINDS if truth.flagged(findings, k, DETECTED_AT)),
            "warned": sorted(k for k in truth.KINDS if truth.flagged(findings, k, "warning")),
            "all_findings": sorted({f["kind"] for f in findings}),
+           "asks_for_config": sorted({f["kind"] for f in findings if SETTLE_IT in f.get("explanation", "")}),
            "contradictions": truth.contradictions(truth.merge(true["decode_starvation"] + true["kv_pressure"]), findings),
            "config_contradictions": config_contradictions(sc, findings), "not_diagnosed": refused}
     for kind in truth.KINDS:

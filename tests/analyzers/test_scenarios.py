@@ -274,9 +274,12 @@ def test_rescore_diff_lists_the_runs_that_turned_and_both_scores(tmp_path):
 
     def scored(folder, flagged):
         folder.mkdir()
-        rows = [{"run": f"runs/h1/r{i}", "truth": t, "flagged": f}
-                for i, (t, f) in enumerate(zip([["decode_starvation"], ["decode_starvation"], []], flagged))]
-        (folder / "h1-first.json").write_text(json.dumps({"scenarios": rows}))
+        rows = [{"run": f"runs/h1/r{i}", "scenario": name, "truth": t, "flagged": f, "itl_p99_s": p99,
+                 "asks_for_config": f}
+                for i, (name, t, f, p99) in enumerate(zip(["h1-end-in-stall-tiny", "h1-a", "h1-b"],
+                                                          [["decode_starvation"], ["decode_starvation"], []],
+                                                          flagged, [0.9, 0.5, 0.05]))]
+        (folder / "h1-first.json").write_text(json.dumps({"itl_slo_s": 0.2, "scenarios": rows}))
         return folder
 
     ds = ["decode_starvation"]
@@ -284,9 +287,12 @@ def test_rescore_diff_lists_the_runs_that_turned_and_both_scores(tmp_path):
     after = rescore_diff.verdicts(scored(tmp_path / "b", [ds, ds, []]), "decode_starvation")
     assert before == {"h1-first/r0": "found", "h1-first/r1": "missed", "h1-first/r2": "false alarm"}
     assert after["h1-first/r1"] == "found" and after["h1-first/r2"] == "clear"
-    assert rescore_diff.scores(before) == "3 runs: precision 0.500 (1/2), recall 0.500 (1/2)"
+    assert rescore_diff.scores(rescore_diff.rows(tmp_path / "a"), "decode_starvation") == \
+        "3 runs: precision 0.500 (1/2), recall 0.500 (1/2)"
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rescore_diff.py"), str(tmp_path / "a"),
                           str(tmp_path / "b")], capture_output=True, text=True, check=True)
-    assert res.stdout.splitlines()[:3] == ["h1-first/r1: missed -> found", "h1-first/r2: false alarm -> clear",
-                                           "2 of 3 runs turned (decode_starvation)"]
+    assert res.stdout.splitlines()[:5] == ["h1-first/r1: missed -> found", "h1-first/r2: false alarm -> clear",
+                                           "2 of 3 runs turned (decode_starvation)",
+                                           "  ITL P99 under the SLO: false alarm -> clear: 1",
+                                           "  other: missed -> found: 1 (1 ask for the budget)"]
     assert "after:  3 runs: precision 1.000 (2/2), recall 1.000 (2/2)" in res.stdout
