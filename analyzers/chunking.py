@@ -20,7 +20,10 @@ assumes, so every starvation finding states which one it used and how it was kno
    per prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket as wide as vLLM's
    1 s to 2.5 s can hold a chunk step and a whole prefill alike, or unless no scrape interval's ITL `_sum` per
    running stream reached 0.9 x the long prompts' exact T (a whole prompt's step leaves each stream all of T in one
-   interval; analyzers/slow_step.py). Otherwise on, with the budget estimated as the
+   interval; analyzers/slow_step.py), or unless the scrapes size the slowest step exactly (below) and it held
+   under `1.05 x 512` tokens and under 0.9 x P: a 700-token prompt at a 512 budget runs as 511 + 189-token steps,
+   and when both gaps end in one scrape interval each stream waited out the whole prefill there as well, and the
+   buckets put both slowest gaps in one (docs/metric-traps.md). Otherwise on, with the budget estimated as the
    smaller of P / K and P x G' / T (the share of the median long prompt, P tokens, that its slowest step held), where
    G' is the gap every long prefill caused at least once for half the running streams (the upper bound of the ITL
    bucket at rank 1 - 0.5 x long prompts x median running / ITL samples), so one outlier gap does not pass for a
@@ -319,7 +322,10 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     long = long_prompts(parts, intervals)   # exact P and T, where some scrape interval finished long prompts only
     waited = longest_wait(parts, itl_family, long)
     spread = waited is not None and waited[0] < WHOLE_WAIT_SHARE * waited[1]   # no interval held a whole prefill
-    if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED and not spread:
+    exact = slowest_step(parts, itl_family, intervals, long, streams)
+    part = exact is not None and exact.chunk_tokens < min(STEP_MARGIN * LONG_PREFILL_TOKENS,
+                                                          WHOLE_WAIT_SHARE * exact.prompt_tokens)
+    if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED and not spread and not part:
         preempted = counter_increase(parts[PREEMPTIONS], by_le=False) if PREEMPTIONS in parts else 0.0
         if preempted >= max(top * n_long * streams, 0.5):
             return UNKNOWN  # the slowest gaps may be preempted requests' waits, not steps (module docstring, 3)
@@ -328,16 +334,18 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     if gap >= t_long and top > STALLS_PER_PREFILL_CHUNKED:
         what += (f", but that bucket holds {top:.1f} gaps per long prefill per running stream (a whole prompt per "
                  "step leaves at most about 1)")
-    elif gap >= t_long:
+    elif gap >= t_long and spread:
         what += (f", but no scrape interval's ITL sum per running stream reached {WHOLE_WAIT_SHARE:g} x the "
                  f"{waited[1]:.3g} s prefill (at most {waited[0]:.3g} s; a whole prompt's step leaves each stream its "
                  "whole prefill)")
+    elif gap >= t_long:
+        what += (", but the slowest step, sized exactly, held under the whole prompt: two chunks whose gaps end in "
+                 "one scrape interval leave each stream the whole prefill too")
     support = max(0.0, 1.0 - 0.5 * n_long * streams / itl[1][-1])
     _, lo, hi = Q.bucket_quantile(support, itl[0], itl[1][None, :])
     slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])
     # both read high: a bucket's upper bound, and a prompt's share per top-bucket gap
     est = float(min(prompt * min(slowest, gap) / t_long, prompt / max(top, 1.0)))
-    exact = slowest_step(parts, itl_family, intervals, long, streams)
     if exact is not None:   # the scrapes resolve the slow steps: size the slowest one exactly (slow_step.py)
         est = exact.chunk_tokens
         what += f": prefills spread over steps; {exact.describe()}"

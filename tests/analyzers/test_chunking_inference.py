@@ -117,3 +117,45 @@ def test_the_slow_step_share_decides_only_above_its_margin(gaps, share, holds):
     assert inferred.slow_share == (None if share is None else pytest.approx(share, rel=1e-3))
     assert inferred.enabled is (holds is not None)
     assert inferred.holds_long_prefills() is (True if holds is None else holds)
+
+
+def _two_chunk_scrapes(first_gap_s, *, prompt_tokens=700, prefill_s=1.5, running=10, n_intervals=20):
+    """1 s scrapes of `running` streams decoding at 70 ms, and two `prompt_tokens` prompts run as two chunk
+    steps each (`first_gap_s`, then the rest of `prefill_s`), as `small` ran 700-token prompts at a 512 budget
+    (h47-full/h47-small-chunk512-s14-scrape1s): the first prompt's two gaps end in interval 5, so each stream
+    waits out the whole prefill there, as a whole-prompt step leaves it; the second's first gap alone fills
+    interval 11 (its mean is that step), and its second gap ends in interval 12 with the prompt."""
+    m = VllmMetrics()
+    tokens = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
+                       buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
+                       ).labels(**m.labels)
+    m.running.set(running)
+    frames = [m.scrape(T0_NS)]
+    for k in range(1, n_intervals + 1):
+        gaps = {5: [first_gap_s, prefill_s - first_gap_s], 11: [first_gap_s],
+                12: [prefill_s - first_gap_s] + [0.07] * 7}.get(k, [0.07] * 14)
+        for gap in gaps:
+            for _ in range(running):
+                m.itl.observe(gap)
+        if k in (5, 12):
+            tokens.observe(prompt_tokens)
+            m.prefill_time.observe(prefill_s)
+        frames.append(m.scrape(T0_NS + k * SECOND))
+    return pd.concat(frames, ignore_index=True).assign(target="vllm")
+
+
+@pytest.mark.parametrize("first_gap_s,enabled,holds", [
+    (1.05, True, False),   # 511 + 189 tokens: the slowest step held 700 x 1.05 / 1.5 = 490, under 1.05 x 512
+    (1.30, False, True),   # 640 + 60 at a 640 budget: 607 tokens, a long prefill either way
+])
+def test_two_chunks_in_one_scrape_interval_are_told_from_one_step_by_the_slowest_steps_exact_size(
+        first_gap_s, enabled, holds):
+    """Both prompts wait out their whole 1.5 s prefill in one interval and every slow gap sits in vLLM's (1 s,
+    2.5 s] bucket, which reads as whole-prompt steps; interval 11's exact mean sizes the slowest step."""
+    inferred = C.infer_from_histograms(_two_chunk_scrapes(first_gap_s), 0.2)
+    assert inferred.enabled is enabled
+    assert inferred.holds_long_prefills() is holds
+    if enabled:
+        assert inferred.slowest_step_s == pytest.approx(first_gap_s)
+        assert inferred.budget_estimate == pytest.approx(700 * first_gap_s / 1.5)
+        assert "the slowest step, sized exactly, held under the whole prompt" in inferred.detail
