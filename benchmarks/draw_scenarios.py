@@ -30,6 +30,7 @@ held-out 52 the band, `--seed 202612073 --band 8`, and held-out 53 a general dra
 held-out 54 the band, `--seed 202612075 --band 8`, and held-out 55 a general draw, `--seed 202612076`.
 
     python benchmarks/draw_scenarios.py --seed 20261203
+    python benchmarks/draw_scenarios.py --seed 202612075 --band 8 --held-out 54 --first-seed 541   # as code
 """
 
 from __future__ import annotations
@@ -129,6 +130,66 @@ def draw_starve(seed: int, n: int = 6) -> list[tuple]:
     return out
 
 
+def _prefill_entry(n: int, row: tuple, rows: list[tuple]) -> tuple[str, str, str]:
+    """(name, server and load arguments as code, what it exercises) of a prefill row."""
+    _, model, mode, budget, sessions, tokens, every, interval = row
+    twin = any(x[:5] == row[:5] and x[5] != tokens for x in rows)   # same budget and sessions: name the size
+    name = (f"h{n}-{model}-chunk{budget}{f'-{tokens}' if twin else ''}-s{sessions}" if mode == "chunk"
+            else f"h{n}-{model}-nochunk-{tokens}-s{sessions}") + ("-scrape1s" if interval == "1s" else "")
+    what = (f"budget {budget}, {sessions} sessions, {tokens:,}-token prompts every {every} s" if mode == "chunk"
+            else f"{sessions} sessions, whole {tokens:,}-token prefills every {every} s")
+    what = ("`small`, " if model == "small" else "") + what + (", 1 s scrapes" if interval == "1s" else "")
+    args = (f"{f'chunked({budget})' if mode == 'chunk' else 'OFF'}, _h2({sessions}, {tokens}, {every})"
+            + (', model="small"' if model == "small" else ""))
+    return name, args, what
+
+
+def _entry(n: int, row: tuple, rows: list[tuple]) -> tuple[str, str, str, str]:
+    """(name, arguments, keyword arguments, what it exercises) of one drawn row as a `Scenario`."""
+    kind = row[0]
+    one_s = ', interval="1s"' if row[-1] == "1s" else ""
+    if kind == "prefill":
+        name, args, what = _prefill_entry(n, row, rows)
+        return name, args, one_s, what
+    if kind == "kv" and len(row) == 5:       # draw's pools: the general load
+        _, mb, dtype, sessions, max_len = row
+        extra = "" if max_len is None else f', "--max-model-len", "{max_len}"'
+        return (f"h{n}-kv-{dtype}-{mb}mb-{sessions}sess",
+                f'KV + ("--kv-cache-mb", "{mb}", "--kv-cache-dtype", "{dtype}"{extra}), '
+                f'("--sessions", "{sessions}") + KV_LOAD[2:]', "", f"a {mb} MiB {dtype} pool, {sessions} sessions")
+    if kind == "kv":                           # draw_kv's pools
+        _, mb, dtype, sessions, max_tokens, tokens, every, interval = row
+        return (f"h{n}-kv-{dtype}-{mb}mb-{sessions}sess" + ("-scrape1s" if interval == "1s" else ""),
+                f'KV + ("--kv-cache-mb", "{mb}", "--kv-cache-dtype", "{dtype}"), ("--sessions", "{sessions}", '
+                f'"--short-prompt-tokens", "32", "--max-tokens", "{max_tokens}", "--long-max-tokens", "16", '
+                f'"--long-prompt-tokens", "{tokens}", "--long-every", "{every}")', one_s,
+                f"a {mb} MiB {dtype} pool, {sessions} sessions of {max_tokens} output tokens, {tokens:,}-token "
+                f"prompts every {every} s")
+    if kind == "neg":
+        _, sessions, tokens = row
+        return (f"h{n}-neg-short-{sessions}sess", f'("--max-num-seqs", "128"), ("--sessions", "{sessions}", '
+                f'"--short-prompt-tokens", "{tokens}", "--max-tokens", "32") + SHORT_ONLY', "",
+                f"negative: {sessions} sessions of {tokens}-token prompts")
+    _, model, tokens, interval = row         # "end": the data ends 2 s after a whole prefill starts
+    return (f"h{n}-end-in-stall-{model}-{tokens}" + ("-scrape1s" if interval == "1s" else ""),
+            f'OFF, _h2(4, {tokens}, "{{half}}")' + (', model="small"' if model == "small" else ""),
+            one_s + ", collect_frac=0.5, collect_tail_s=2.0",
+            f"`{model}`: the data ends 2 s after a whole {tokens:,}-token prefill starts")
+
+
+def as_code(rows: list[tuple], n: int, first_seed: int) -> str:
+    """The drawn rows as benchmarks/scenario_sets.py's `HELD_OUT_<n>` list, seeds from `first_seed` on; every
+    name unique (SystemExit naming the first repeat)."""
+    lines, names = [f"HELD_OUT_{n} = ["], set()
+    for seed, row in enumerate(rows, first_seed):
+        name, args, kw, what = _entry(n, row, rows)
+        if name in names:
+            raise SystemExit(f"two drawn scenarios would be named {name}")
+        names.add(name)
+        lines += [f'    Scenario("{name}", {args}, seed={seed}{kw}, held_out={n},', f'             exercises="{what}"),']
+    return "\n".join(lines + ["]"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, required=True)
@@ -137,9 +198,14 @@ def main() -> int:
                                                         "(draw_band)")
     ap.add_argument("--starve", type=int, default=0, help="draw this many `tiny` starvation scenarios only "
                                                           "(draw_starve: the cost model's runs)")
+    ap.add_argument("--held-out", type=int, metavar="N", help="print the rows as scenario_sets.py's HELD_OUT_N")
+    ap.add_argument("--first-seed", type=int, default=1, help="with --held-out: the first scenario's seed")
     args = ap.parse_args()
     rows = (draw_kv(args.seed, args.kv) if args.kv else draw_band(args.seed, args.band) if args.band
             else draw_starve(args.seed, args.starve) if args.starve else draw(args.seed))
+    if args.held_out is not None:
+        print(as_code(rows, args.held_out, args.first_seed))
+        return 0
     for row in rows:
         print(*row)
     return 0

@@ -296,3 +296,16 @@ def test_rescore_diff_lists_the_runs_that_turned_and_both_scores(tmp_path):
                                            "  ITL P99 under the SLO: false alarm -> clear: 1",
                                            "  other: missed -> found: 1 (1 ask for the budget)"]
     assert "after:  3 runs: precision 1.000 (2/2), recall 1.000 (2/2)" in res.stdout
+
+
+@pytest.mark.parametrize("n,seed,argv,first_seed", [(12, 202612033, ["--kv", "8"], 121),
+                                                    (54, 202612075, ["--band", "8"], 541), (55, 202612076, [], 551)])
+def test_a_drawn_set_printed_as_code_is_the_committed_set(n, seed, argv, first_seed):
+    """`draw_scenarios.py --held-out N` prints what was committed for held-out N: the seed alone decides it."""
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "draw_scenarios.py"), "--seed", str(seed),
+                          *argv, "--held-out", str(n), "--first-seed", str(first_seed)],
+                         capture_output=True, text=True, check=True)
+    source = (ROOT / "benchmarks" / "scenario_sets.py").read_text()
+    start = source.index(f"HELD_OUT_{n} = [")
+    committed = source[start:source.index("\n]\n", start) + 2]
+    assert " ".join(res.stdout.split()) == " ".join(committed.split())
