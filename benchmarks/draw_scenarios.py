@@ -27,7 +27,8 @@ changed, `--seed 202612067 --band 8`; held-out 47 the same, `--seed 202612068 --
 held-out 48 the band again, `--seed 202612069 --band 8`, and held-out 49 a general draw, `--seed 202612070`;
 held-out 50 the band, `--seed 202612071 --band 8`, and held-out 51 a general draw, `--seed 202612072`;
 held-out 52 the band, `--seed 202612073 --band 8`, and held-out 53 a general draw, `--seed 202612074`;
-held-out 54 the band, `--seed 202612075 --band 8`, and held-out 55 a general draw, `--seed 202612076`.
+held-out 54 the band, `--seed 202612075 --band 8`, and held-out 55 a general draw, `--seed 202612076`;
+held-out 56 the band, `--seed 202612077 --band 8`, and held-out 57 KV pools only, `--seed 202612078 --kv 8`.
 
     python benchmarks/draw_scenarios.py --seed 20261203
     python benchmarks/draw_scenarios.py --seed 202612075 --band 8 --held-out 54 --first-seed 541   # as code
@@ -160,9 +161,9 @@ def _entry(n: int, row: tuple, rows: list[tuple]) -> tuple[str, str, str, str]:
     if kind == "kv":                           # draw_kv's pools
         _, mb, dtype, sessions, max_tokens, tokens, every, interval = row
         return (f"h{n}-kv-{dtype}-{mb}mb-{sessions}sess" + ("-scrape1s" if interval == "1s" else ""),
-                f'KV + ("--kv-cache-mb", "{mb}", "--kv-cache-dtype", "{dtype}"), ("--sessions", "{sessions}", '
-                f'"--short-prompt-tokens", "32", "--max-tokens", "{max_tokens}", "--long-max-tokens", "16", '
-                f'"--long-prompt-tokens", "{tokens}", "--long-every", "{every}")', one_s,
+                f'KV + ("--kv-cache-mb", "{mb}", "--kv-cache-dtype", "{dtype}"),\n             ("--sessions", '
+                f'"{sessions}", "--short-prompt-tokens", "32", "--max-tokens", "{max_tokens}", "--long-max-tokens", '
+                f'"16",\n              "--long-prompt-tokens", "{tokens}", "--long-every", "{every}")', one_s,
                 f"a {mb} MiB {dtype} pool, {sessions} sessions of {max_tokens} output tokens, {tokens:,}-token "
                 f"prompts every {every} s")
     if kind == "neg":

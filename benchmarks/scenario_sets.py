@@ -1384,6 +1384,63 @@ HELD_OUT_55 = [
              exercises="`small`: the data ends 2 s after a whole 900-token prefill starts"),
 ]
 
+# held-out 56: the 320-832 band, drawn after the exact slowest step joined the 'off' branch (draw_scenarios.py --seed
+# 202612077 --band 8 --held-out 56 --first-seed 561), committed before its first run
+HELD_OUT_56 = [
+    Scenario("h56-small-chunk832-s4", chunked(832), _h2(4, 1200, 4.4), model="small", seed=561, held_out=56,
+             exercises="`small`, budget 832, 4 sessions, 1,200-token prompts every 4.4 s"),
+    Scenario("h56-small-chunk320-s8", chunked(320), _h2(8, 1800, 6.7), model="small", seed=562, held_out=56,
+             exercises="`small`, budget 320, 8 sessions, 1,800-token prompts every 6.7 s"),
+    Scenario("h56-small-chunk832-s16", chunked(832), _h2(16, 1850, 6.0), model="small", seed=563, held_out=56,
+             exercises="`small`, budget 832, 16 sessions, 1,850-token prompts every 6.0 s"),
+    Scenario("h56-small-chunk576-s11", chunked(576), _h2(11, 1800, 5.7), model="small", seed=564, held_out=56,
+             exercises="`small`, budget 576, 11 sessions, 1,800-token prompts every 5.7 s"),
+    Scenario("h56-small-chunk704-s2-scrape1s", chunked(704), _h2(2, 1100, 8.9), model="small", seed=565, interval="1s", held_out=56,
+             exercises="`small`, budget 704, 2 sessions, 1,100-token prompts every 8.9 s, 1 s scrapes"),
+    Scenario("h56-small-chunk384-s15", chunked(384), _h2(15, 1850, 9.6), model="small", seed=566, held_out=56,
+             exercises="`small`, budget 384, 15 sessions, 1,850-token prompts every 9.6 s"),
+    Scenario("h56-small-chunk704-s3", chunked(704), _h2(3, 1500, 2.8), model="small", seed=567, held_out=56,
+             exercises="`small`, budget 704, 3 sessions, 1,500-token prompts every 2.8 s"),
+    Scenario("h56-small-chunk704-s10", chunked(704), _h2(10, 1650, 3.2), model="small", seed=568, held_out=56,
+             exercises="`small`, budget 704, 10 sessions, 1,650-token prompts every 3.2 s"),
+]
+# held-out 57: KV pools only, drawn with held-out 56 (draw_scenarios.py --seed 202612078 --kv 8 --held-out 57
+# --first-seed 571), committed before its first run
+HELD_OUT_57 = [
+    Scenario("h57-kv-fp8-1.4mb-9sess-scrape1s", KV + ("--kv-cache-mb", "1.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "9", "--short-prompt-tokens", "32", "--max-tokens", "216", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "950", "--long-every", "1.2"), seed=571, interval="1s", held_out=57,
+             exercises="a 1.4 MiB fp8 pool, 9 sessions of 216 output tokens, 950-token prompts every 1.2 s"),
+    Scenario("h57-kv-fp8-3.0mb-18sess-scrape1s", KV + ("--kv-cache-mb", "3.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "18", "--short-prompt-tokens", "32", "--max-tokens", "222", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "3.6"), seed=572, interval="1s", held_out=57,
+             exercises="a 3.0 MiB fp8 pool, 18 sessions of 222 output tokens, 850-token prompts every 3.6 s"),
+    Scenario("h57-kv-fp8-1.3mb-24sess", KV + ("--kv-cache-mb", "1.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "24", "--short-prompt-tokens", "32", "--max-tokens", "144", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1700", "--long-every", "1.1"), seed=573, held_out=57,
+             exercises="a 1.3 MiB fp8 pool, 24 sessions of 144 output tokens, 1,700-token prompts every 1.1 s"),
+    Scenario("h57-kv-auto-2.4mb-39sess", KV + ("--kv-cache-mb", "2.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "39", "--short-prompt-tokens", "32", "--max-tokens", "201", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1100", "--long-every", "3.6"), seed=574, held_out=57,
+             exercises="a 2.4 MiB auto pool, 39 sessions of 201 output tokens, 1,100-token prompts every 3.6 s"),
+    Scenario("h57-kv-fp8-3.9mb-10sess-scrape1s", KV + ("--kv-cache-mb", "3.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "10", "--short-prompt-tokens", "32", "--max-tokens", "252", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "2.4"), seed=575, interval="1s", held_out=57,
+             exercises="a 3.9 MiB fp8 pool, 10 sessions of 252 output tokens, 1,350-token prompts every 2.4 s"),
+    Scenario("h57-kv-auto-7.6mb-44sess", KV + ("--kv-cache-mb", "7.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "44", "--short-prompt-tokens", "32", "--max-tokens", "98", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "2.0"), seed=576, held_out=57,
+             exercises="a 7.6 MiB auto pool, 44 sessions of 98 output tokens, 1,750-token prompts every 2.0 s"),
+    Scenario("h57-kv-fp8-2.0mb-19sess-scrape1s", KV + ("--kv-cache-mb", "2.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "19", "--short-prompt-tokens", "32", "--max-tokens", "78", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "2.9"), seed=577, interval="1s", held_out=57,
+             exercises="a 2.0 MiB fp8 pool, 19 sessions of 78 output tokens, 850-token prompts every 2.9 s"),
+    Scenario("h57-kv-auto-7.8mb-24sess-scrape1s", KV + ("--kv-cache-mb", "7.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "24", "--short-prompt-tokens", "32", "--max-tokens", "116", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "700", "--long-every", "2.9"), seed=578, interval="1s", held_out=57,
+             exercises="a 7.8 MiB auto pool, 24 sessions of 116 output tokens, 700-token prompts every 2.9 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1393,4 +1450,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
-             + HELD_OUT_54 + HELD_OUT_55)
+             + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57)
