@@ -20,8 +20,10 @@ assumes, so every starvation finding states which one it used and how it was kno
    per prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket as wide as vLLM's
    1 s to 2.5 s can hold a chunk step and a whole prefill alike, or unless no scrape interval's ITL `_sum` per
    running stream reached 0.9 x the long prompts' exact T (a whole prompt's step leaves each stream all of T in one
-   interval; analyzers/slow_step.py), or unless the scrapes size the slowest step exactly (below) and it held
-   under `1.05 x 512` tokens and under 0.9 x P: a 700-token prompt at a 512 budget runs as 511 + 189-token steps,
+   interval; analyzers/slow_step.py), or unless the scrapes size the slowest step exactly (below), from an
+   interval in which each running stream got about one token (so its mean is one step's gap, not a mix that
+   reads it low), and it held under `1.05 x 512` tokens and under 0.9 x P: a 700-token prompt at a 512 budget
+   runs as 511 + 189-token steps,
    and when both gaps end in one scrape interval each stream waited out the whole prefill there as well, and the
    buckets put both slowest gaps in one (docs/metric-traps.md). Otherwise on, with the budget estimated as the
    smaller of P / K and P x G' / T (the share of the median long prompt, P tokens, that its slowest step held), where
@@ -323,8 +325,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     waited = longest_wait(parts, itl_family, long)
     spread = waited is not None and waited[0] < WHOLE_WAIT_SHARE * waited[1]   # no interval held a whole prefill
     exact = slowest_step(parts, itl_family, intervals, long, streams)
-    part = exact is not None and exact.chunk_tokens < min(STEP_MARGIN * LONG_PREFILL_TOKENS,
-                                                          WHOLE_WAIT_SHARE * exact.prompt_tokens)
+    part = exact is not None and exact.one_step and exact.chunk_tokens < min(STEP_MARGIN * LONG_PREFILL_TOKENS,
+                                                                              WHOLE_WAIT_SHARE * exact.prompt_tokens)
     if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED and not spread and not part:
         preempted = counter_increase(parts[PREEMPTIONS], by_le=False) if PREEMPTIONS in parts else 0.0
         if preempted >= max(top * n_long * streams, 0.5):

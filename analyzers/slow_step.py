@@ -28,6 +28,7 @@ from stallscope.analyzers.workload import PREFILL_TIME, interval_increase
 
 LONG_PROMPT_BOUND = 500       # vLLM's request-token buckets: 1-2-5 series; "long" = above the 500 bound
 STREAMS_SEEN = 0.5   # an interval's mean counts when at least half the running streams got a token in it
+ONE_STEP = 1.25      # ... and is one step's gap when its ITL count is at most this x the running streams
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class SlowStep:
     prompts: float
     scrape_s: float
     prompt_rate: float = 0.0
+    one_step: bool = False   # G's interval saw about one token per running stream: G is that step's gap, not a mix
 
     @property
     def chunk_tokens(self) -> float:
@@ -115,11 +117,24 @@ def long_prompts(parts: dict, intervals: pd.DataFrame | None) -> LongPrompts | N
     return LongPrompts(float(only["sum"].sum()) / n, float(only["t"].sum()) / n, n)
 
 
-def _slowest_mean(itl_sum: pd.DataFrame, itl_count: pd.DataFrame, streams: float) -> float | None:
-    """The largest scrape interval's ITL `_sum` / `_count` among those in which most running streams got a token."""
+def _slowest_mean(itl_sum: pd.DataFrame, itl_count: pd.DataFrame, streams: float,
+                  running: pd.DataFrame | None = None) -> tuple[float, bool] | None:
+    """The largest scrape interval's ITL `_sum` / `_count` among those in which most running streams got a token,
+    and whether that interval's count was at most `ONE_STEP` x the running gauge (the larger of its two ends):
+    every running stream waits on the same steps, so one token each means one step ended in it and the mean is
+    that step's gap; more, and it mixes the slow step with faster ones (a mean never exceeds the gap it
+    averages, so a mix reads the slowest step low)."""
     f = pd.concat({"s": interval_increase(itl_sum), "c": interval_increase(itl_count)}, axis=1).fillna(0.0)
     f = f[f["c"] >= max(STREAMS_SEEN * streams, 0.5)]
-    return float((f["s"] / f["c"]).max()) if len(f) else None
+    if not len(f):
+        return None
+    at = (f["s"] / f["c"]).idxmax()
+    one = False
+    if running is not None and len(running):
+        gauge = running.groupby("ts")["value"].sum().sort_index()
+        ends = pd.concat([gauge, gauge.shift(1)], axis=1).max(axis=1)
+        one = bool(at in ends.index and f.loc[at, "c"] <= ONE_STEP * max(float(ends.loc[at]), 1.0))
+    return float(f.loc[at, "s"] / f.loc[at, "c"]), one
 
 
 def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, long: LongPrompts | None,
@@ -130,15 +145,16 @@ def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, l
     rows = [parts.get(n) for n in (f"{itl_family}_sum", f"{itl_family}_count")]
     if intervals is None or long is None or any(r is None or not len(r) for r in rows):
         return None
-    g = _slowest_mean(rows[0], rows[1], streams)
+    found = _slowest_mean(rows[0], rows[1], streams, parts.get("vllm:num_requests_running"))
     ts = np.unique(rows[0]["ts"].to_numpy())
-    if g is None or len(ts) < 2:
+    if found is None or len(ts) < 2:
         return None
+    g, one = found
     scrape = float(np.median(np.diff(ts))) / 1e9
     if not (g >= scrape and np.isfinite(g)):
         return None
     rate = float(intervals["sum"].sum()) / (float(ts[-1] - ts[0]) / 1e9)
-    return SlowStep(g, long.tokens, long.prefill_s, long.count, scrape, rate)
+    return SlowStep(g, long.tokens, long.prefill_s, long.count, scrape, rate, one)
 
 
 def longest_wait(parts: dict, itl_family: str, long: LongPrompts | None) -> tuple[float, float] | None:

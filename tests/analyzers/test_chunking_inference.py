@@ -119,12 +119,14 @@ def test_the_slow_step_share_decides_only_above_its_margin(gaps, share, holds):
     assert inferred.holds_long_prefills() is (True if holds is None else holds)
 
 
-def _two_chunk_scrapes(first_gap_s, *, prompt_tokens=700, prefill_s=1.5, running=10, n_intervals=20):
+def _two_chunk_scrapes(first_gap_s, *, prompt_tokens=700, prefill_s=1.5, running=10, n_intervals=20,
+                       with_first=()):
     """1 s scrapes of `running` streams decoding at 70 ms, and two `prompt_tokens` prompts run as two chunk
     steps each (`first_gap_s`, then the rest of `prefill_s`), as `small` ran 700-token prompts at a 512 budget
     (h47-full/h47-small-chunk512-s14-scrape1s): the first prompt's two gaps end in interval 5, so each stream
     waits out the whole prefill there, as a whole-prompt step leaves it; the second's first gap alone fills
-    interval 11 (its mean is that step), and its second gap ends in interval 12 with the prompt."""
+    interval 11 (its mean is that step) unless `with_first` adds gaps there, and its second gap ends in interval
+    12 with the prompt."""
     m = VllmMetrics()
     tokens = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
                        buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
@@ -132,7 +134,7 @@ def _two_chunk_scrapes(first_gap_s, *, prompt_tokens=700, prefill_s=1.5, running
     m.running.set(running)
     frames = [m.scrape(T0_NS)]
     for k in range(1, n_intervals + 1):
-        gaps = {5: [first_gap_s, prefill_s - first_gap_s], 11: [first_gap_s],
+        gaps = {5: [first_gap_s, prefill_s - first_gap_s], 11: [first_gap_s, *with_first],
                 12: [prefill_s - first_gap_s] + [0.07] * 7}.get(k, [0.07] * 14)
         for gap in gaps:
             for _ in range(running):
@@ -159,3 +161,13 @@ def test_two_chunks_in_one_scrape_interval_are_told_from_one_step_by_the_slowest
         assert inferred.slowest_step_s == pytest.approx(first_gap_s)
         assert inferred.budget_estimate == pytest.approx(700 * first_gap_s / 1.5)
         assert "the slowest step, sized exactly, held under the whole prompt" in inferred.detail
+
+
+def test_a_slow_steps_mean_mixed_with_other_gaps_does_not_size_it():
+    """h54-full/h54-small-chunk832-850-s4-scrape1s: 850-token prompts at an 832 budget, 1.6 s chunk steps of 828
+    tokens, and 1 s scrapes. The slowest interval held the 1.6 s gap and a 0.49 s one per stream: its mean, 1.045 s,
+    passes for a step at least a scrape long, and would size it at 850 x 1.045 / 1.77 = 502 tokens. Two tokens
+    per running stream there say it is a mix, so the whole-prefill reading stands."""
+    run = _two_chunk_scrapes(1.6, prompt_tokens=850, prefill_s=1.77, with_first=(0.49,))
+    inferred = C.infer_from_histograms(run, 0.2)
+    assert inferred.enabled is False and inferred.holds_long_prefills() is True
