@@ -44,7 +44,10 @@ assumes, so every starvation finding states which one it used and how it was kno
    "off" is stated as off or a budget whose one step holds most of a long prompt: the buckets cannot tell them apart.
    The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower bound, so a chunked budget
    down to P x that bound / T (`budget_floor`) reads the same; when that is under 512 the finding says so, and a
-   budget passed to `analyze` settles it. When the scrapes come faster than the slow steps, the ITL, token and
+   budget passed to `analyze` settles it. An "on" whose slowest step held 0.9 x P or more (and no count of slow
+   steps bounds it lower) is stated the same way: a whole-prompt step's gap and the prefill time T (which also holds
+   the step's output) can straddle a bucket bound, as 0.4 s and 0.42 s did on `tiny`'s 1,900-token prompts
+   (held-out 55). When the scrapes come faster than the slow steps, the ITL, token and
    prefill-time `_sum`s and `_count`s size the slowest step instead (analyzers/slow_step.py), and that decides
    alone, from `1.05 x 512` (it reads a few per cent high; docs/accuracy.md). A gap still open is in no histogram
    yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of T, one step held
@@ -374,6 +377,11 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
         floor = est
     elif np.isfinite(lo[0]):
         floor = prompt * min(float(lo[0]), min(slowest, gap)) / t_long
+    if est >= WHOLE_WAIT_SHARE * prompt and (bound is None or bound >= WHOLE_WAIT_SHARE * prompt):
+        # a bucket bound just under T (a whole step's gap and the prefill time straddle it) reads "spread"
+        return Chunking(False, None, "inferred from metrics", what + f"; that is {est / prompt:.0%} of the prompt: "
+                        "one step held it, or most of it", long_prefill_s=t_long, budget_floor=min(floor, est),
+                        long_prompt_tokens=prompt)
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
                     budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt, slow_share=share,
                     slowest_step_s=exact.step_s if exact is not None else None)

@@ -17,7 +17,8 @@ def _scrapes(n_intervals, long_at, *, long_tokens=950, short_tokens=37, shorts=5
     """`n_intervals` one-second scrape intervals of vLLM's histograms (prometheus_client's own exposition):
     each finishes `shorts` prompts of `short_tokens` (0.2 s prefill) and 60 decode gaps of 70 ms per stream,
     plus `short_gaps` = (seconds, count): gaps a short prompt's prefill step held; the intervals in `long_at`
-    also finish one prompt of `long_tokens`, taking `prefill_s`, whose chunk steps held `chunk_gaps`."""
+    also finish one prompt of `long_tokens`, taking `prefill_s` (or the next of a list of them), whose chunk steps
+    held `chunk_gaps`."""
     m = VllmMetrics()
     tokens = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
                        buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
@@ -34,7 +35,7 @@ def _scrapes(n_intervals, long_at, *, long_tokens=950, short_tokens=37, shorts=5
             m.itl.observe(short_gaps[0])
         if k in long_at:
             tokens.observe(long_tokens)
-            m.prefill_time.observe(prefill_s)
+            m.prefill_time.observe(prefill_s if isinstance(prefill_s, float) else prefill_s[sorted(long_at).index(k)])
             for _ in range(chunk_gaps[1]):
                 m.itl.observe(chunk_gaps[0])
         frames.append(m.scrape(T0_NS + k * SECOND))
@@ -171,3 +172,23 @@ def test_a_slow_steps_mean_mixed_with_other_gaps_does_not_size_it():
     run = _two_chunk_scrapes(1.6, prompt_tokens=850, prefill_s=1.77, with_first=(0.49,))
     inferred = C.infer_from_histograms(run, 0.2)
     assert inferred.enabled is False and inferred.holds_long_prefills() is True
+
+
+@pytest.mark.parametrize("gap_s,whole", [(0.39, True), (0.29, False)])
+def test_a_whole_step_just_under_a_bucket_bound_below_the_prefill_time_reads_as_whole(gap_s, whole):
+    """h55-full/h55-tiny-nochunk-1900-s6: chunking off, 1,900-token prompts whose 0.39 s steps fell in (0.3 s,
+    0.4 s] while their median prefill time read 0.433 s (one of four queued behind another, 0.6 s), so the bucket
+    bound said the gap was shorter than the prefill. The share of the prompt that leaves, 1,900 x 0.4 / 0.433 =
+    1,754 tokens (92 %), is a whole prompt's step, stated as off or a budget that holds most of it; steps in
+    (0.2 s, 0.3 s] leave 1,315 (69 %): chunks."""
+    run = _scrapes(30, long_at={5, 9, 13, 17}, long_tokens=1900, prefill_s=[0.42, 0.42, 0.42, 0.6],
+                   chunk_gaps=(gap_s, 10))
+    inferred = C.infer_from_histograms(run, 0.2)
+    assert inferred.whole_prompts_inferred() is whole
+    assert inferred.holds_long_prefills() is True
+    if whole:
+        assert inferred.describe().startswith("chunked prefill off, or on with a budget that holds most of a long "
+                                              "prompt (about 1900 tokens)")
+        assert "that is 92% of the prompt" in inferred.detail
+    else:
+        assert inferred.enabled is True and inferred.budget_estimate == pytest.approx(1900 * 0.3 / 0.4333, rel=1e-3)
