@@ -28,7 +28,8 @@ held-out 48 the band again, `--seed 202612069 --band 8`, and held-out 49 a gener
 held-out 50 the band, `--seed 202612071 --band 8`, and held-out 51 a general draw, `--seed 202612072`;
 held-out 52 the band, `--seed 202612073 --band 8`, and held-out 53 a general draw, `--seed 202612074`;
 held-out 54 the band, `--seed 202612075 --band 8`, and held-out 55 a general draw, `--seed 202612076`;
-held-out 56 the band, `--seed 202612077 --band 8`, and held-out 57 KV pools only, `--seed 202612078 --kv 8`.
+held-out 56 the band, `--seed 202612077 --band 8`, and held-out 57 KV pools only, `--seed 202612078 --kv 8`;
+held-out 58 the band, `--seed 202612079 --band 8`, and held-out 59 a general draw, `--seed 202612080`.
 
     python benchmarks/draw_scenarios.py --seed 20261203
     python benchmarks/draw_scenarios.py --seed 202612075 --band 8 --held-out 54 --first-seed 541   # as code
@@ -156,7 +157,7 @@ def _entry(n: int, row: tuple, rows: list[tuple]) -> tuple[str, str, str, str]:
         _, mb, dtype, sessions, max_len = row
         extra = "" if max_len is None else f', "--max-model-len", "{max_len}"'
         return (f"h{n}-kv-{dtype}-{mb}mb-{sessions}sess",
-                f'KV + ("--kv-cache-mb", "{mb}", "--kv-cache-dtype", "{dtype}"{extra}), '
+                f'KV + ("--kv-cache-mb", "{mb}", "--kv-cache-dtype", "{dtype}"{extra}),\n             '
                 f'("--sessions", "{sessions}") + KV_LOAD[2:]', "", f"a {mb} MiB {dtype} pool, {sessions} sessions")
     if kind == "kv":                           # draw_kv's pools
         _, mb, dtype, sessions, max_tokens, tokens, every, interval = row
@@ -168,7 +169,7 @@ def _entry(n: int, row: tuple, rows: list[tuple]) -> tuple[str, str, str, str]:
                 f"prompts every {every} s")
     if kind == "neg":
         _, sessions, tokens = row
-        return (f"h{n}-neg-short-{sessions}sess", f'("--max-num-seqs", "128"), ("--sessions", "{sessions}", '
+        return (f"h{n}-neg-short-{sessions}sess", f'("--max-num-seqs", "128"),\n             ("--sessions", "{sessions}", '
                 f'"--short-prompt-tokens", "{tokens}", "--max-tokens", "32") + SHORT_ONLY', "",
                 f"negative: {sessions} sessions of {tokens}-token prompts")
     _, model, tokens, interval = row         # "end": the data ends 2 s after a whole prefill starts
@@ -187,7 +188,9 @@ def as_code(rows: list[tuple], n: int, first_seed: int) -> str:
         if name in names:
             raise SystemExit(f"two drawn scenarios would be named {name}")
         names.add(name)
-        lines += [f'    Scenario("{name}", {args}, seed={seed}{kw}, held_out={n},', f'             exercises="{what}"),']
+        head = f'    Scenario("{name}", {args}, seed={seed}{kw},'
+        wide = len(head.splitlines()[-1]) + len(f" held_out={n},") > 120
+        lines += [head + ("\n             " if wide else " ") + f"held_out={n},", f'             exercises="{what}"),']
     return "\n".join(lines + ["]"])
 
 

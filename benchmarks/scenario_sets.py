@@ -1441,6 +1441,59 @@ HELD_OUT_57 = [
              exercises="a 7.8 MiB auto pool, 24 sessions of 116 output tokens, 700-token prompts every 2.9 s"),
 ]
 
+# held-out 58: the 320-832 band, drawn after deab9ce (draw_scenarios.py --seed 202612079 --band 8 --held-out 58
+# --first-seed 581), committed before its first run
+HELD_OUT_58 = [
+    Scenario("h58-small-chunk832-s11", chunked(832), _h2(11, 1400, 5.5), model="small", seed=581, held_out=58,
+             exercises="`small`, budget 832, 11 sessions, 1,400-token prompts every 5.5 s"),
+    Scenario("h58-tiny-chunk512-s6", chunked(512), _h2(6, 1750, 6.6), seed=582, held_out=58,
+             exercises="budget 512, 6 sessions, 1,750-token prompts every 6.6 s"),
+    Scenario("h58-small-chunk512-s15-scrape1s", chunked(512), _h2(15, 750, 8.4), model="small", seed=583, interval="1s",
+             held_out=58,
+             exercises="`small`, budget 512, 15 sessions, 750-token prompts every 8.4 s, 1 s scrapes"),
+    Scenario("h58-small-chunk832-s3-scrape1s", chunked(832), _h2(3, 1200, 7.6), model="small", seed=584, interval="1s",
+             held_out=58,
+             exercises="`small`, budget 832, 3 sessions, 1,200-token prompts every 7.6 s, 1 s scrapes"),
+    Scenario("h58-small-chunk320-s8", chunked(320), _h2(8, 1400, 1.3), model="small", seed=585, held_out=58,
+             exercises="`small`, budget 320, 8 sessions, 1,400-token prompts every 1.3 s"),
+    Scenario("h58-small-chunk384-s7", chunked(384), _h2(7, 1300, 9.3), model="small", seed=586, held_out=58,
+             exercises="`small`, budget 384, 7 sessions, 1,300-token prompts every 9.3 s"),
+    Scenario("h58-small-chunk448-s5-scrape1s", chunked(448), _h2(5, 1450, 2.1), model="small", seed=587, interval="1s",
+             held_out=58,
+             exercises="`small`, budget 448, 5 sessions, 1,450-token prompts every 2.1 s, 1 s scrapes"),
+    Scenario("h58-small-chunk576-s16", chunked(576), _h2(16, 1000, 2.8), model="small", seed=588, held_out=58,
+             exercises="`small`, budget 576, 16 sessions, 1,000-token prompts every 2.8 s"),
+]
+# held-out 59: a general draw, drawn with held-out 58 (draw_scenarios.py --seed 202612080 --held-out 59
+# --first-seed 591), committed before its first run
+HELD_OUT_59 = [
+    Scenario("h59-tiny-chunk384-s7", chunked(384), _h2(7, 650, 9.9), seed=591, held_out=59,
+             exercises="budget 384, 7 sessions, 650-token prompts every 9.9 s"),
+    Scenario("h59-tiny-chunk1024-s16-scrape1s", chunked(1024), _h2(16, 1350, 1.6), seed=592, interval="1s", held_out=59,
+             exercises="budget 1024, 16 sessions, 1,350-token prompts every 1.6 s, 1 s scrapes"),
+    Scenario("h59-tiny-chunk192-s7-scrape1s", chunked(192), _h2(7, 1500, 9.7), seed=593, interval="1s", held_out=59,
+             exercises="budget 192, 7 sessions, 1,500-token prompts every 9.7 s, 1 s scrapes"),
+    Scenario("h59-tiny-chunk1024-s13-scrape1s", chunked(1024), _h2(13, 1700, 2.4), seed=594, interval="1s", held_out=59,
+             exercises="budget 1024, 13 sessions, 1,700-token prompts every 2.4 s, 1 s scrapes"),
+    Scenario("h59-tiny-nochunk-950-s9-scrape1s", OFF, _h2(9, 950, 4.9), seed=595, interval="1s", held_out=59,
+             exercises="9 sessions, whole 950-token prefills every 4.9 s, 1 s scrapes"),
+    Scenario("h59-tiny-chunk384-s2", chunked(384), _h2(2, 1650, 9.2), seed=596, held_out=59,
+             exercises="budget 384, 2 sessions, 1,650-token prompts every 9.2 s"),
+    Scenario("h59-kv-auto-2.2mb-15sess", KV + ("--kv-cache-mb", "2.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "15") + KV_LOAD[2:], seed=597, held_out=59,
+             exercises="a 2.2 MiB auto pool, 15 sessions"),
+    Scenario("h59-kv-fp8-9.7mb-30sess", KV + ("--kv-cache-mb", "9.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "30") + KV_LOAD[2:], seed=598, held_out=59,
+             exercises="a 9.7 MiB fp8 pool, 30 sessions"),
+    Scenario("h59-neg-short-98sess", ("--max-num-seqs", "128"),
+             ("--sessions", "98", "--short-prompt-tokens", "56", "--max-tokens", "32") + SHORT_ONLY, seed=599,
+             held_out=59,
+             exercises="negative: 98 sessions of 56-token prompts"),
+    Scenario("h59-end-in-stall-tiny-950", OFF, _h2(4, 950, "{half}"), seed=600, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=59,
+             exercises="`tiny`: the data ends 2 s after a whole 950-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1450,4 +1503,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_39 + HELD_OUT_40 + HELD_OUT_41 + HELD_OUT_42 + HELD_OUT_43
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
-             + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57)
+             + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
+             + HELD_OUT_58 + HELD_OUT_59)
