@@ -5,7 +5,9 @@ step and a 700-token one both fall in it on a slow host), but a histogram's `_su
 running stream waits for the same step, so in a scrape interval in which one step ended, the ITL `_sum` over its
 `_count` is that step's gap. When the slowest such mean is at least the scrape interval, the scrapes came faster
 than the slow steps and that mean, G, is the slowest step (a mean never exceeds the gap it averages; with coarser
-scrapes it mixes several steps and is not used). In the scrape intervals that finished long prompts only (over the
+scrapes it mixes several steps and is not used). Exactly so when its interval saw about one token per running
+stream (`one_step`); with two each it mixes the slow step with a faster one and reads it low, which is still a
+floor under the slowest step. In the scrape intervals that finished long prompts only (over the
 500 bound, none under it: vLLM observes a request's prompt size and prefill time together when it finishes), the
 token and prefill-time histograms' `_sum` over `_count` are those prompts' exact mean size P and prefill time T
 (first scheduled to first token: every step that computed part of the prompt). The slowest step then held about
