@@ -23,9 +23,9 @@ assumes, so every starvation finding states which one it used and how it was kno
    interval; analyzers/slow_step.py), or unless the scrapes size the slowest step exactly (below), from an
    interval in which each running stream got about one token (so its mean is one step's gap, not a mix that
    reads it low), and it held under `1.05 x 512` tokens and under 0.9 x P: a 700-token prompt at a 512 budget
-   runs as 511 + 189-token steps,
-   and when both gaps end in one scrape interval each stream waited out the whole prefill there as well, and the
-   buckets put both slowest gaps in one (docs/metric-traps.md). Otherwise on, with the budget estimated as the
+   runs as 511 + 189-token steps, and when both gaps end in one scrape interval each stream waits out the whole
+   prefill there as well, while the buckets put both slowest gaps in one (docs/metric-traps.md). Otherwise on,
+   with the budget estimated as the
    smaller of P / K and P x G' / T (the share of the median long prompt, P tokens, that its slowest step held), where
    G' is the gap every long prefill caused at least once for half the running streams (the upper bound of the ITL
    bucket at rank 1 - 0.5 x long prompts x median running / ITL samples), so one outlier gap does not pass for a

@@ -131,12 +131,18 @@ def _slowest_mean(itl_sum: pd.DataFrame, itl_count: pd.DataFrame, streams: float
     if not len(f):
         return None
     at = (f["s"] / f["c"]).idxmax()
-    one = False
-    if running is not None and len(running):
-        gauge = running.groupby("ts")["value"].sum().sort_index()
-        ends = pd.concat([gauge, gauge.shift(1)], axis=1).max(axis=1)
-        one = bool(at in ends.index and f.loc[at, "c"] <= ONE_STEP * max(float(ends.loc[at]), 1.0))
+    ends = streams_at_ends(running)
+    one = bool(ends is not None and at in ends.index and f.loc[at, "c"] <= ONE_STEP * max(float(ends.loc[at]), 1.0))
     return float(f.loc[at, "s"] / f.loc[at, "c"]), one
+
+
+def streams_at_ends(running: pd.DataFrame | None) -> pd.Series | None:
+    """Per scrape (the interval ending there), the running gauge at the interval's start or end, the larger: a
+    stream that finished inside the interval was in it too; None without the gauge."""
+    if running is None or not len(running):
+        return None
+    gauge = running.groupby("ts")["value"].sum().sort_index()
+    return pd.concat([gauge, gauge.shift(1)], axis=1).max(axis=1)
 
 
 def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, long: LongPrompts | None,
@@ -169,8 +175,7 @@ def longest_wait(parts: dict, itl_family: str, long: LongPrompts | None) -> tupl
     rows = [parts.get(n) for n in (f"{itl_family}_sum", "vllm:num_requests_running")]
     if long is None or any(r is None or not len(r) for r in rows):
         return None
-    gauge = rows[1].groupby("ts")["value"].sum().sort_index()
-    streams = pd.concat([gauge, gauge.shift(1)], axis=1).max(axis=1)
+    streams = streams_at_ends(rows[1])
     waited = interval_increase(rows[0])
     per = (waited / streams.reindex(waited.index).clip(lower=1.0)).dropna()
     if not len(per):
