@@ -64,8 +64,9 @@ def scores(scored: dict[str, dict], kind: str) -> str:
 
 
 def by_class(turned: list[str], before: dict[str, dict], after: dict[str, dict], kind: str) -> list[str]:
-    """One line per (class, change) among the turned runs, with how many of them end a finding of `kind` with
-    the sentence that asks for the budget (`chunking.SETTLE_IT`; `scenarios.py`'s `asks_for_config`):
+    """One line per (class, change) among the turned runs, with how many of them end a finding (`decode_starvation`
+    or `itl_high`) with the sentence that asks for the budget (`chunking.SETTLE_IT`; `scenarios.py`'s
+    `asks_for_config`), after the change:
     `end in stall: found -> missed: 3`, `other: missed -> found: 13 (9 ask for the budget)`."""
     counts: dict[tuple[str, str], list[int]] = {}
     for k in turned:
@@ -73,7 +74,7 @@ def by_class(turned: list[str], before: dict[str, dict], after: dict[str, dict],
                f"{verdict(before[k], kind)} -> {verdict(after[k], kind)}")
         n = counts.setdefault(key, [0, 0])
         n[0] += 1
-        n[1] += kind in after[k].get("asks_for_config", ())
+        n[1] += bool(after[k].get("asks_for_config"))
     return [f"{c}: {change}: {n}" + (f" ({asks} ask for the budget)" if asks else "")
             for (c, change), (n, asks) in sorted(counts.items())]
 
