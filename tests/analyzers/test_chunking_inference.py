@@ -12,6 +12,16 @@ from stallscope.analyzers.signals import split_metrics
 SECOND = 10**9
 
 
+def _metrics(running):
+    """vLLM's metrics with vLLM's request-token buckets, `running` streams, and the first scrape."""
+    m = VllmMetrics()
+    tokens = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
+                       buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
+                       ).labels(**m.labels)
+    m.running.set(running)
+    return m, tokens, [m.scrape(T0_NS)]
+
+
 def _scrapes(n_intervals, long_at, *, long_tokens=950, short_tokens=37, shorts=5, running=10, prefill_s=2.0,
              chunk_gaps=(1.3, 17), short_gaps=(0.21, 0)):
     """`n_intervals` one-second scrape intervals of vLLM's histograms (prometheus_client's own exposition):
@@ -19,12 +29,7 @@ def _scrapes(n_intervals, long_at, *, long_tokens=950, short_tokens=37, shorts=5
     plus `short_gaps` = (seconds, count): gaps a short prompt's prefill step held; the intervals in `long_at`
     also finish one prompt of `long_tokens`, taking `prefill_s` (or the next of a list of them), whose chunk steps
     held `chunk_gaps`."""
-    m = VllmMetrics()
-    tokens = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
-                       buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
-                       ).labels(**m.labels)
-    m.running.set(running)
-    frames = [m.scrape(T0_NS)]
+    m, tokens, frames = _metrics(running)
     for k in range(1, n_intervals + 1):
         for _ in range(shorts):
             tokens.observe(short_tokens)
@@ -128,12 +133,7 @@ def _two_chunk_scrapes(first_gap_s, *, prompt_tokens=700, prefill_s=1.5, running
     waits out the whole prefill there, as a whole-prompt step leaves it; the second's first gap alone fills
     interval 11 (its mean is that step) unless `with_first` adds gaps there, and its second gap ends in interval
     12 with the prompt."""
-    m = VllmMetrics()
-    tokens = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
-                       buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
-                       ).labels(**m.labels)
-    m.running.set(running)
-    frames = [m.scrape(T0_NS)]
+    m, tokens, frames = _metrics(running)
     for k in range(1, n_intervals + 1):
         gaps = {5: [first_gap_s, prefill_s - first_gap_s], 11: [first_gap_s, *with_first],
                 12: [prefill_s - first_gap_s] + [0.07] * 7}.get(k, [0.07] * 14)
