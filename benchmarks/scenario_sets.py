@@ -1494,6 +1494,28 @@ HELD_OUT_59 = [
              exercises="`tiny`: the data ends 2 s after a whole 950-token prefill starts"),
 ]
 
+# held-out 60: the 320-832 band, drawn after held-out 58-59 were scored (draw_scenarios.py --seed 202612081 --band 8
+# --held-out 60 --first-seed 601), committed before its first run
+HELD_OUT_60 = [
+    Scenario("h60-small-chunk448-s14", chunked(448), _h2(14, 1250, 7.9), model="small", seed=601, held_out=60,
+             exercises="`small`, budget 448, 14 sessions, 1,250-token prompts every 7.9 s"),
+    Scenario("h60-tiny-chunk512-s8-scrape1s", chunked(512), _h2(8, 1750, 2.4), seed=602, interval="1s", held_out=60,
+             exercises="budget 512, 8 sessions, 1,750-token prompts every 2.4 s, 1 s scrapes"),
+    Scenario("h60-small-chunk576-s14", chunked(576), _h2(14, 750, 9.0), model="small", seed=603, held_out=60,
+             exercises="`small`, budget 576, 14 sessions, 750-token prompts every 9.0 s"),
+    Scenario("h60-small-chunk704-s6", chunked(704), _h2(6, 1850, 5.9), model="small", seed=604, held_out=60,
+             exercises="`small`, budget 704, 6 sessions, 1,850-token prompts every 5.9 s"),
+    Scenario("h60-small-chunk768-s13", chunked(768), _h2(13, 700, 8.0), model="small", seed=605, held_out=60,
+             exercises="`small`, budget 768, 13 sessions, 700-token prompts every 8.0 s"),
+    Scenario("h60-small-chunk384-s10", chunked(384), _h2(10, 1300, 5.6), model="small", seed=606, held_out=60,
+             exercises="`small`, budget 384, 10 sessions, 1,300-token prompts every 5.6 s"),
+    Scenario("h60-tiny-chunk576-s11", chunked(576), _h2(11, 650, 6.0), seed=607, held_out=60,
+             exercises="budget 576, 11 sessions, 650-token prompts every 6.0 s"),
+    Scenario("h60-small-chunk640-s7-scrape1s", chunked(640), _h2(7, 750, 8.6), model="small", seed=608, interval="1s",
+             held_out=60,
+             exercises="`small`, budget 640, 7 sessions, 750-token prompts every 8.6 s, 1 s scrapes"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1504,4 +1526,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
-             + HELD_OUT_58 + HELD_OUT_59)
+             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60)
