@@ -3,7 +3,7 @@
 The idea: a detector change is judged on runs it was not written on, but it is also rescored on every kept
 recording (`scenarios.py --evaluate-only`), and docs/accuracy.md states which runs turned and how. This prints
 those lists from the two directories of `--json` files, matched by file name, so the "before -> after" lines in
-the docs are rerunnable. A run's verdict per kind is found (flagged, true), missed (true, not flagged), false
+the docs are rerunnable, then sums the turned runs by class (`by_class`). A run's verdict per kind is found (flagged, true), missed (true, not flagged), false
 alarm (flagged, not true) or clear (neither), with analyze's findings at any severity as `scenarios.py` counts them.
 
     python benchmarks/rescore_diff.py /tmp/before /tmp/after                 # decode_starvation
