@@ -1516,6 +1516,27 @@ HELD_OUT_60 = [
              exercises="`small`, budget 640, 7 sessions, 750-token prompts every 8.6 s, 1 s scrapes"),
 ]
 
+# held-out 61: the 320-832 band, drawn after held-out 60 was scored (draw_scenarios.py --seed 202612082 --band 8
+# --held-out 61 --first-seed 611), committed before its first run
+HELD_OUT_61 = [
+    Scenario("h61-tiny-chunk704-s5", chunked(704), _h2(5, 1150, 6.2), seed=611, held_out=61,
+             exercises="budget 704, 5 sessions, 1,150-token prompts every 6.2 s"),
+    Scenario("h61-small-chunk640-s16", chunked(640), _h2(16, 800, 4.1), model="small", seed=612, held_out=61,
+             exercises="`small`, budget 640, 16 sessions, 800-token prompts every 4.1 s"),
+    Scenario("h61-small-chunk640-s15", chunked(640), _h2(15, 1850, 1.8), model="small", seed=613, held_out=61,
+             exercises="`small`, budget 640, 15 sessions, 1,850-token prompts every 1.8 s"),
+    Scenario("h61-small-chunk448-s2", chunked(448), _h2(2, 1050, 3.1), model="small", seed=614, held_out=61,
+             exercises="`small`, budget 448, 2 sessions, 1,050-token prompts every 3.1 s"),
+    Scenario("h61-tiny-chunk640-s10", chunked(640), _h2(10, 1800, 8.1), seed=615, held_out=61,
+             exercises="budget 640, 10 sessions, 1,800-token prompts every 8.1 s"),
+    Scenario("h61-small-chunk512-s4", chunked(512), _h2(4, 1650, 2.6), model="small", seed=616, held_out=61,
+             exercises="`small`, budget 512, 4 sessions, 1,650-token prompts every 2.6 s"),
+    Scenario("h61-small-chunk384-s13", chunked(384), _h2(13, 1750, 7.3), model="small", seed=617, held_out=61,
+             exercises="`small`, budget 384, 13 sessions, 1,750-token prompts every 7.3 s"),
+    Scenario("h61-tiny-chunk384-s8-scrape1s", chunked(384), _h2(8, 1000, 8.3), seed=618, interval="1s", held_out=61,
+             exercises="budget 384, 8 sessions, 1,000-token prompts every 8.3 s, 1 s scrapes"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1526,4 +1547,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
-             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60)
+             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61)
