@@ -133,12 +133,17 @@ def draw_starve(seed: int, n: int = 6) -> list[tuple]:
     return out
 
 
+def _scrape_suffix(interval: str) -> str:
+    """The name suffix of a drawn row scraped every second (the default is 0.5 s)."""
+    return "-scrape1s" if interval == "1s" else ""
+
+
 def _prefill_entry(n: int, row: tuple, rows: list[tuple]) -> tuple[str, str, str]:
     """(name, server and load arguments as code, what it exercises) of a prefill row."""
     _, model, mode, budget, sessions, tokens, every, interval = row
     twin = any(x[:5] == row[:5] and x[5] != tokens for x in rows)   # same budget and sessions: name the size
     name = (f"h{n}-{model}-chunk{budget}{f'-{tokens}' if twin else ''}-s{sessions}" if mode == "chunk"
-            else f"h{n}-{model}-nochunk-{tokens}-s{sessions}") + ("-scrape1s" if interval == "1s" else "")
+            else f"h{n}-{model}-nochunk-{tokens}-s{sessions}") + _scrape_suffix(interval)
     what = (f"budget {budget}, {sessions} sessions, {tokens:,}-token prompts every {every} s" if mode == "chunk"
             else f"{sessions} sessions, whole {tokens:,}-token prefills every {every} s")
     what = ("`small`, " if model == "small" else "") + what + (", 1 s scrapes" if interval == "1s" else "")
@@ -162,7 +167,7 @@ def _entry(n: int, row: tuple, rows: list[tuple]) -> tuple[str, str, str, str]:
                 f'("--sessions", "{sessions}") + KV_LOAD[2:]', "", f"a {mb} MiB {dtype} pool, {sessions} sessions")
     if kind == "kv":                           # draw_kv's pools
         _, mb, dtype, sessions, max_tokens, tokens, every, interval = row
-        return (f"h{n}-kv-{dtype}-{mb}mb-{sessions}sess" + ("-scrape1s" if interval == "1s" else ""),
+        return (f"h{n}-kv-{dtype}-{mb}mb-{sessions}sess" + _scrape_suffix(interval),
                 f'KV + ("--kv-cache-mb", "{mb}", "--kv-cache-dtype", "{dtype}"),\n             ("--sessions", '
                 f'"{sessions}", "--short-prompt-tokens", "32", "--max-tokens", "{max_tokens}", "--long-max-tokens", '
                 f'"16",\n              "--long-prompt-tokens", "{tokens}", "--long-every", "{every}")', one_s,
@@ -174,7 +179,7 @@ def _entry(n: int, row: tuple, rows: list[tuple]) -> tuple[str, str, str, str]:
                 f'"--short-prompt-tokens", "{tokens}", "--max-tokens", "32") + SHORT_ONLY', "",
                 f"negative: {sessions} sessions of {tokens}-token prompts")
     _, model, tokens, interval = row         # "end": the data ends 2 s after a whole prefill starts
-    return (f"h{n}-end-in-stall-{model}-{tokens}" + ("-scrape1s" if interval == "1s" else ""),
+    return (f"h{n}-end-in-stall-{model}-{tokens}" + _scrape_suffix(interval),
             f'OFF, _h2(4, {tokens}, "{{half}}")' + (', model="small"' if model == "small" else ""),
             one_s + ", collect_frac=0.5, collect_tail_s=2.0",
             f"`{model}`: the data ends 2 s after a whole {tokens:,}-token prefill starts")
