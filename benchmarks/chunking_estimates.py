@@ -3,7 +3,8 @@
 The idea: the figures docs/accuracy.md gives for the metrics-only chunking inference (the long prompts' size P
 read against the scenario's, the budget estimate against the largest chunk a step computed, the steps above the
 SLO that held no long prompt, the waits a full token budget explains, the scrape intervals that finished long
-prompts alone and M / T from analyzers/slow_step.py) must be rerunnable from the recordings. Given
+prompts alone, M / T from analyzers/slow_step.py, and P x G / T read off the step trace itself) must be
+rerunnable from the recordings. Given
 `benchmarks/scenarios.py --json` files, this prints one row per run, then the runs in which no interval finished
 long prompts alone, then the pooled `decode_starvation` counts of those files.
 
@@ -17,6 +18,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from scenario_sets import SCENARIOS
 from scenarios import long_prompt_tokens
@@ -67,6 +70,7 @@ def row(run: Path, slo: float) -> tuple[str, float]:
     full = (st["num_prefill_tokens"] + st["num_decode_tokens"]) >= cfg.max_num_batched_tokens
     ratio = f"{got.budget_estimate / chunk:.2f}" if got.budget_estimate and chunk else "-"
     per_prompt = slow_steps_per_long_prompt(st, slo)
+    ideal = exact_share(st)
     s_read = got.long_prompt_tokens / got.slow_share if got.slow_share else None
     s_ratio = f"{s_read / per_prompt:.2f}" if s_read and per_prompt else "-"
     return (f"| {run.parent.name}/{run.name} | {_fmt(budget)} | {long_prompt_tokens(sc)} | {_fmt(got.long_prompt_tokens)} "
@@ -75,7 +79,7 @@ def row(run: Path, slo: float) -> tuple[str, float]:
             f"| {chunk} | {ratio} | {_fmt(got.slow_share)} | {per_prompt:.2f} | {s_ratio} "
             f"| {int((slow & (st['num_prefill_tokens'] >= 500)).sum())} "
             f"| {int((slow & (st['num_prefill_tokens'] < 500)).sum())} | {usage:.3f} | {int(waiting.sum())} "
-            f"| {int((waiting & full).sum())} | {alone:.0f} | {m_t} |"), alone
+            f"| {int((waiting & full).sum())} | {alone:.0f} | {m_t} | {'-' if ideal is None else f'{ideal:.2f}'} |"), alone
 
 
 def slow_steps_per_long_prompt(st, slo: float) -> float:
@@ -92,6 +96,28 @@ def slow_steps_per_long_prompt(st, slo: float) -> float:
     return sum(slow_steps[r] for r in longs) / len(longs) if longs else 0.0
 
 
+def exact_share(st) -> float | None:
+    """The median over the long prompts (over 500 tokens) of P x G / T over their largest chunk, with P, G and T
+    taken from the step trace itself: the prompt's tokens, its slowest prefill step and its first step's start to
+    its last one's end. What `slow_step.SlowStep.prompt_share` would read with exact scrapes: its own error, before
+    any the metrics add. None without a long prompt."""
+    dur = ((st["end_ns"] - st["start_ns"]) / 1e9).to_numpy()
+    start, end = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+    steps: dict[str, list[tuple[int, int]]] = {}
+    for i, sched in enumerate(st["num_scheduled_tokens"]):
+        for rid, n in (sched or {}).items():
+            if n > 1:
+                steps.setdefault(rid, []).append((i, int(n)))
+    ratios = []
+    for chunks in steps.values():
+        tokens = sum(n for _, n in chunks)
+        if tokens > 500:
+            at = [i for i, _ in chunks]
+            share = tokens * max(dur[i] for i in at) / ((end[at[-1]] - start[at[0]]) / 1e9)
+            ratios.append(share / max(n for _, n in chunks))
+    return float(np.median(ratios)) if ratios else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="benchmarks/scenarios.py --json files")
@@ -103,8 +129,8 @@ def main() -> int:
     print("| run | budget | P | P read | chunking read | estimate | slowest step sized exactly | bound | holds a long prefill | largest chunk "
           "| estimate / chunk | P / S | slow steps per long prompt | S / those | steps > SLO with >= 500 prompt tokens "
           "| with fewer | max KV usage | steps leaving a request waiting | of those at the token budget "
-          "| long prompts finished alone in an interval | M / T |")
-    print("|" + "---|" * 21)
+          "| long prompts finished alone in an interval | M / T | P x G / T over the chunk, from the trace |")
+    print("|" + "---|" * 22)
     runs = without = 0
     for path in args.results:
         data = json.loads(Path(path).read_text())

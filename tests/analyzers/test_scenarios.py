@@ -324,3 +324,17 @@ def test_chunking_estimates_pools_the_files_counts(tmp_path):
     line = chunking_estimates.pooled([scored("a.json", 3, 1, 0, 8), scored("b.json", 5, 0, 2, 10)])
     assert line == ("pooled decode_starvation over 2 file(s), 18 runs: 8 found, 1 false alarms, 2 missed; "
                     "precision 0.889, recall 0.800 (target 0.95: 0.94x, 0.84x)")
+
+
+def test_chunking_estimates_exact_share_reads_a_two_chunk_prompt_low():
+    """P x G / T from the trace: a 750-token prompt as 562 + 188-token steps of 1.0 s and 0.5 s reads
+    750 x 1.0 / 1.5 = 500 tokens, 0.89 of its 562-token chunk; a 40-token prompt is not a long one."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import chunking_estimates
+    import pandas as pd
+
+    s = 1_000_000_000
+    st = pd.DataFrame({"start_ns": [0, s, 2 * s], "end_ns": [s // 10, 2 * s, int(2.5 * s)],
+                       "num_scheduled_tokens": [{"short": 40}, {"long": 562, "short": 1}, {"long": 188, "short": 1}]})
+    assert chunking_estimates.exact_share(st) == pytest.approx(500 / 562)
+    assert chunking_estimates.exact_share(st.iloc[:1]) is None
