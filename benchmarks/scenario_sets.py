@@ -1537,6 +1537,36 @@ HELD_OUT_61 = [
              exercises="budget 384, 8 sessions, 1,000-token prompts every 8.3 s, 1 s scrapes"),
 ]
 
+# held-out 62: a general draw, drawn after held-out 61's quick pass was scored (draw_scenarios.py --seed 202612083
+# --held-out 62 --first-seed 621), committed before its first run
+HELD_OUT_62 = [
+    Scenario("h62-tiny-nochunk-950-s7", OFF, _h2(7, 950, 5.6), seed=621, held_out=62,
+             exercises="7 sessions, whole 950-token prefills every 5.6 s"),
+    Scenario("h62-small-chunk384-s7", chunked(384), _h2(7, 550, 4.5), model="small", seed=622, held_out=62,
+             exercises="`small`, budget 384, 7 sessions, 550-token prompts every 4.5 s"),
+    Scenario("h62-tiny-chunk1024-s13", chunked(1024), _h2(13, 1400, 8.7), seed=623, held_out=62,
+             exercises="budget 1024, 13 sessions, 1,400-token prompts every 8.7 s"),
+    Scenario("h62-tiny-nochunk-950-s13", OFF, _h2(13, 950, 9.0), seed=624, held_out=62,
+             exercises="13 sessions, whole 950-token prefills every 9.0 s"),
+    Scenario("h62-small-chunk128-s6", chunked(128), _h2(6, 450, 6.9), model="small", seed=625, held_out=62,
+             exercises="`small`, budget 128, 6 sessions, 450-token prompts every 6.9 s"),
+    Scenario("h62-small-chunk384-s15", chunked(384), _h2(15, 1050, 2.5), model="small", seed=626, held_out=62,
+             exercises="`small`, budget 384, 15 sessions, 1,050-token prompts every 2.5 s"),
+    Scenario("h62-kv-auto-8.6mb-31sess", KV + ("--kv-cache-mb", "8.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "31") + KV_LOAD[2:], seed=627, held_out=62,
+             exercises="a 8.6 MiB auto pool, 31 sessions"),
+    Scenario("h62-kv-auto-14.6mb-31sess", KV + ("--kv-cache-mb", "14.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "31") + KV_LOAD[2:], seed=628, held_out=62,
+             exercises="a 14.6 MiB auto pool, 31 sessions"),
+    Scenario("h62-neg-short-54sess", ("--max-num-seqs", "128"),
+             ("--sessions", "54", "--short-prompt-tokens", "25", "--max-tokens", "32") + SHORT_ONLY, seed=629,
+             held_out=62,
+             exercises="negative: 54 sessions of 25-token prompts"),
+    Scenario("h62-end-in-stall-tiny-1600", OFF, _h2(4, 1600, "{half}"), seed=630, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=62,
+             exercises="`tiny`: the data ends 2 s after a whole 1,600-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1547,4 +1577,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
-             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61)
+             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62)
