@@ -123,8 +123,9 @@ def main() -> int:
     ap.add_argument("results", nargs="+", help="benchmarks/scenarios.py --json files")
     ap.add_argument("--pooled-only", action="store_true", help="print only the pooled counts (no recordings read)")
     args = ap.parse_args()
+    loaded = [json.loads(Path(path).read_text()) for path in args.results]
     if args.pooled_only:
-        print(pooled(args.results))
+        print(pooled(loaded))
         return 0
     print("| run | budget | P | P read | chunking read | estimate | slowest step sized exactly | bound | holds a long prefill | largest chunk "
           "| estimate / chunk | P / S | slow steps per long prompt | S / those | steps > SLO with >= 500 prompt tokens "
@@ -132,8 +133,7 @@ def main() -> int:
           "| long prompts finished alone in an interval | M / T | P x G / T over the chunk, from the trace |")
     print("|" + "---|" * 22)
     runs = without = 0
-    for path in args.results:
-        data = json.loads(Path(path).read_text())
+    for data in loaded:
         for r in data["scenarios"]:
             if Path(r["run"]).name not in BY_NAME:   # a scenario renamed since it was recorded
                 print(f"{r['run']}: not in scenario_sets.py; left out", file=sys.stderr)
@@ -142,15 +142,15 @@ def main() -> int:
             print(line)
             runs, without = runs + 1, without + (alone < 0.5)
     print(f"{without} of {runs} runs: no scrape interval finished long prompts alone (P and T from the buckets)")
-    print(pooled(args.results))
+    print(pooled(loaded))
     return 0
 
 
-def pooled(results: list[str]) -> str:
-    """The files' `decode_starvation` counts summed, with precision and recall against the 0.95 target."""
+def pooled(results: list[dict]) -> str:
+    """The `decode_starvation` counts of `scenarios.py --json` results summed, with precision and recall against
+    the 0.95 target."""
     tp = fp = fn = runs = 0
-    for path in results:
-        data = json.loads(Path(path).read_text())
+    for data in results:
         counts = data["summary"]["decode_starvation_precision"]["counts"]
         tp, fp, fn, runs = tp + counts["tp"], fp + counts["fp"], fn + counts["fn"], runs + len(data["scenarios"])
     p = tp / (tp + fp) if tp + fp else float("nan")

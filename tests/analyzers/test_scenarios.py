@@ -311,17 +311,15 @@ def test_a_drawn_set_printed_as_code_is_the_committed_set(n, seed, argv, first_s
     assert " ".join(res.stdout.split()) == " ".join(committed.split())
 
 
-def test_chunking_estimates_pools_the_files_counts(tmp_path):
+def test_chunking_estimates_pools_the_files_counts():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import chunking_estimates
 
-    def scored(name, tp, fp, fn, runs):
-        path = tmp_path / name
-        path.write_text(json.dumps({"scenarios": [{}] * runs, "summary": {"decode_starvation_precision": {
-            "counts": {"tp": tp, "fp": fp, "fn": fn}}}}))
-        return str(path)
+    def scored(tp, fp, fn, runs):
+        return {"scenarios": [{}] * runs, "summary": {"decode_starvation_precision": {
+            "counts": {"tp": tp, "fp": fp, "fn": fn}}}}
 
-    line = chunking_estimates.pooled([scored("a.json", 3, 1, 0, 8), scored("b.json", 5, 0, 2, 10)])
+    line = chunking_estimates.pooled([scored(3, 1, 0, 8), scored(5, 0, 2, 10)])
     assert line == ("pooled decode_starvation over 2 file(s), 18 runs: 8 found, 1 false alarms, 2 missed; "
                     "precision 0.889, recall 0.800 (target 0.95: 0.94x, 0.84x)")
 
