@@ -49,7 +49,9 @@ assumes, so every starvation finding states which one it used and how it was kno
    the step's output) can straddle a bucket bound, as 0.4 s and 0.42 s did on `tiny`'s 1,900-token prompts
    (held-out 55). When the scrapes come faster than the slow steps, the ITL, token and
    prefill-time `_sum`s and `_count`s size the slowest step instead (analyzers/slow_step.py), and that decides
-   alone, from `1.05 x 512` (it reads a few per cent high; docs/accuracy.md). A gap still open is in no histogram
+   alone, from `1.05 x 512` (it reads a few per cent high; docs/accuracy.md). Its share of a prompt also reads as
+   low as 0.85 x the chunk, so an estimate between `0.85 x 512` and that margin (between 512 and `1.5 x 512` from
+   the buckets) is stated as one the metrics cannot settle, with how to settle it. A gap still open is in no histogram
    yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of T, one step held
    (nearly) a whole prompt, so chunking reads off after all. Without long prompts in the histograms, the stalls
    decide: about one ITL sample above the SLO per long prefill per stream means whole-prompt steps, more means slow
@@ -74,6 +76,7 @@ LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signa
 STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
 ESTIMATE_MARGIN = 1.5         # an estimated budget holds long prefills from 1.5 x the cut (module docstring, 3)
 STEP_MARGIN = 1.05            # ... from 1.05 x the cut when sized from the slowest step's exact mean (slow_step.py)
+SHARE_LOW = 0.85              # ... whose share of a prompt reads down to this x its chunk: unsettled from here
 WHOLE_WAIT_SHARE = 0.9       # "off" needs a scrape interval whose ITL sum per stream reached this x T (slow_step.py)
 SLOW_SHARE_MARGIN = 1.2       # P / S, a long prompt's tokens per step above the SLO, holds them from 1.2 x the cut
 SLOW_STEPS_MIN = 1.5          # ... when each long prefill left at least this many such gaps per running stream
@@ -124,21 +127,37 @@ class Chunking:
             return bool(self.budget_estimate >= ESTIMATE_MARGIN * cut)
         return None
 
-    def estimate_under_margin(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
-        """Whether the metrics' budget estimate reads `cut` or more but under `ESTIMATE_MARGIN x cut`, so the
-        step is not taken to hold a long prefill although the estimate says it might: the band the histograms
-        cannot settle (docs/accuracy.md, held-out 22 and 23). A bound under `cut` settles it.
+    def estimate_unsettled(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
+        """Whether the metrics' budget estimate falls in `unsettled_band`, so it cannot place the step on either
+        side of `cut`: the step is not taken to hold a long prefill, but the findings say the metrics cannot settle
+        it (docs/accuracy.md, held-out 22 and 23, 61 and 62). A bound under `cut` settles it.
 
-        >>> Chunking(True, None, "inferred from metrics", budget_estimate=542.0).estimate_under_margin()
+        >>> Chunking(True, None, "inferred from metrics", budget_estimate=542.0).estimate_unsettled()
         True
         >>> Chunking(True, None, "inferred from metrics", budget_estimate=542.0, budget_bound=450.0
-        ...          ).estimate_under_margin()
+        ...          ).estimate_unsettled()
         False
+        >>> Chunking(True, None, "inferred from metrics", budget_estimate=470.0, slowest_step_s=1.2).estimate_unsettled()
+        True
         """
+        low, high = self.unsettled_band(cut)
         return bool(self.source == "inferred from metrics" and self.enabled and not self.budget
                     and not self.holds_long_prefills(cut)
                     and (self.budget_bound is None or self.budget_bound >= cut)
-                    and self.budget_estimate is not None and cut <= self.budget_estimate < self.margin() * cut)
+                    and self.budget_estimate is not None and low <= self.budget_estimate < high)
+
+    def unsettled_band(self, cut: int = LONG_PREFILL_TOKENS) -> tuple[float, float]:
+        """The budget estimates that cannot say whether a step held `cut` prompt tokens: up to `margin()` x cut
+        (estimates read high), and from `SHARE_LOW` x cut when the slowest step was sized exactly (its share of a
+        prompt also reads low: a prompt's short last chunk carries the step's decodes and its attention over the
+        prefix, so the first chunk's share of the prefill time understates its share of the tokens), else from
+        the cut.
+
+        >>> Chunking(True, None, "inferred from metrics", slowest_step_s=1.0).unsettled_band()
+        (435.2, 537.6)
+        """
+        low = SHARE_LOW * cut if self.slowest_step_s is not None else float(cut)
+        return low, self.margin() * cut
 
     def margin(self) -> float:
         """The multiple of the cut from which the budget estimate holds a long prefill: `STEP_MARGIN` when it was

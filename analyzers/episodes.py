@@ -227,11 +227,11 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
     if prefill_work and (holds is False or (holds is None and not whole_steps
                                             and (per > STALLS_PER_PREFILL_CHUNKED or elsewhere))):
         beside = f" beside {decodes} running decodes" if (chunking.budget or 0) >= LONG_PREFILL_TOKENS else ""
-        if holds is False and chunking.estimate_under_margin():
-            least = chunking.margin() * LONG_PREFILL_TOKENS
+        if holds is False and chunking.estimate_unsettled():
+            low, high = chunking.unsettled_band()
             why = (f"{chunking.describe()}: no step is taken to compute {LONG_PREFILL_TOKENS}+ prompt tokens; the "
-                   f"estimate, about {chunking.budget_estimate:.0f}, is under {least:.0f}, "
-                   "the least the metrics count as a long prefill, and they cannot settle the band between")
+                   f"estimate, about {chunking.budget_estimate:.0f}, falls between {low:.0f} and {high:.0f}, a band "
+                   "the metrics cannot settle")
         elif holds is False:
             why = f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}"
         elif per > STALLS_PER_PREFILL_CHUNKED:

@@ -57,14 +57,14 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
         ev["max_num_batched_tokens_in_use_estimated"] = budget
     free = ep.evidence["windows_prefill_free"]
     decode_is = "the median gap between tokens is" if cost.get("decode_step_from") == "itl_p50" else "decode steps take"
-    unsettled = chunking.estimate_under_margin()   # 512 <= estimate < 768: say so
+    unsettled = chunking.estimate_unsettled()   # an estimate either side of 512 could be: say so
     verdict = "no step computed a long prompt, so this is not decode starvation"
     if unsettled:
-        least = chunking.margin() * LONG_PREFILL_TOKENS
-        verdict = (f"the estimate, about {chunking.budget_estimate:.0f} prompt tokens per slow step, is over "
-                   f"{LONG_PREFILL_TOKENS} but under the {least:.0f} from which a step "
-                   "is taken to hold a long prompt, so the metrics cannot tell decode starvation from chunk steps "
-                   "here; taken as chunk steps")
+        low, high = chunking.unsettled_band()
+        verdict = (f"the estimate, about {chunking.budget_estimate:.0f} prompt tokens per slow step, falls between "
+                   f"{low:.0f} and {high:.0f}, where the metrics cannot tell a step of {LONG_PREFILL_TOKENS}+ prompt "
+                   "tokens from a smaller one, so they cannot tell decode starvation from chunk steps here; taken as "
+                   "chunk steps")
     explanation = (f"{tail}. {chunking.sentence()}: {verdict}; the chunk steps themselves are slower than the SLO "
                    f"here ({decode_is} about {d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and "
                    f"every running stream waits for each of them. Decided by: {ep.decided_by}.")

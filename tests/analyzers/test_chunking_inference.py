@@ -105,7 +105,7 @@ def test_two_slow_steps_per_long_prompt_hold_half_of_it_each_on_average():
     inferred = C.infer_from_histograms(run, 0.2)
     assert inferred.enabled is True and inferred.budget_estimate < 768
     assert inferred.slow_share == pytest.approx(650.0)
-    assert inferred.holds_long_prefills() is True and not inferred.estimate_under_margin()
+    assert inferred.holds_long_prefills() is True and not inferred.estimate_unsettled()
     assert "(about 650 prompt tokens per such step on average)" in inferred.detail
     assert inferred.step_held() == "a chunk of about 650 prompt tokens"   # the figure that decided, not P / K
     unbounded = C.infer_from_histograms(run)             # without an SLO there is no count: the estimate decides

@@ -459,24 +459,47 @@ def test_an_estimate_between_the_cut_and_the_margin_is_said_to_be_unsettled(slow
     samples, _ = slow_chunks
     inferred = {est: C.Chunking(True, None, "inferred from metrics", "test", budget_estimate=est)
                 for est in (400.0, 600.0)}
-    assert inferred[600.0].estimate_under_margin() and not inferred[400.0].estimate_under_margin()
-    assert not C.Chunking(True, 600, "flags", budget_estimate=600.0).estimate_under_margin()
+    assert inferred[600.0].estimate_unsettled() and not inferred[400.0].estimate_unsettled()
+    assert not C.Chunking(True, 600, "flags", budget_estimate=600.0).estimate_unsettled()
     # a bound under the cut (S slow gaps per prompt) settles it: no step held more than 450
     assert not C.Chunking(True, None, "inferred from metrics", budget_estimate=600.0,
-                          budget_bound=450.0).estimate_under_margin()
+                          budget_bound=450.0).estimate_unsettled()
     unsettled = _findings(samples, inferred[600.0])
     plain = _findings(samples, inferred[400.0])
     assert {f.kind for f in unsettled} == {f.kind for f in plain} == {"itl_high"}
     for f in unsettled:
         assert "no step computed a long prompt" not in f.explanation
-        assert "about 600 prompt tokens per slow step, is over 512 but under the 768" in f.explanation
+        assert "about 600 prompt tokens per slow step, falls between 512 and 768, where the metrics" in f.explanation
         assert "Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the server's log (`--server-log`) or a run directory" in f.explanation
     assert all("no step computed a long prompt, so this is not decode starvation" in f.explanation for f in plain)
     ev = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
           "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
           "long_prefills": 5.0, "running_median": 8.0, "stalls_per_long_prefill_per_stream": 1.0}
     cause, why = _cause(ev, inferred[600.0], 60.0, False)
-    assert cause == "prefill_chunks" and why.endswith("the estimate, about 600, is under 768, the least the "
-                                                      "metrics count as a long prefill, and they cannot settle "
-                                                      "the band between")
+    assert cause == "prefill_chunks" and why.endswith("the estimate, about 600, falls between 512 and 768, a band "
+                                                      "the metrics cannot settle")
     assert "no step computes 512+ prompt tokens" in _cause(ev, inferred[400.0], 60.0, False)[1]
+
+
+def test_an_exactly_sized_step_just_under_the_cut_is_said_to_be_unsettled(slow_chunks):
+    """A slowest step sized exactly reads down to 0.85 x its chunk (held-out 61: 445 tokens for a 510-token
+    chunk), so an estimate of 470 could be a 512+ chunk: the finding says the metrics cannot settle it. At 420
+    (a chunk of at most about 494) the plain verdict stands, and over 538 the step holds a long prefill."""
+    from stallscope.analyzers.episodes import _cause
+
+    samples, _ = slow_chunks
+    exact = {est: C.Chunking(True, None, "inferred from metrics", "test", budget_estimate=est, slowest_step_s=1.2)
+             for est in (420.0, 470.0, 540.0)}
+    assert [exact[e].estimate_unsettled() for e in (420.0, 470.0, 540.0)] == [False, True, False]
+    assert exact[540.0].holds_long_prefills() is True
+    ev = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
+          "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
+          "long_prefills": 5.0, "running_median": 8.0, "stalls_per_long_prefill_per_stream": 1.0}
+    cause, why = _cause(ev, exact[470.0], 60.0, False)
+    assert cause == "prefill_chunks" and why.endswith("the estimate, about 470, falls between 435 and 538, a band "
+                                                      "the metrics cannot settle")
+    assert "no step computes 512+ prompt tokens" in _cause(ev, exact[420.0], 60.0, False)[1]
+    found = _findings(samples, exact[470.0])
+    assert {f.kind for f in found} == {"itl_high"}
+    for f in found:
+        assert "falls between 435 and 538, where the metrics cannot tell a step of 512+ prompt tokens" in f.explanation
