@@ -1567,6 +1567,28 @@ HELD_OUT_62 = [
              exercises="`tiny`: the data ends 2 s after a whole 1,600-token prefill starts"),
 ]
 
+# held-out 63: the 320-832 band, drawn after held-out 61-62 were scored and the unsettled band widened (draw_scenarios.py
+# --seed 202612084 --band 8 --held-out 63 --first-seed 631), committed before its first run
+HELD_OUT_63 = [
+    Scenario("h63-small-chunk640-s9", chunked(640), _h2(9, 700, 3.2), model="small", seed=631, held_out=63,
+             exercises="`small`, budget 640, 9 sessions, 700-token prompts every 3.2 s"),
+    Scenario("h63-tiny-chunk320-s9-scrape1s", chunked(320), _h2(9, 1500, 3.5), seed=632, interval="1s", held_out=63,
+             exercises="budget 320, 9 sessions, 1,500-token prompts every 3.5 s, 1 s scrapes"),
+    Scenario("h63-small-chunk704-s8", chunked(704), _h2(8, 1350, 9.7), model="small", seed=633, held_out=63,
+             exercises="`small`, budget 704, 8 sessions, 1,350-token prompts every 9.7 s"),
+    Scenario("h63-small-chunk576-s14", chunked(576), _h2(14, 1850, 5.3), model="small", seed=634, held_out=63,
+             exercises="`small`, budget 576, 14 sessions, 1,850-token prompts every 5.3 s"),
+    Scenario("h63-small-chunk640-s7", chunked(640), _h2(7, 950, 7.4), model="small", seed=635, held_out=63,
+             exercises="`small`, budget 640, 7 sessions, 950-token prompts every 7.4 s"),
+    Scenario("h63-small-chunk576-s12", chunked(576), _h2(12, 1450, 2.2), model="small", seed=636, held_out=63,
+             exercises="`small`, budget 576, 12 sessions, 1,450-token prompts every 2.2 s"),
+    Scenario("h63-tiny-chunk320-s7", chunked(320), _h2(7, 600, 9.4), seed=637, held_out=63,
+             exercises="budget 320, 7 sessions, 600-token prompts every 9.4 s"),
+    Scenario("h63-small-chunk384-s6-scrape1s", chunked(384), _h2(6, 1000, 3.8), model="small", seed=638, interval="1s",
+             held_out=63,
+             exercises="`small`, budget 384, 6 sessions, 1,000-token prompts every 3.8 s, 1 s scrapes"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1577,4 +1599,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
-             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62)
+             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63)
