@@ -13,8 +13,8 @@ assumes, so every starvation finding states which one it used and how it was kno
    With chunking on, the prefill is spread over several steps and the longest gap is one of them, shorter than the
    whole prefill. The long prompts are the requests with more than 500 computed prompt tokens
    (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); P, their size, is the histogram's `_sum`
-   less the short prompts, each the mean size of those finished in scrape intervals that finished no long one, over
-   their count (the bucket at their median rank when no such interval exists: the buckets read 950 tokens as 750); T
+   less the short prompts, each the mean size of those finished in scrape intervals that finished no long one (where
+   no such interval exists, its bucket's middle), over their count (the buckets alone read 950 tokens as 750); T
    is the median of their prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL
    bucket in use. G >= T: off, unless that bucket holds K > 1.5 gaps per long prefill per running stream: one step
    per prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket as wide as vLLM's
@@ -69,7 +69,7 @@ import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
 from stallscope.analyzers.slow_step import (LONG_PROMPT_BOUND, long_prompt_mean, long_prompts, longest_wait,
-                                            prompt_intervals, slowest_step)
+                                            prompt_intervals, short_bucket_mean, slowest_step)
 from stallscope.analyzers.workload import PREFILL_TIME, counter_increase, interval_increase
 
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
@@ -326,10 +326,13 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     rank = 1.0 - n_long / (2.0 * tc[-1])
     prompt = float(Q.bucket_quantile(rank, tl, tc[None, :])[0][0])
     intervals = prompt_intervals(parts, family)
-    mean = long_prompt_mean(intervals)
-    if mean is not None:   # within the long prompts' buckets: from above the 500 bound to the top one in use
-        top_bound = tl[min(int(np.flatnonzero(np.diff(np.concatenate([[0.0], tc])) > 0)[-1]), len(tl) - 1)]
-        prompt = float(np.clip(mean, LONG_PROMPT_BOUND, top_bound if np.isfinite(top_bound) else mean))
+    mean = long_prompt_mean(intervals, short_bucket_mean(tl, tc))
+    if mean is not None:   # within the long prompts' buckets: the lowest one's lower bound to the top one's upper
+        per_bucket = np.diff(np.concatenate([[0.0], tc]))
+        top_bound = tl[min(int(np.flatnonzero(per_bucket > 0)[-1]), len(tl) - 1)]
+        lowest = np.flatnonzero((per_bucket >= 0.5) & (tl > LONG_PROMPT_BOUND))
+        low_bound = float(tl[lowest[0] - 1]) if len(lowest) and lowest[0] > 0 else float(LONG_PROMPT_BOUND)
+        prompt = float(np.clip(mean, low_bound, top_bound if np.isfinite(top_bound) else mean))
     t_long = float(Q.bucket_quantile(rank, ptime[0], ptime[1][None, :])[0][0])
     gap = float(itl[0][used[-1]]) if np.isfinite(itl[0][used[-1]]) else float(itl[0][used[-1] - 1]) * 2
     if not (t_long > 0 and np.isfinite(t_long)):

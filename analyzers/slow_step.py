@@ -80,20 +80,41 @@ def prompt_intervals(parts: dict, family: str) -> pd.DataFrame | None:
     return f.assign(long=f["count"] - f["short"]).sort_index()
 
 
-def long_prompt_mean(intervals: pd.DataFrame | None) -> float | None:
+def long_prompt_mean(intervals: pd.DataFrame | None, short_mean: float | None = None) -> float | None:
     """The long prompts' mean size from a token histogram's `_sum` (chunking's module docstring, 3): the sum less
     the short prompts, each the mean size of the prompts finished in scrape intervals that finished no long one,
-    over the long prompts' count; `intervals` as `prompt_intervals` gives them. None when no long prompt finished, or
-    short ones did but no interval without a long one shows their size. The buckets alone read a 950-token
-    prompt as 750."""
+    over the long prompts' count; `intervals` as `prompt_intervals` gives them. Where no such interval shows the
+    short prompts' size (scrapes as coarse as the long prompts' arrivals), `short_mean` stands in for it (from
+    their buckets: `short_bucket_mean`). None when no long prompt finished, or short ones did and neither gives
+    their size. The buckets alone read a 950-token prompt as 750, a 1,050-token one as 1,500."""
     if intervals is None:
         return None
     n_long, n_short = float(intervals["long"].sum()), float(intervals["short"].sum())
     quiet = intervals[(intervals["long"] < 0.5) & (intervals["short"] > 0)]
-    if n_long < 0.5 or (n_short > 0 and quiet.empty):
+    if n_long < 0.5 or (n_short > 0 and quiet.empty and short_mean is None):
         return None
-    short_mean = float(quiet["sum"].sum() / quiet["short"].sum()) if n_short > 0 else 0.0
-    return (float(intervals["sum"].sum()) - n_short * short_mean) / n_long
+    if n_short > 0 and not quiet.empty:
+        short_mean = float(quiet["sum"].sum() / quiet["short"].sum())
+    return (float(intervals["sum"].sum()) - n_short * (short_mean or 0.0)) / n_long
+
+
+def short_bucket_mean(les: np.ndarray, cumulative: np.ndarray) -> float | None:
+    """The mean size of the prompts at or under the 500 bound from a token histogram's bounds and cumulative
+    counts, each prompt at its bucket's middle (uniform within a bucket, as `histogram_quantile` assumes); None
+    without such prompts, or when that guess moves the long prompts' mean further, at worst, than their own buckets
+    leave it open: over all the prompts, the short ones' half bucket widths sum to at least the long ones'.
+
+    >>> short_bucket_mean(np.array([20.0, 50.0, 500.0, 1000.0, 2000.0]), np.array([0.0, 20.0, 20.0, 20.0, 24.0]))
+    35.0
+    """
+    upto = int(np.searchsorted(les, LONG_PROMPT_BOUND, side="right"))
+    counts = np.diff(np.concatenate([[0.0], cumulative]))
+    lower = np.concatenate([[0.0], les[:-1]])
+    half = np.where(np.isfinite(les), (les - lower) / 2.0, np.inf)
+    spread = counts * np.where(counts > 0, half, 0.0)     # an empty +Inf bucket adds nothing
+    if not counts[:upto].sum() > 0 or spread[:upto].sum() >= spread[upto:].sum():
+        return None
+    return float((counts[:upto] * (lower[:upto] + half[:upto])).sum() / counts[:upto].sum())
 
 
 @dataclass(frozen=True)

@@ -62,11 +62,31 @@ def test_the_long_prompts_size_comes_from_the_sum_less_the_short_prompts_seen_al
     assert "of a 950-token prompt" in inferred.detail   # the budget estimate is a share of it
 
 
-def test_without_an_interval_free_of_long_prompts_the_buckets_decide():
-    """Every interval finished a long prompt, so nothing shows the short prompts' size alone: no sum-based
-    size, and the inference falls back to the bucket (750 for (500, 1000])."""
+def test_without_an_interval_free_of_long_prompts_the_short_prompts_buckets_stand_in():
+    """Every interval finished a long prompt, so nothing shows the short prompts' size alone (scrapes as coarse
+    as the long prompts' arrivals). Their buckets do: 20 prompts in (20, 50], taken at 35 tokens each, leave
+    (4 x 950 + 20 x 37 - 20 x 35) / 4 = 960 for the long ones, where the long prompts' bucket alone reads 750
+    (the middle of (500, 1000])."""
     run = _scrapes(4, long_at={1, 2, 3, 4})
     assert C.long_prompt_mean(C.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) is None
+    assert C.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(960.0)
+    parts = _parts(run)
+    assert C.long_prompt_mean(C.prompt_intervals(parts, "vllm:request_prompt_tokens"), 35.0) == pytest.approx(960.0)
+
+
+def test_the_short_prompts_buckets_never_take_the_long_ones_out_of_their_own_bucket():
+    """51-token short prompts sit low in (50, 100]: taken at 75 each, the 20 of them leave (4 x 1,050 + 20 x 51
+    - 20 x 75) / 4 = 930 for the long ones, under the (1000, 2000] bucket every long prompt fell in: P is held
+    at that bucket's lower bound, 1,000."""
+    run = _scrapes(4, long_at={1, 2, 3, 4}, long_tokens=1050, short_tokens=51)
+    assert C.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(1000.0)
+
+
+def test_short_prompts_in_wide_buckets_leave_the_long_prompts_size_to_their_own_bucket():
+    """80 short prompts of 300 tokens in (200, 500] could each be 150 tokens off their bucket's middle: 3,000 per
+    long prompt at worst, where the long prompts' own bucket, (500, 1000], leaves them 250 off at most. The
+    bucket decides: 750."""
+    run = _scrapes(4, long_at={1, 2, 3, 4}, short_tokens=300, shorts=20)
     assert C.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(750.0)
 
 

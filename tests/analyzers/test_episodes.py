@@ -248,15 +248,17 @@ def test_a_gap_bucket_as_wide_as_a_whole_prefill_is_told_by_how_many_gaps_it_hol
 
 
 def test_chunk_steps_that_straddle_an_itl_bucket_bound_are_all_counted_against_the_slo():
-    """1,800-token prompts in chunks of about 450: per long prefill per running stream three 0.9 s gaps fall in
-    the (0.75 s, 1 s] bucket and one 1.2 s gap in (1 s, 2.5 s]. The top bucket alone (1 per prefill per stream)
-    reads whole-prompt-sized steps (estimate about 1,000 of the 1,500 the prompt bucket gives); the 4 gaps above
-    the 200 ms SLO bound every chunk to 1,500 / 3 = 500, under the 512-token cut."""
-    run = _histogram_run(1.2, 21, prefill_s=3.6, prompt_tokens=1800, more_gaps=((0.9, 63),))
+    """1,400-token prompts in chunks of 350: per long prefill per running stream three 0.9 s gaps fall in the
+    (0.75 s, 1 s] bucket and one 1.2 s gap in (1 s, 2.5 s]. The top bucket alone (1 per prefill per stream)
+    reads whole-prompt-sized steps (estimate about 1,000 of the prompt); the 4 gaps above the 200 ms SLO bound
+    every chunk to P / 3, under the 512-token cut. P is the token sum less the 40 short prompts at their bucket's
+    middle (35 of their 50 tokens each): (7 x 1,400 + 40 x 15) / 7 = 1,486, so the bound reads 495."""
+    run = _histogram_run(1.2, 21, prefill_s=3.6, prompt_tokens=1400, more_gaps=((0.9, 63),))
     unbounded = C.infer_from_histograms(run)
     assert unbounded.enabled is True and unbounded.budget_estimate >= 768 and unbounded.holds_long_prefills()
     bounded = C.infer_from_histograms(run, slo=0.2)
-    assert bounded.budget_bound == pytest.approx(500, rel=0.01) and bounded.holds_long_prefills() is False
+    assert bounded.long_prompt_tokens == pytest.approx(1400 + 40 * 15 / 7)
+    assert bounded.budget_bound == pytest.approx(495, rel=0.01) and bounded.holds_long_prefills() is False
     assert "4.0 gaps above the SLO per long prefill per running stream" in bounded.detail
     # whole-prompt-sized chunks: one slow gap per prefill per stream bounds nothing
     assert C.infer_from_histograms(_histogram_run(1.3, 21, prefill_s=3.6, prompt_tokens=1800), slo=0.2).budget_bound is None
@@ -318,45 +320,47 @@ def test_a_starvation_explanation_with_an_inferred_budget_names_the_estimate_nev
 
 def test_an_inferred_whole_prompt_step_says_when_the_gap_bucket_also_fits_a_chunk_under_the_cut():
     """800-token prompts taking 2.4 s, one gap per long prefill per stream in vLLM's (1 s, 2.5 s] bucket: whole
-    prompts, or chunks of at least 800 x 1 / 2.4 = 333 tokens (a budget of 512 reads the same), so the finding
-    says the metrics cannot decide it. 1,200-token prompts with 4 s gaps in (2.5 s, 5 s] leave chunks of at
-    least 2.5 / 4 of the prompt (the histograms read the prompt as 1,500 and the prefill as 3.75 s: 1,000
-    tokens), above the cut, and nothing is left open."""
+    prompts, or chunks of at least P x 1 s / T (a budget of 512 reads the same), so the finding says the metrics
+    cannot decide it. P reads 886: the token sum less the 40 short prompts at their bucket's middle (35 of their
+    50 tokens), 800 + 40 x 15 / 7; T, the prefill time's bucket quantile, 2.25 s: 394 tokens. 1,200-token prompts
+    with 4 s gaps in (2.5 s, 5 s] leave chunks of at least 2.5 / 3.75 of the 1,286 tokens read (857), above the
+    cut, and nothing is left open."""
     from types import SimpleNamespace
 
     from stallscope.analyzers.decode_starvation import explain
 
     off = C.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2)
-    assert off.enabled is False and off.budget_floor == pytest.approx(800 / 2.4, rel=0.02) and off.undecided()
+    assert off.enabled is False and off.budget_floor == pytest.approx((800 + 40 * 15 / 7) / 2.25) and off.undecided()
     ep = SimpleNamespace(ongoing=False, evidence={"windows_frozen": 0, "running_median": 3.0}, decided_by="test")
     ev = {"itl_stall_share_max": 0.2, "itl_p99_bucket_s": (1.0, 2.5), "itl_p99": "1 s-2.5 s",
           "prompt_tokens_source": "local_compute"}
-    assert "cannot rule out chunked prefill at a budget of about 333 tokens" in explain(ep, ev, "", 0.2, off)
+    assert "cannot rule out chunked prefill at a budget of about 394 tokens" in explain(ep, ev, "", 0.2, off)
     settled = C.infer_from_histograms(_histogram_run(4.0, 21, prefill_s=4.0, prompt_tokens=1200), slo=0.2)
-    assert settled.enabled is False and settled.budget_floor == pytest.approx(1500 * 2.5 / 3.75, rel=0.02)
+    assert settled.enabled is False and settled.budget_floor == pytest.approx((1200 + 40 * 15 / 7) * 2.5 / 3.75)
     assert not settled.undecided() and "cannot rule out" not in explain(ep, ev, "", 0.2, settled)
     assert not C.from_flags(False, None).undecided()
 
 
 def test_inferred_whole_prompt_steps_name_the_budget_that_reads_the_same_and_chunk_steps_say_chunk():
     """A chunked server whose one step holds most of a prompt leaves the histograms of one with chunking off, so
-    the inferred state says both: 7 prompts of 800 tokens in vLLM's (500, 1000] bucket read as about 750 tokens.
+    the inferred state says both: 7 prompts of 800 tokens read as about 886 tokens (the token sum less 40 short
+    prompts taken at their bucket's middle, 35 of their 50 tokens).
     A step that froze the streams with chunking on held a chunk (about 784 tokens inferred, up to 768 known),
     not the whole prompt; known off, the whole prompt."""
     from stallscope.analyzers.decode_starvation import explain
     from stallscope.analyzers.episodes import _cause
 
     off = C.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2)
-    assert off.enabled is False and off.long_prompt_tokens == pytest.approx(750)
+    assert off.enabled is False and off.long_prompt_tokens == pytest.approx(800 + 40 * 15 / 7)
     assert off.describe().startswith("chunked prefill off, or on with a budget that holds most of a long prompt "
-                                     "(about 750 tokens) in one step (inferred from metrics: ")
-    assert off.as_evidence()["long_prompt_tokens"] == pytest.approx(750)
+                                     "(about 886 tokens) in one step (inferred from metrics: ")
+    assert off.as_evidence()["long_prompt_tokens"] == pytest.approx(800 + 40 * 15 / 7)
     assert C.from_flags(False, None).describe() == "chunked prefill off (flags)"
     from types import SimpleNamespace
     ep = SimpleNamespace(ongoing=False, evidence={"windows_frozen": 0, "running_median": 3.0}, decided_by="test")
     ev = {"itl_stall_share_max": 0.2, "itl_p99_bucket_s": (1.0, 2.5), "itl_p99": "1 s-2.5 s",
           "prompt_tokens_source": "local_compute"}
-    assert "With chunked prefill off, or on with a budget that holds most of a long prompt (about 750 tokens) in " \
+    assert "With chunked prefill off, or on with a budget that holds most of a long prompt (about 886 tokens) in " \
            "one step" in explain(ep, ev, "", 0.2, off)
     frozen = {"window_s": 5.0, "windows_nothing_moves": 1, "nothing_moves_s": 2.0, "itl_samples_above_slo": 40.0,
               "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 1, "long_prefills": 14.0, "running_median": 13.0,
