@@ -1589,6 +1589,30 @@ HELD_OUT_63 = [
              exercises="`small`, budget 384, 6 sessions, 1,000-token prompts every 3.8 s, 1 s scrapes"),
 ]
 
+# held-out 64: the 320-832 band, drawn after the short prompts' buckets joined the long prompts' size (draw_scenarios.py
+# --seed 202612085 --band 8 --held-out 64 --first-seed 641), committed before its first run
+HELD_OUT_64 = [
+    Scenario("h64-small-chunk640-s7-scrape1s", chunked(640), _h2(7, 1650, 6.9), model="small", seed=641, interval="1s",
+             held_out=64,
+             exercises="`small`, budget 640, 7 sessions, 1,650-token prompts every 6.9 s, 1 s scrapes"),
+    Scenario("h64-small-chunk384-s13", chunked(384), _h2(13, 1850, 9.3), model="small", seed=642, held_out=64,
+             exercises="`small`, budget 384, 13 sessions, 1,850-token prompts every 9.3 s"),
+    Scenario("h64-small-chunk384-s15", chunked(384), _h2(15, 1650, 8.3), model="small", seed=643, held_out=64,
+             exercises="`small`, budget 384, 15 sessions, 1,650-token prompts every 8.3 s"),
+    Scenario("h64-small-chunk448-s3-scrape1s", chunked(448), _h2(3, 1500, 5.4), model="small", seed=644, interval="1s",
+             held_out=64,
+             exercises="`small`, budget 448, 3 sessions, 1,500-token prompts every 5.4 s, 1 s scrapes"),
+    Scenario("h64-small-chunk768-s7", chunked(768), _h2(7, 850, 1.1), model="small", seed=645, held_out=64,
+             exercises="`small`, budget 768, 7 sessions, 850-token prompts every 1.1 s"),
+    Scenario("h64-small-chunk640-s9", chunked(640), _h2(9, 650, 1.2), model="small", seed=646, held_out=64,
+             exercises="`small`, budget 640, 9 sessions, 650-token prompts every 1.2 s"),
+    Scenario("h64-small-chunk384-s2", chunked(384), _h2(2, 700, 8.1), model="small", seed=647, held_out=64,
+             exercises="`small`, budget 384, 2 sessions, 700-token prompts every 8.1 s"),
+    Scenario("h64-small-chunk384-s11-scrape1s", chunked(384), _h2(11, 900, 7.6), model="small", seed=648, interval="1s",
+             held_out=64,
+             exercises="`small`, budget 384, 11 sessions, 900-token prompts every 7.6 s, 1 s scrapes"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1599,4 +1623,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
-             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63)
+             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64)
