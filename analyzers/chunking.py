@@ -7,56 +7,8 @@ assumes, so every starvation finding states which one it used and how it was kno
 2. `flags`: what the user passed to `analyze` (`--[no-]enable-chunked-prefill`, `--max-num-batched-tokens`);
    else `server log`: what the vLLM server wrote at startup, read from the log passed as `--server-log`
    (collectors/vllm_log.py);
-3. `inferred from metrics`: vLLM exports no scheduler configuration, so it is read off the run's histograms. With
-   chunked prefill off, one step computes a whole prompt, so the longest ITL gap is at least as long as a long
-   prompt's prefill (`request_prefill_time_seconds`: first scheduled to first token): the streams wait for all of it.
-   With chunking on, the prefill is spread over several steps and the longest gap is one of them, shorter than the
-   whole prefill. The long prompts are the requests with more than 500 computed prompt tokens
-   (`request_prefill_kv_computed_tokens`, else `request_prompt_tokens`); P, their size, is the histogram's `_sum`
-   less the short prompts, each the mean size of those finished in scrape intervals that finished no long one (where
-   no such interval exists, its bucket's middle), over their count (the buckets alone read 950 tokens as 750); T
-   is the median of their prefill times (the histogram quantile at their rank), G the upper bound of the highest ITL
-   bucket in use. G >= T: off, unless that bucket holds K > 1.5 gaps per long prefill per running stream: one step
-   per prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket as wide as vLLM's
-   1 s to 2.5 s can hold a chunk step and a whole prefill alike, or unless no scrape interval's ITL `_sum` per
-   running stream reached 0.9 x the long prompts' exact T (a whole prompt's step leaves each stream all of T in one
-   interval; analyzers/slow_step.py), or unless the scrapes size the slowest step exactly (below), from an
-   interval in which each running stream got about one token (so its mean is one step's gap, not a mix that
-   reads it low), and it held under `1.05 x 512` tokens and under 0.9 x P: a 700-token prompt at a 512 budget
-   runs as 511 + 189-token steps, and when both gaps end in one scrape interval each stream waits out the whole
-   prefill there as well, while the buckets put both slowest gaps in one (docs/metric-traps.md). Otherwise on,
-   with the budget estimated as the
-   smaller of P / K and P x G' / T (the share of the median long prompt, P tokens, that its slowest step held), where
-   G' is the gap every long prefill caused at least once for half the running streams (the upper bound of the ITL
-   bucket at rank 1 - 0.5 x long prompts x median running / ITL samples), so one outlier gap does not pass for a
-   chunk; a step is taken to hold a long prefill when the estimate is at least `1.5 x 512` (the bucket bounds make it
-   coarse; pass `--max-num-batched-tokens` or `--server-log` to be exact), and never when S, the gaps above the ITL
-   SLO per long prefill per running stream, is at least 2 and P / (S - 1) < 512: a prompt spread over S slow steps,
-   all but the last chunk full, had no chunk above that, in whichever ITL buckets its steps fell (the top bucket
-   alone misses them when they straddle a bound). S leaves out the gaps above the SLO that come without long
-   prefills: those of the scrape intervals no long prefill can have run in, and that rate over the rest (on a slow
-   host a short prompt's prefill step beside many decodes crosses the SLO too). The other side of the same count:
-   with S >= 1.5, those slow steps held P / S prompt tokens each on average, so some step held at least that many,
-   and a step is taken to hold a long prefill when P / S is at least `1.2 x 512` whatever the estimate says (S read
-   0.85-1.11 times the slow steps per long prompt on the 5 recordings it was written on where it applies,
-   `benchmarks/chunking_estimates.py`). With at least as many preemptions as gaps in that top bucket, "off" is not
-   inferred from it: a preempted request's next ITL sample spans its wait and recompute, not one step. An inferred
-   "off" is stated as off or a budget whose one step holds most of a long prompt: the buckets cannot tell them apart.
-   The bucket bounds leave a range: the slowest gap lasted at least its bucket's lower bound, so a chunked budget
-   down to P x that bound / T (`budget_floor`) reads the same; when that is under 512 the finding says so, and a
-   budget passed to `analyze` settles it. An "on" whose slowest step held 0.9 x P or more (and no count of slow
-   steps bounds it lower) is stated the same way: a whole-prompt step's gap and the prefill time T (which also holds
-   the step's output) can straddle a bucket bound, as 0.4 s and 0.42 s did on `tiny`'s 1,900-token prompts
-   (held-out 55). When the scrapes come faster than the slow steps, the ITL, token and
-   prefill-time `_sum`s and `_count`s size the slowest step instead (analyzers/slow_step.py), and that decides
-   alone, from `1.05 x 512` (it reads a few per cent high; docs/accuracy.md). Its share of a prompt also reads as
-   low as 0.85 x the chunk, so an estimate between `0.85 x 512` and that margin (between 512 and `1.5 x 512` from
-   the buckets) is stated as one the metrics cannot settle, with how to settle it. A gap still open is in no histogram
-   yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of T, one step held
-   (nearly) a whole prompt, so chunking reads off after all. Without long prompts in the histograms, the stalls
-   decide: about one ITL sample above the SLO per long prefill per stream means whole-prompt steps, more means slow
-   chunk steps. `iteration_tokens_total` cannot tell: vLLM counts a prompt's computed tokens in the step where its
-   prefill completes, chunked or not (docs/metric-traps.md);
+3. `inferred from metrics`: vLLM exports no scheduler configuration, so it is read off the run's histograms
+   (analyzers/chunking_inference.py says how);
 4. `unknown`.
 """
 
@@ -64,27 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-import pandas as pd
-
-from stallscope.analyzers import quantiles as Q
-from stallscope.analyzers.slow_step import (LONG_PROMPT_BOUND, long_prompt_mean, long_prompts, longest_wait,
-                                            prompt_intervals, short_bucket_mean, slowest_step)
-from stallscope.analyzers.workload import PREFILL_TIME, counter_increase, interval_increase
-
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
 STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
-ESTIMATE_MARGIN = 1.5         # an estimated budget holds long prefills from 1.5 x the cut (module docstring, 3)
+ESTIMATE_MARGIN = 1.5         # an estimated budget holds long prefills from 1.5 x the cut (chunking_inference.py)
 STEP_MARGIN = 1.05            # ... from 1.05 x the cut when sized from the slowest step's exact mean (slow_step.py)
 SHARE_LOW = 0.85              # ... whose share of a prompt reads down to this x its chunk: unsettled from here
-WHOLE_WAIT_SHARE = 0.9       # "off" needs a scrape interval whose ITL sum per stream reached this x T (slow_step.py)
 SLOW_SHARE_MARGIN = 1.2       # P / S, a long prompt's tokens per step above the SLO, holds them from 1.2 x the cut
-SLOW_STEPS_MIN = 1.5          # ... when each long prefill left at least this many such gaps per running stream
 SETTLE_IT = ("Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the server's log (`--server-log`) or a run "
              "directory to analyze to decide it.")   # the sentence every finding the metrics cannot settle ends with
-ITL_FAMILIES = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
-TOKEN_FAMILIES = ("vllm:request_prefill_kv_computed_tokens", "vllm:request_prompt_tokens")
-PREEMPTIONS = "vllm:num_preemptions_total"
 
 
 @dataclass(frozen=True)
@@ -99,12 +38,12 @@ class Chunking:
     budget: int | None = None
     source: str = "unknown"
     detail: str = ""
-    budget_estimate: float | None = None  # inferred from metrics: P x G / T (module docstring, 3)
+    budget_estimate: float | None = None  # inferred from metrics: P x G / T (chunking_inference.py)
     long_prefill_s: float | None = None   # inferred from metrics: T, the long prompts' median prefill time
-    budget_bound: float | None = None     # inferred from metrics: at most P / (S - 1) (module docstring, 3)
+    budget_bound: float | None = None     # inferred from metrics: at most P / (S - 1) (chunking_inference.py)
     budget_floor: float | None = None     # inferred from metrics: the smallest chunk the slowest gap allows
     long_prompt_tokens: float | None = None  # inferred from metrics: P, the long prompts' median size
-    slow_share: float | None = None       # inferred from metrics: P / S, tokens per step above the SLO (docstring, 3)
+    slow_share: float | None = None       # inferred from metrics: P / S, tokens per step above the SLO
     slowest_step_s: float | None = None   # inferred from metrics: the slowest step's exact gap (slow_step.py)
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS, decodes: int = 0) -> bool | None:
@@ -178,7 +117,7 @@ class Chunking:
 
     def undecided(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
         """Whether the histograms that inferred long-prefill steps also allow chunks under `cut`: the slowest
-        ITL gap's bucket starts low enough for a chunk of `budget_floor` tokens (module docstring, 3), and the
+        ITL gap's bucket starts low enough for a chunk of `budget_floor` tokens (chunking_inference.py), and the
         slow steps did not hold `cut` or more on average (then one of them held at least that).
 
         >>> Chunking(True, None, "inferred from metrics", budget_floor=300.0, slow_share=650.0).undecided()
@@ -272,179 +211,3 @@ def from_server_log(config) -> Chunking:
     """
     on = config.enable_chunked_prefill
     return Chunking(on, config.max_num_batched_tokens if on else None, "server log", config.where)
-
-
-def infer(stalls_per_prefill: float, long_prefills: float) -> Chunking:
-    """Chunking inferred from one target's stalls (module docstring, 3); unknown without long prefills."""
-    if not (long_prefills > 0) or stalls_per_prefill != stalls_per_prefill:
-        return UNKNOWN
-    on = stalls_per_prefill > STALLS_PER_PREFILL_CHUNKED
-    what = (f"{stalls_per_prefill:.1f} ITL samples above the SLO per long prefill per running stream; about 1 "
-            "means each prompt ran in one step, more means each of its chunk steps was slow")
-    return Chunking(on, None, "inferred from metrics", what)
-
-
-def _whole_run(rows, family: str, t0: int, t1: int):
-    """(bucket bounds, cumulative counts) of a histogram's increase over [t0, t1], pooled; None when absent."""
-    if rows is None or not len(rows):
-        return None
-    found = Q.bucket_rates(rows, family, np.array([t1]), max(t1 - t0, 1), by=())
-    if not found:
-        return None
-    _, les, rates = next(iter(found.values()))
-    with np.errstate(over="ignore"):   # a fuzzed counter near float's limit reads inf, as it did with the warning
-        return les, np.maximum.accumulate(np.nan_to_num(rates[0])) * max(t1 - t0, 1) / 1e9
-
-
-def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
-    """Chunking inferred from one target's ITL, prefill-time and prompt-token histograms (module docstring,
-    3); UNKNOWN when they hold no long prompt. `slo` (the ITL SLO, s) also bounds the budget by the count
-    of gaps above it."""
-    from stallscope.analyzers.signals import _per_bucket, split_metrics
-
-    if samples is None or not len(samples):
-        return UNKNOWN
-    t0, t1 = int(samples["ts"].min()), int(samples["ts"].max())
-    names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)] + ["vllm:num_requests_running",
-                                                                                     PREEMPTIONS]
-    sums = [f + end for f in (*TOKEN_FAMILIES, *ITL_FAMILIES, PREFILL_TIME) for end in ("_sum", "_count")]
-    parts = split_metrics(samples, names + sums)
-    itl_family = next((f for f in ITL_FAMILIES if f + "_bucket" in parts), None)
-    itl = _whole_run(parts.get(f"{itl_family}_bucket"), itl_family, t0, t1) if itl_family else None
-    family = next((f for f in TOKEN_FAMILIES if f + "_bucket" in parts), None)
-    tokens = _whole_run(parts.get(f"{family}_bucket"), family, t0, t1) if family else None
-    ptime = _whole_run(parts.get(PREFILL_TIME + "_bucket"), PREFILL_TIME, t0, t1)
-    if itl is None or tokens is None or ptime is None:
-        return UNKNOWN
-    tl, tc = tokens
-    if not np.isfinite(tc).all():        # a counter that overflowed to inf says nothing about prompt sizes
-        return UNKNOWN
-    n_long = tc[-1] - tc[np.searchsorted(tl, LONG_PROMPT_BOUND)]
-    used = np.flatnonzero(np.diff(np.concatenate([[0.0], itl[1]])) >= 0.5)
-    if n_long < 0.5 or not len(used) or not tc[-1] > 0:
-        return UNKNOWN
-    rank = 1.0 - n_long / (2.0 * tc[-1])
-    prompt = float(Q.bucket_quantile(rank, tl, tc[None, :])[0][0])
-    intervals = prompt_intervals(parts, family)
-    mean = long_prompt_mean(intervals, short_bucket_mean(tl, tc))
-    if mean is not None:   # within the long prompts' buckets: the lowest one's lower bound to the top one's upper
-        per_bucket = np.diff(np.concatenate([[0.0], tc]))
-        top_bound = tl[min(int(np.flatnonzero(per_bucket > 0)[-1]), len(tl) - 1)]
-        lowest = np.flatnonzero((per_bucket >= 0.5) & (tl > LONG_PROMPT_BOUND))
-        low_bound = float(tl[lowest[0] - 1]) if len(lowest) and lowest[0] > 0 else float(LONG_PROMPT_BOUND)
-        prompt = float(np.clip(mean, low_bound, top_bound if np.isfinite(top_bound) else mean))
-    t_long = float(Q.bucket_quantile(rank, ptime[0], ptime[1][None, :])[0][0])
-    gap = float(itl[0][used[-1]]) if np.isfinite(itl[0][used[-1]]) else float(itl[0][used[-1] - 1]) * 2
-    if not (t_long > 0 and np.isfinite(t_long)):
-        return UNKNOWN
-    # the slowest gap lasted at least its bucket's lower bound: a chunk of at least this share of the prompt
-    floor = prompt * min(float(itl[0][used[-1] - 1]) if used[-1] > 0 else 0.0, t_long) / t_long
-    what = (f"the longest ITL gap (<= {gap:.3g} s) vs the median prefill of the {n_long:.0f} prompts over "
-            f"{LONG_PROMPT_BOUND} tokens ({t_long:.3g} s)")
-    running = parts.get("vllm:num_requests_running")
-    streams = max(float(np.median(running.groupby("ts")["value"].sum())) if running is not None and len(running)
-                  else 1.0, 1.0)
-    # K: gaps in the highest ITL bucket in use per long prefill per running stream (at most ~1 with chunking off)
-    top = (itl[1][-1] - (itl[1][used[-1] - 1] if used[-1] > 0 else 0.0)) / (n_long * streams)
-    long = long_prompts(parts, intervals)   # exact P and T, where some scrape interval finished long prompts only
-    waited = longest_wait(parts, itl_family, long)
-    spread = waited is not None and waited[0] < WHOLE_WAIT_SHARE * waited[1]   # no interval held a whole prefill
-    exact = slowest_step(parts, itl_family, intervals, long, streams)
-    part = exact is not None and exact.one_step and exact.chunk_tokens < min(STEP_MARGIN * LONG_PREFILL_TOKENS,
-                                                                              WHOLE_WAIT_SHARE * exact.prompt_tokens)
-    if gap >= t_long and top <= STALLS_PER_PREFILL_CHUNKED and not spread and not part:
-        preempted = counter_increase(parts[PREEMPTIONS], by_le=False) if PREEMPTIONS in parts else 0.0
-        if preempted >= max(top * n_long * streams, 0.5):
-            return UNKNOWN  # the slowest gaps may be preempted requests' waits, not steps (module docstring, 3)
-        return Chunking(False, None, "inferred from metrics", what + ": the streams waited out whole prefills",
-                        long_prefill_s=t_long, budget_floor=floor, long_prompt_tokens=prompt)
-    if gap >= t_long and top > STALLS_PER_PREFILL_CHUNKED:
-        what += (f", but that bucket holds {top:.1f} gaps per long prefill per running stream (a whole prompt per "
-                 "step leaves at most about 1)")
-    elif gap >= t_long and spread:
-        what += (f", but no scrape interval's ITL sum per running stream reached {WHOLE_WAIT_SHARE:g} x the "
-                 f"{waited[1]:.3g} s prefill (at most {waited[0]:.3g} s; a whole prompt's step leaves each stream its "
-                 "whole prefill)")
-    elif gap >= t_long:
-        what += (", but the slowest step, sized exactly, held under the whole prompt: two chunks whose gaps end in "
-                 "one scrape interval leave each stream the whole prefill too")
-    support = max(0.0, 1.0 - 0.5 * n_long * streams / itl[1][-1])
-    _, lo, hi = Q.bucket_quantile(support, itl[0], itl[1][None, :])
-    slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])
-    # both read high: a bucket's upper bound, and a prompt's share per top-bucket gap
-    est = float(min(prompt * min(slowest, gap) / t_long, prompt / max(top, 1.0)))
-    if exact is not None:   # the scrapes resolve the slow steps: size the slowest one exactly (slow_step.py)
-        est = exact.chunk_tokens
-        what += f": prefills spread over steps; {exact.describe()}"
-    else:
-        what += f": prefills spread over steps; the slowest step of each held about {est:.0f} of a {prompt:.0f}-token "
-        what += "prompt"
-    bound = share = None
-    if slo is not None and slo > 0:
-        # S: gaps above the SLO per long prefill per running stream; S >= 2 slow steps per prompt hold at most
-        # P / (S - 1) tokens each (all but the last chunk are full), wherever in the ITL buckets they fell
-        lower, per_bucket = _per_bucket(itl[0], itl[1][None, :])
-        apart = _slow_gaps_apart(parts[f"{itl_family}_bucket"], intervals, slo, t_long)
-        slow = max(float(per_bucket[0, lower >= slo].sum()) - apart, 0.0) / (n_long * streams)
-        if slow >= 2.0:
-            bound = float(prompt / (slow - 1.0))
-            what += (f"; {slow:.1f} gaps above the SLO per long prefill per running stream: no step held more than "
-                     f"about {bound:.0f}")
-        if slow >= SLOW_STEPS_MIN:
-            share = float(prompt / slow)
-            if slow < 2.0:
-                what += f"; {slow:.1f} gaps above the SLO per long prefill per running stream"
-            what += f" (about {share:.0f} prompt tokens per such step on average)"
-    if exact is not None:
-        floor = est
-    elif np.isfinite(lo[0]):
-        floor = prompt * min(float(lo[0]), min(slowest, gap)) / t_long
-    if est >= WHOLE_WAIT_SHARE * prompt and (bound is None or bound >= WHOLE_WAIT_SHARE * prompt):
-        # a bucket bound just under T (a whole step's gap and the prefill time straddle it) reads "spread"
-        return Chunking(False, None, "inferred from metrics", what + f"; that is {est / prompt:.0%} of the prompt: "
-                        "one step held it, or most of it", long_prefill_s=t_long, budget_floor=min(floor, est),
-                        long_prompt_tokens=prompt)
-    return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
-                    budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt, slow_share=share,
-                    slowest_step_s=exact.step_s if exact is not None else None)
-
-
-def _slow_gaps_apart(itl_rows, intervals: pd.DataFrame | None, slo: float, t_long: float) -> float:
-    """The ITL gaps above the SLO that long prefills did not cause (module docstring, 3): every one in a scrape
-    interval no long prefill can have run in (none finished in it or within `t_long` s after it), plus that
-    rate over the intervals one can have; `intervals` as `prompt_intervals` gives them. A short prompt's
-    prefill beside many decodes can cross the SLO on a slow host; counted as a chunk step, it would bound the
-    budget far below the chunks the server ran. 0.0 when every interval can hold a long prefill, or the token
-    histogram has no `_sum`/`_count` to place the long prompts in time."""
-    if intervals is None:
-        return 0.0
-    les = np.sort(itl_rows["le"].unique())
-    at = les[np.searchsorted(les, slo)] if slo <= les[-1] else les[-1]
-    above = interval_increase(itl_rows[itl_rows["le"] == np.inf]) - interval_increase(itl_rows[itl_rows["le"] == at])
-    f = pd.concat({"above": above, "long": intervals["long"]}, axis=1).fillna(0.0).sort_index()
-    if len(f) < 2:
-        return 0.0
-    end = f.index.to_numpy(dtype=float) / 1e9
-    start = np.concatenate([[end[0] - np.median(np.diff(end))], end[:-1]])
-    done = f["long"].to_numpy() >= 0.5
-    busy = ((start[:, None] < end[None, done]) & (end[:, None] > start[None, done] - t_long)).any(axis=1)
-    quiet_s = float((end - start)[~busy].sum())
-    if quiet_s <= 0:
-        return 0.0
-    quiet = float(f["above"].to_numpy()[~busy].sum())
-    return quiet + quiet / quiet_s * float((end - start)[busy].sum())
-
-
-FROZEN_SHARE = 0.75   # a freeze this share of a whole long prefill is one step holding (nearly) all of it
-
-
-def frozen_through_prefill(inferred: Chunking, longest_freeze_s: float) -> Chunking:
-    """An inferred "on" overruled by a live freeze of at least 3/4 of a long prefill with nothing moving: the
-    ITL histogram had not yet recorded that gap (the streams were still frozen), but one step held them about
-    as long as a whole prefill takes (a chunk step holds one chunk's share of it)."""
-    if inferred.enabled and inferred.long_prefill_s and longest_freeze_s >= FROZEN_SHARE * inferred.long_prefill_s:
-        return Chunking(False, None, "inferred from metrics",
-                        f"the streams froze for {longest_freeze_s:.1f} s with nothing moving, as long as a whole "
-                        f"prefill ({inferred.long_prefill_s:.3g} s): one step held the whole prompt, or most of it",
-                        long_prefill_s=inferred.long_prefill_s, long_prompt_tokens=inferred.long_prompt_tokens)
-    return inferred

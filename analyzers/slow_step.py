@@ -81,7 +81,7 @@ def prompt_intervals(parts: dict, family: str) -> pd.DataFrame | None:
 
 
 def long_prompt_mean(intervals: pd.DataFrame | None, short_mean: float | None = None) -> float | None:
-    """The long prompts' mean size from a token histogram's `_sum` (chunking's module docstring, 3): the sum less
+    """The long prompts' mean size from a token histogram's `_sum` (analyzers/chunking_inference.py): the sum less
     the short prompts, each the mean size of the prompts finished in scrape intervals that finished no long one,
     over the long prompts' count; `intervals` as `prompt_intervals` gives them. Where no such interval shows the
     short prompts' size (scrapes as coarse as the long prompts' arrivals), `short_mean` stands in for it (from

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import chunking as C
+from stallscope.analyzers import chunking_inference as CI
 from stallscope.analyzers import decode_starvation as DS
 from stallscope.analyzers import episodes as E
 from stallscope.analyzers import itl_high, scheduler_stall
@@ -48,12 +49,12 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         own = samples[samples["target"].fillna("") == target] if samples is not None and "target" in samples else None
         known = chunking if chunking is not None and chunking.enabled is not None else None
         if known is None and own is not None:
-            known = C.infer_from_histograms(own, float(th["itl_slo_s"]))
+            known = CI.infer_from_histograms(own, float(th["itl_slo_s"]))
             known = known if known.enabled is not None else None
         first = known or C.UNKNOWN
         eps = E.find(sig, thresholds=th, chunking=first, window_ns=window, step_ns=step, live_ns=live)
         if known is not None and known.source == "inferred from metrics":
-            known = C.frozen_through_prefill(known, max((ep.evidence["nothing_moves_s"] for ep in eps), default=0.0))
+            known = CI.frozen_through_prefill(known, max((ep.evidence["nothing_moves_s"] for ep in eps), default=0.0))
         config = known or _inferred(eps)
         if config != first:  # the causes depend on the configuration: judge again with the one that holds
             eps = E.find(sig, thresholds=th, chunking=config, window_ns=window, step_ns=step, live_ns=live)
@@ -69,7 +70,7 @@ def _inferred(eps: list) -> C.Chunking:
     above = sum(ep.evidence["itl_samples_above_slo"] for ep in eps)
     per = [(ep.evidence["long_prefills"] * ep.evidence["running_median"]) for ep in eps]
     total = sum(per)
-    return C.infer(above / total if total > 0 else float("nan"), total)
+    return CI.infer(above / total if total > 0 else float("nan"), total)
 
 
 def _finding(ep: E.Episode, sig: pd.DataFrame, th: dict, cost: dict, config: C.Chunking, stalls,

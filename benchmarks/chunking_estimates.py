@@ -24,7 +24,7 @@ import numpy as np
 from scenario_sets import SCENARIOS
 from scenarios import long_prompt_tokens
 
-from stallscope.analyzers import chunking as C
+from stallscope.analyzers import chunking_inference as CI
 from stallscope.analyzers import slow_step as S
 from stallscope.analyzers.signals import split_metrics
 from stallscope.analyzers.step_cost import read_step_trace
@@ -45,11 +45,11 @@ def _step(seconds) -> str:
 def long_alone(samples) -> tuple[float, str]:
     """(the long prompts finished in scrape intervals that finished no short one, M / T as `slow_step.longest_wait`
     reads it, or "-"): what sizes P and T exactly (docs/metric-traps.md)."""
-    names = [f"{f}{end}" for f in (*C.TOKEN_FAMILIES, C.ITL_FAMILIES[0]) for end in ("_sum", "_count", "_bucket")]
+    names = [f"{f}{end}" for f in (*CI.TOKEN_FAMILIES, CI.ITL_FAMILIES[0]) for end in ("_sum", "_count", "_bucket")]
     parts = split_metrics(samples, names + [f"{S.PREFILL_TIME}_sum", "vllm:num_requests_running"])
-    family = next((f for f in C.TOKEN_FAMILIES if f + "_bucket" in parts), None)
+    family = next((f for f in CI.TOKEN_FAMILIES if f + "_bucket" in parts), None)
     long = S.long_prompts(parts, S.prompt_intervals(parts, family) if family else None)
-    waited = S.longest_wait(parts, C.ITL_FAMILIES[0], long)
+    waited = S.longest_wait(parts, CI.ITL_FAMILIES[0], long)
     return (0.0 if long is None else long.count), ("-" if waited is None else f"{waited[0] / waited[1]:.2f}")
 
 
@@ -58,7 +58,7 @@ def row(run: Path, slo: float) -> tuple[str, float]:
     the long prompts that finished alone in a scrape interval."""
     sc = BY_NAME[run.name]
     samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
-    got = C.infer_from_histograms(samples, slo)
+    got = CI.infer_from_histograms(samples, slo)
     alone, m_t = long_alone(samples)
     cfg = EngineConfig.from_flags(sc.server)
     budget = cfg.max_num_batched_tokens if cfg.enable_chunked_prefill else None

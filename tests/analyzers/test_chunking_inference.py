@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import Histogram
 
 from expo_frames import T0_NS, VllmMetrics
-from stallscope.analyzers import chunking as C
+from stallscope.analyzers import chunking_inference as CI
 from stallscope.analyzers.signals import split_metrics
 
 SECOND = 10**9
@@ -56,8 +56,8 @@ def test_the_long_prompts_size_comes_from_the_sum_less_the_short_prompts_seen_al
     """Buckets read a 950-token prompt as 750 (the middle of vLLM's (500, 1000]); the sum says 950: the
     intervals without a long prompt show the short ones are 37 tokens each."""
     run = _scrapes(12, long_at={4, 9})
-    assert C.long_prompt_mean(C.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) == pytest.approx(950.0)
-    inferred = C.infer_from_histograms(run, 0.2)
+    assert CI.long_prompt_mean(CI.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) == pytest.approx(950.0)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.long_prompt_tokens == pytest.approx(950.0)
     assert "of a 950-token prompt" in inferred.detail   # the budget estimate is a share of it
 
@@ -68,10 +68,10 @@ def test_without_an_interval_free_of_long_prompts_the_short_prompts_buckets_stan
     (4 x 950 + 20 x 37 - 20 x 35) / 4 = 960 for the long ones, where the long prompts' bucket alone reads 750
     (the middle of (500, 1000])."""
     run = _scrapes(4, long_at={1, 2, 3, 4})
-    assert C.long_prompt_mean(C.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) is None
-    assert C.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(960.0)
+    assert CI.long_prompt_mean(CI.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) is None
+    assert CI.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(960.0)
     parts = _parts(run)
-    assert C.long_prompt_mean(C.prompt_intervals(parts, "vllm:request_prompt_tokens"), 35.0) == pytest.approx(960.0)
+    assert CI.long_prompt_mean(CI.prompt_intervals(parts, "vllm:request_prompt_tokens"), 35.0) == pytest.approx(960.0)
 
 
 def test_the_short_prompts_buckets_never_take_the_long_ones_out_of_their_own_bucket():
@@ -79,7 +79,7 @@ def test_the_short_prompts_buckets_never_take_the_long_ones_out_of_their_own_buc
     - 20 x 75) / 4 = 930 for the long ones, under the (1000, 2000] bucket every long prompt fell in: P is held
     at that bucket's lower bound, 1,000."""
     run = _scrapes(4, long_at={1, 2, 3, 4}, long_tokens=1050, short_tokens=51)
-    assert C.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(1000.0)
+    assert CI.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(1000.0)
 
 
 def test_short_prompts_in_wide_buckets_leave_the_long_prompts_size_to_their_own_bucket():
@@ -87,12 +87,12 @@ def test_short_prompts_in_wide_buckets_leave_the_long_prompts_size_to_their_own_
     long prompt at worst, where the long prompts' own bucket, (500, 1000], leaves them 250 off at most. The
     bucket decides: 750."""
     run = _scrapes(4, long_at={1, 2, 3, 4}, short_tokens=300, shorts=20)
-    assert C.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(750.0)
+    assert CI.infer_from_histograms(run, 0.2).long_prompt_tokens == pytest.approx(750.0)
 
 
 def test_a_run_of_long_prompts_only_is_its_sum_over_its_count():
     run = _scrapes(6, long_at={2, 5}, shorts=0, long_tokens=1450)
-    assert C.long_prompt_mean(C.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) == pytest.approx(1450.0)
+    assert CI.long_prompt_mean(CI.prompt_intervals(_parts(run), "vllm:request_prompt_tokens")) == pytest.approx(1450.0)
 
 
 def test_short_prompt_prefills_above_the_slo_on_a_slow_host_bound_no_chunk():
@@ -102,7 +102,7 @@ def test_short_prompt_prefills_above_the_slo_on_a_slow_host_bound_no_chunk():
     made 16 slow gaps per long prefill per stream and bounded the chunk to 1,450 / 15 = 97 tokens; the
     intervals with no long prefill show them at 10 a second, which leaves 1.7 per prefill per stream: no bound."""
     run = _scrapes(30, long_at={8, 22}, long_tokens=1450, prefill_s=5.6, chunk_gaps=(2.8, 17), short_gaps=(0.21, 10))
-    inferred = C.infer_from_histograms(run, 0.2)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.enabled is True and inferred.budget_bound is None
     assert inferred.budget_estimate >= 768 and inferred.holds_long_prefills() is True
 
@@ -111,7 +111,7 @@ def test_gaps_above_the_slo_only_beside_long_prefills_still_bound_the_chunk():
     """The same run with no short-prompt gap above the SLO, and 60 chunk-step gaps per long prefill (6 per
     stream, 1.3 s each): 1,450 / (6 - 1) = 290 tokens at most per step, under the 512 cut."""
     run = _scrapes(30, long_at={8, 22}, long_tokens=1450, prefill_s=7.8, chunk_gaps=(1.3, 60))
-    inferred = C.infer_from_histograms(run, 0.2)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.budget_bound == pytest.approx(290.0)
     assert inferred.holds_long_prefills() is False
 
@@ -122,13 +122,13 @@ def test_two_slow_steps_per_long_prompt_hold_half_of_it_each_on_average():
     estimate (P / K = 650) is under 1.5 x 512 and reads "no long prefill"; the same count against the SLO says
     the slow steps held 650 tokens each on average, over 1.2 x 512, so one of them held 512 or more."""
     run = _scrapes(30, long_at={8, 22}, long_tokens=1300, prefill_s=1.9, chunk_gaps=(0.95, 20))
-    inferred = C.infer_from_histograms(run, 0.2)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.enabled is True and inferred.budget_estimate < 768
     assert inferred.slow_share == pytest.approx(650.0)
     assert inferred.holds_long_prefills() is True and not inferred.estimate_unsettled()
     assert "(about 650 prompt tokens per such step on average)" in inferred.detail
     assert inferred.step_held() == "a chunk of about 650 prompt tokens"   # the figure that decided, not P / K
-    unbounded = C.infer_from_histograms(run)             # without an SLO there is no count: the estimate decides
+    unbounded = CI.infer_from_histograms(run)             # without an SLO there is no count: the estimate decides
     assert unbounded.slow_share is None and unbounded.holds_long_prefills() is False
 
 
@@ -139,7 +139,7 @@ def test_two_slow_steps_per_long_prompt_hold_half_of_it_each_on_average():
 ])
 def test_the_slow_step_share_decides_only_above_its_margin(gaps, share, holds):
     run = _scrapes(30, long_at={8, 22}, long_tokens=1300, prefill_s=1.9 * gaps / 20, chunk_gaps=(0.95, gaps))
-    inferred = C.infer_from_histograms(run, 0.2)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.slow_share == (None if share is None else pytest.approx(share, rel=1e-3))
     assert inferred.enabled is (holds is not None)
     assert inferred.holds_long_prefills() is (True if holds is None else holds)
@@ -175,7 +175,7 @@ def test_two_chunks_in_one_scrape_interval_are_told_from_one_step_by_the_slowest
         first_gap_s, enabled, holds):
     """Both prompts wait out their whole 1.5 s prefill in one interval and every slow gap sits in vLLM's (1 s,
     2.5 s] bucket, which reads as whole-prompt steps; interval 11's exact mean sizes the slowest step."""
-    inferred = C.infer_from_histograms(_two_chunk_scrapes(first_gap_s), 0.2)
+    inferred = CI.infer_from_histograms(_two_chunk_scrapes(first_gap_s), 0.2)
     assert inferred.enabled is enabled
     assert inferred.holds_long_prefills() is holds
     if enabled:
@@ -190,7 +190,7 @@ def test_a_slow_steps_mean_mixed_with_other_gaps_does_not_size_it():
     passes for a step at least a scrape long, and would size it at 850 x 1.045 / 1.77 = 502 tokens. Two tokens
     per running stream there say it is a mix, so the whole-prefill reading stands."""
     run = _two_chunk_scrapes(1.6, prompt_tokens=850, prefill_s=1.77, with_first=(0.49,))
-    inferred = C.infer_from_histograms(run, 0.2)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.enabled is False and inferred.holds_long_prefills() is True
 
 
@@ -203,7 +203,7 @@ def test_a_whole_step_just_under_a_bucket_bound_below_the_prefill_time_reads_as_
     (0.2 s, 0.3 s] leave 1,315 (69 %): chunks."""
     run = _scrapes(30, long_at={5, 9, 13, 17}, long_tokens=1900, prefill_s=[0.42, 0.42, 0.42, 0.6],
                    chunk_gaps=(gap_s, 10))
-    inferred = C.infer_from_histograms(run, 0.2)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.whole_prompts_inferred() is whole
     assert inferred.holds_long_prefills() is True
     if whole:

@@ -6,6 +6,7 @@ import pytest
 from expo_frames import simulate_starvation
 from nsys_cases import SAMPLE_TRACES
 from stallscope.analyzers import chunking as C
+from stallscope.analyzers import chunking_inference as CI
 from stallscope.analyzers.advice import chunked_prefill_recommendation
 from stallscope.analyzers.diagnose import diagnose
 from stallscope.analyzers.nsys_report import build_report
@@ -239,9 +240,9 @@ def test_a_gap_bucket_as_wide_as_a_whole_prefill_is_told_by_how_many_gaps_it_hol
     """vLLM's ITL bucket (1 s, 2.5 s] holds a 1.3 s chunk step and a 2.4 s whole prefill alike. One gap per
     long prefill per running stream (7 x 3 = 21) is whole-prompt steps; two (42: 800 tokens in chunks of
     384) is chunked prefill, with a budget estimate under the long-prefill cut's 1.5 x 512."""
-    off = C.infer_from_histograms(_histogram_run(2.4, 21))
+    off = CI.infer_from_histograms(_histogram_run(2.4, 21))
     assert off.enabled is False and off.holds_long_prefills() is True
-    on = C.infer_from_histograms(_histogram_run(1.3, 42))
+    on = CI.infer_from_histograms(_histogram_run(1.3, 42))
     assert on.enabled is True and on.holds_long_prefills() is False
     assert "holds 2.0 gaps per long prefill per running stream" in on.detail
     assert 300 < on.budget_estimate < 768
@@ -254,14 +255,14 @@ def test_chunk_steps_that_straddle_an_itl_bucket_bound_are_all_counted_against_t
     every chunk to P / 3, under the 512-token cut. P is the token sum less the 40 short prompts at their bucket's
     middle (35 of their 50 tokens each): (7 x 1,400 + 40 x 15) / 7 = 1,486, so the bound reads 495."""
     run = _histogram_run(1.2, 21, prefill_s=3.6, prompt_tokens=1400, more_gaps=((0.9, 63),))
-    unbounded = C.infer_from_histograms(run)
+    unbounded = CI.infer_from_histograms(run)
     assert unbounded.enabled is True and unbounded.budget_estimate >= 768 and unbounded.holds_long_prefills()
-    bounded = C.infer_from_histograms(run, slo=0.2)
+    bounded = CI.infer_from_histograms(run, slo=0.2)
     assert bounded.long_prompt_tokens == pytest.approx(1400 + 40 * 15 / 7)
     assert bounded.budget_bound == pytest.approx(495, rel=0.01) and bounded.holds_long_prefills() is False
     assert "4.0 gaps above the SLO per long prefill per running stream" in bounded.detail
     # whole-prompt-sized chunks: one slow gap per prefill per stream bounds nothing
-    assert C.infer_from_histograms(_histogram_run(1.3, 21, prefill_s=3.6, prompt_tokens=1800), slo=0.2).budget_bound is None
+    assert CI.infer_from_histograms(_histogram_run(1.3, 21, prefill_s=3.6, prompt_tokens=1800), slo=0.2).budget_bound is None
 
 
 def test_a_freeze_younger_than_the_live_window_is_impaired_from_the_scrapes_alone():
@@ -329,13 +330,13 @@ def test_an_inferred_whole_prompt_step_says_when_the_gap_bucket_also_fits_a_chun
 
     from stallscope.analyzers.decode_starvation import explain
 
-    off = C.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2)
+    off = CI.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2)
     assert off.enabled is False and off.budget_floor == pytest.approx((800 + 40 * 15 / 7) / 2.25) and off.undecided()
     ep = SimpleNamespace(ongoing=False, evidence={"windows_frozen": 0, "running_median": 3.0}, decided_by="test")
     ev = {"itl_stall_share_max": 0.2, "itl_p99_bucket_s": (1.0, 2.5), "itl_p99": "1 s-2.5 s",
           "prompt_tokens_source": "local_compute"}
     assert "cannot rule out chunked prefill at a budget of about 394 tokens" in explain(ep, ev, "", 0.2, off)
-    settled = C.infer_from_histograms(_histogram_run(4.0, 21, prefill_s=4.0, prompt_tokens=1200), slo=0.2)
+    settled = CI.infer_from_histograms(_histogram_run(4.0, 21, prefill_s=4.0, prompt_tokens=1200), slo=0.2)
     assert settled.enabled is False and settled.budget_floor == pytest.approx((1200 + 40 * 15 / 7) * 2.5 / 3.75)
     assert not settled.undecided() and "cannot rule out" not in explain(ep, ev, "", 0.2, settled)
     assert not C.from_flags(False, None).undecided()
@@ -350,7 +351,7 @@ def test_inferred_whole_prompt_steps_name_the_budget_that_reads_the_same_and_chu
     from stallscope.analyzers.decode_starvation import explain
     from stallscope.analyzers.episodes import _cause
 
-    off = C.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2)
+    off = CI.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2)
     assert off.enabled is False and off.long_prompt_tokens == pytest.approx(800 + 40 * 15 / 7)
     assert off.describe().startswith("chunked prefill off, or on with a budget that holds most of a long prompt "
                                      "(about 886 tokens) in one step (inferred from metrics: ")
@@ -384,9 +385,9 @@ def test_preemptions_as_many_as_the_slowest_gaps_leave_the_chunking_uninferred()
     """A KV pool that preempts: a preempted request's next ITL sample spans its wait and recompute, so the top
     ITL bucket is no step's length. 21 gaps of 2.4 s read as whole-prompt steps with no preemption and with 20;
     with 21 preemptions nothing is inferred (the preemption finding says what happened)."""
-    assert C.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2).enabled is False
-    assert C.infer_from_histograms(_histogram_run(2.4, 21, preemptions=20), slo=0.2).enabled is False
-    assert C.infer_from_histograms(_histogram_run(2.4, 21, preemptions=21), slo=0.2) == C.UNKNOWN
+    assert CI.infer_from_histograms(_histogram_run(2.4, 21), slo=0.2).enabled is False
+    assert CI.infer_from_histograms(_histogram_run(2.4, 21, preemptions=20), slo=0.2).enabled is False
+    assert CI.infer_from_histograms(_histogram_run(2.4, 21, preemptions=21), slo=0.2) == C.UNKNOWN
 
 
 def test_a_budget_of_512_computes_no_long_prompt_beside_running_decodes():
@@ -437,7 +438,7 @@ def test_stalls_that_do_not_cluster_at_long_prefills_are_the_steady_steps_not_st
     ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 889.0,
           "itl_samples_above_slo_at_prefills": 1.5, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
           "long_prefills": 3.0, "running_median": 5.0, "stalls_per_long_prefill_per_stream": 0.1}
-    on = C.infer(59.3, 3.0)
+    on = CI.infer(59.3, 3.0)
     assert on.enabled is True and on.holds_long_prefills() is None
     cause, why = _cause(ev, on, 120.0, False)
     assert cause == "prefill_chunks"

@@ -7,6 +7,7 @@ from prometheus_client import Histogram
 
 from expo_frames import T0_NS, VllmMetrics
 from stallscope.analyzers import chunking as C
+from stallscope.analyzers import chunking_inference as CI
 from stallscope.analyzers import slow_step as S
 from stallscope.analyzers.signals import split_metrics
 
@@ -91,7 +92,7 @@ def test_a_511_token_chunk_step_is_sized_as_one_and_holds_no_long_prefill():
     assert found.step_s == pytest.approx(DECODE_S + PER_TOKEN_S * 511, rel=1e-6)
     assert (found.prompt_tokens, found.prefill_s) == (pytest.approx(1850.0), pytest.approx(3.715, rel=1e-4))
     assert found.chunk_tokens == pytest.approx(508.4, abs=0.5)
-    inferred = C.infer_from_histograms(run, 0.2)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.enabled is True and inferred.slowest_step_s == pytest.approx(found.step_s)
     assert inferred.budget_estimate == pytest.approx(508.4, abs=0.5)
     assert inferred.budget_floor == inferred.budget_estimate
@@ -102,7 +103,7 @@ def test_a_511_token_chunk_step_is_sized_as_one_and_holds_no_long_prefill():
 def test_a_639_token_chunk_step_holds_a_long_prefill():
     """Budget 640: chunks of 639, 639 and 572 tokens (1.26 s, 1.26 s, 1.14 s), 3.67 s in all: 1,850 x 1.264 /
     3.665 = 638 tokens, over 1.05 x 512; the same (1 s, 2.5 s] bucket as the 511-token steps."""
-    inferred = C.infer_from_histograms(_run(640), 0.2)
+    inferred = CI.infer_from_histograms(_run(640), 0.2)
     assert inferred.budget_estimate == pytest.approx(638.0, abs=1.0)
     assert inferred.holds_long_prefills() is True and inferred.step_held() == "a chunk of about 638 prompt tokens"
 
@@ -113,7 +114,7 @@ def test_scrapes_coarser_than_the_slowest_step_leave_it_to_the_buckets():
     (1 s, 2.5 s] bucket = 617."""
     run = _run(512, scrape_s=5.0, cycles=10)
     assert _slowest(run) is None
-    inferred = C.infer_from_histograms(run, 0.2)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.slowest_step_s is None and inferred.margin() == C.ESTIMATE_MARGIN
     assert inferred.budget_estimate == pytest.approx(1850 / 3) and inferred.holds_long_prefills() is False
 
@@ -122,7 +123,7 @@ def test_without_an_interval_that_finished_long_prompts_alone_nothing_is_sized()
     """Every long prompt's last chunk step also finished a 37-token prompt, so no interval finished long prompts
     alone: their size and prefill time are not exact, and no step is sized."""
     run = _run(512, beside=37)
-    assert _slowest(run) is None and C.infer_from_histograms(run, 0.2).slowest_step_s is None
+    assert _slowest(run) is None and CI.infer_from_histograms(run, 0.2).slowest_step_s is None
 
 
 def test_prompts_back_to_back_are_sized_by_the_prompt_token_rate():
@@ -134,7 +135,7 @@ def test_prompts_back_to_back_are_sized_by_the_prompt_token_rate():
     found = _slowest(run)
     assert found.prompt_share == pytest.approx(406.5, abs=0.5)
     assert found.prompt_rate == pytest.approx(491.6, abs=0.5) and found.chunk_tokens == pytest.approx(561.7, abs=0.5)
-    inferred = C.infer_from_histograms(run, 0.2)
+    inferred = CI.infer_from_histograms(run, 0.2)
     assert inferred.holds_long_prefills() is True
     assert "held about 562 prompt tokens at the run's 492 a second" in inferred.detail
 
@@ -153,9 +154,9 @@ def test_a_whole_prompts_step_puts_its_whole_prefill_in_one_interval_per_stream(
     whole_m, whole_t = _waited(_run(4096))
     assert whole_t == pytest.approx(DECODE_S + PER_TOKEN_S * 1850) and whole_m >= whole_t
     chunk_m, chunk_t = _waited(_run(512))
-    assert chunk_t == pytest.approx(3.715, rel=1e-4) and chunk_m < C.WHOLE_WAIT_SHARE * chunk_t
+    assert chunk_t == pytest.approx(3.715, rel=1e-4) and chunk_m < CI.WHOLE_WAIT_SHARE * chunk_t
     assert chunk_m == pytest.approx(DECODE_S + PER_TOKEN_S * 511, rel=0.5)
-    assert C.infer_from_histograms(_run(4096), 0.2).enabled is False
+    assert CI.infer_from_histograms(_run(4096), 0.2).enabled is False
 
 
 def test_streams_that_finish_inside_an_interval_still_waited_in_it():
@@ -166,5 +167,5 @@ def test_streams_that_finish_inside_an_interval_still_waited_in_it():
     last = (run["metric"] == "vllm:num_requests_running") & (run["ts"] == run["ts"].max())
     run.loc[last, "value"] = 1.0
     m, t = _waited(run)
-    assert m < C.WHOLE_WAIT_SHARE * t
+    assert m < CI.WHOLE_WAIT_SHARE * t
     assert m == pytest.approx(_waited(_run(512))[0])
