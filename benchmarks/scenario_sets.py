@@ -1613,6 +1613,43 @@ HELD_OUT_64 = [
              exercises="`small`, budget 384, 11 sessions, 900-token prompts every 7.6 s, 1 s scrapes"),
 ]
 
+# held-out 65: KV pools only, drawn after held-out 64 was scored (draw_scenarios.py --seed 202612086 --kv 8
+# --held-out 65 --first-seed 651), committed before its first run
+HELD_OUT_65 = [
+    Scenario("h65-kv-fp8-1.7mb-41sess", KV + ("--kv-cache-mb", "1.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "41", "--short-prompt-tokens", "32", "--max-tokens", "71", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "3.8"), seed=651, held_out=65,
+             exercises="a 1.7 MiB fp8 pool, 41 sessions of 71 output tokens, 1,450-token prompts every 3.8 s"),
+    Scenario("h65-kv-fp8-2.7mb-47sess", KV + ("--kv-cache-mb", "2.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "47", "--short-prompt-tokens", "32", "--max-tokens", "142", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "750", "--long-every", "4.9"), seed=652, held_out=65,
+             exercises="a 2.7 MiB fp8 pool, 47 sessions of 142 output tokens, 750-token prompts every 4.9 s"),
+    Scenario("h65-kv-auto-10.7mb-27sess-scrape1s", KV + ("--kv-cache-mb", "10.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "27", "--short-prompt-tokens", "32", "--max-tokens", "91", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1400", "--long-every", "2.2"), seed=653, interval="1s", held_out=65,
+             exercises="a 10.7 MiB auto pool, 27 sessions of 91 output tokens, 1,400-token prompts every 2.2 s"),
+    Scenario("h65-kv-auto-11.5mb-13sess", KV + ("--kv-cache-mb", "11.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "13", "--short-prompt-tokens", "32", "--max-tokens", "105", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1600", "--long-every", "3.3"), seed=654, held_out=65,
+             exercises="a 11.5 MiB auto pool, 13 sessions of 105 output tokens, 1,600-token prompts every 3.3 s"),
+    Scenario("h65-kv-fp8-1.3mb-16sess", KV + ("--kv-cache-mb", "1.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "16", "--short-prompt-tokens", "32", "--max-tokens", "209", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "3.4"), seed=655, held_out=65,
+             exercises="a 1.3 MiB fp8 pool, 16 sessions of 209 output tokens, 1,350-token prompts every 3.4 s"),
+    Scenario("h65-kv-fp8-4.5mb-43sess-scrape1s", KV + ("--kv-cache-mb", "4.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "43", "--short-prompt-tokens", "32", "--max-tokens", "206", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1200", "--long-every", "1.7"), seed=656, interval="1s", held_out=65,
+             exercises="a 4.5 MiB fp8 pool, 43 sessions of 206 output tokens, 1,200-token prompts every 1.7 s"),
+    Scenario("h65-kv-auto-8.4mb-39sess", KV + ("--kv-cache-mb", "8.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "39", "--short-prompt-tokens", "32", "--max-tokens", "238", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "700", "--long-every", "4.6"), seed=657, held_out=65,
+             exercises="a 8.4 MiB auto pool, 39 sessions of 238 output tokens, 700-token prompts every 4.6 s"),
+    Scenario("h65-kv-fp8-1.4mb-41sess-scrape1s", KV + ("--kv-cache-mb", "1.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "41", "--short-prompt-tokens", "32", "--max-tokens", "226", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "800", "--long-every", "1.6"), seed=658, interval="1s", held_out=65,
+             exercises="a 1.4 MiB fp8 pool, 41 sessions of 226 output tokens, 800-token prompts every 1.6 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1623,4 +1660,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_44 + HELD_OUT_45 + HELD_OUT_46 + HELD_OUT_47 + HELD_OUT_48 + HELD_OUT_49
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
-             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64)
+             + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64
+             + HELD_OUT_65)
