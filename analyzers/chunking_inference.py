@@ -125,12 +125,13 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     rank = 1.0 - n_long / (2.0 * tc[-1])
     prompt = float(Q.bucket_quantile(rank, tl, tc[None, :])[0][0])
     intervals = prompt_intervals(parts, family)
-    mean = long_prompt_mean(intervals, short_bucket_mean(tl, tc))
+    t_lower, t_count = _per_bucket(tl, tc[None, :])
+    t_count = t_count[0]
+    mean = long_prompt_mean(intervals, short_bucket_mean(tl, t_lower, t_count))
     if mean is not None:   # within the long prompts' buckets: the lowest one's lower bound to the top one's upper
-        per_bucket = np.diff(np.concatenate([[0.0], tc]))
-        top_bound = tl[min(int(np.flatnonzero(per_bucket > 0)[-1]), len(tl) - 1)]
-        lowest = np.flatnonzero((per_bucket >= 0.5) & (tl > LONG_PROMPT_BOUND))
-        low_bound = float(tl[lowest[0] - 1]) if len(lowest) and lowest[0] > 0 else float(LONG_PROMPT_BOUND)
+        top_bound = tl[min(int(np.flatnonzero(t_count > 0)[-1]), len(tl) - 1)]
+        lowest = np.flatnonzero((t_count >= 0.5) & (tl > LONG_PROMPT_BOUND))
+        low_bound = float(t_lower[lowest[0]]) if len(lowest) else float(LONG_PROMPT_BOUND)
         prompt = float(np.clip(mean, low_bound, top_bound if np.isfinite(top_bound) else mean))
     t_long = float(Q.bucket_quantile(rank, ptime[0], ptime[1][None, :])[0][0])
     gap = float(itl[0][used[-1]]) if np.isfinite(itl[0][used[-1]]) else float(itl[0][used[-1] - 1]) * 2

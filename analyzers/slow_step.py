@@ -98,18 +98,18 @@ def long_prompt_mean(intervals: pd.DataFrame | None, short_mean: float | None = 
     return (float(intervals["sum"].sum()) - n_short * (short_mean or 0.0)) / n_long
 
 
-def short_bucket_mean(les: np.ndarray, cumulative: np.ndarray) -> float | None:
-    """The mean size of the prompts at or under the 500 bound from a token histogram's bounds and cumulative
-    counts, each prompt at its bucket's middle (uniform within a bucket, as `histogram_quantile` assumes); None
-    without such prompts, or when that guess moves the long prompts' mean further, at worst, than their own buckets
-    leave it open: over all the prompts, the short ones' half bucket widths sum to at least the long ones'.
+def short_bucket_mean(les: np.ndarray, lower: np.ndarray, counts: np.ndarray) -> float | None:
+    """The mean size of the prompts at or under the 500 bound from a token histogram's bucket bounds, lower edges
+    and counts per bucket (`signals._per_bucket`), each prompt at its bucket's middle (uniform within a bucket, as
+    `histogram_quantile` assumes); None without such prompts, or when that guess moves the long prompts' mean
+    further, at worst, than their own buckets leave it open: over all the prompts, the short ones' half bucket
+    widths sum to at least the long ones'.
 
-    >>> short_bucket_mean(np.array([20.0, 50.0, 500.0, 1000.0, 2000.0]), np.array([0.0, 20.0, 20.0, 20.0, 24.0]))
+    >>> les = np.array([20.0, 50.0, 500.0, 1000.0, 2000.0])
+    >>> short_bucket_mean(les, np.array([0.0, 20.0, 50.0, 500.0, 1000.0]), np.array([0.0, 20.0, 0.0, 0.0, 4.0]))
     35.0
     """
     upto = int(np.searchsorted(les, LONG_PROMPT_BOUND, side="right"))
-    counts = np.diff(np.concatenate([[0.0], cumulative]))
-    lower = np.concatenate([[0.0], les[:-1]])
     half = np.where(np.isfinite(les), (les - lower) / 2.0, np.inf)
     spread = counts * np.where(counts > 0, half, 0.0)     # an empty +Inf bucket adds nothing
     if not counts[:upto].sum() > 0 or spread[:upto].sum() >= spread[upto:].sum():

@@ -82,18 +82,23 @@ def row(run: Path, slo: float) -> tuple[str, float]:
             f"| {int((waiting & full).sum())} | {alone:.0f} | {m_t} | {'-' if ideal is None else f'{ideal:.2f}'} |"), alone
 
 
+def long_prompt_steps(st) -> list[list[tuple[int, int]]]:
+    """Per prompt over 500 tokens, the (step index, prompt tokens) of each step that computed part of it: a
+    request scheduled more than one token in a step is prefilling."""
+    steps: dict[str, list[tuple[int, int]]] = {}
+    for i, sched in enumerate(st["num_scheduled_tokens"]):
+        for rid, n in (sched or {}).items():
+            if n > 1:
+                steps.setdefault(rid, []).append((i, int(n)))
+    return [chunks for chunks in steps.values() if sum(n for _, n in chunks) > 500]
+
+
 def slow_steps_per_long_prompt(st, slo: float) -> float:
     """The step trace's own count: steps slower than the SLO that computed part of a prompt over 500 tokens, per
     such prompt (what S, read from the ITL histogram, estimates); 0.0 without long prompts."""
-    slow_steps: dict[str, int] = {}
-    tokens: dict[str, int] = {}
-    for sched, dur in zip(st["num_scheduled_tokens"], (st["end_ns"] - st["start_ns"]) / 1e9):
-        for rid, n in (sched or {}).items():
-            if n > 1:
-                tokens[rid] = tokens.get(rid, 0) + int(n)
-                slow_steps[rid] = slow_steps.get(rid, 0) + int(dur > slo)
-    longs = [rid for rid, n in tokens.items() if n > 500]
-    return sum(slow_steps[r] for r in longs) / len(longs) if longs else 0.0
+    dur = ((st["end_ns"] - st["start_ns"]) / 1e9).to_numpy()
+    longs = long_prompt_steps(st)
+    return sum(int(dur[i] > slo) for chunks in longs for i, _ in chunks) / len(longs) if longs else 0.0
 
 
 def exact_share(st) -> float | None:
@@ -101,20 +106,13 @@ def exact_share(st) -> float | None:
     taken from the step trace itself: the prompt's tokens, its slowest prefill step and its first step's start to
     its last one's end. What `slow_step.SlowStep.prompt_share` would read with exact scrapes: its own error, before
     any the metrics add. None without a long prompt."""
-    dur = ((st["end_ns"] - st["start_ns"]) / 1e9).to_numpy()
     start, end = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
-    steps: dict[str, list[tuple[int, int]]] = {}
-    for i, sched in enumerate(st["num_scheduled_tokens"]):
-        for rid, n in (sched or {}).items():
-            if n > 1:
-                steps.setdefault(rid, []).append((i, int(n)))
+    dur = (end - start) / 1e9
     ratios = []
-    for chunks in steps.values():
-        tokens = sum(n for _, n in chunks)
-        if tokens > 500:
-            at = [i for i, _ in chunks]
-            share = tokens * max(dur[i] for i in at) / ((end[at[-1]] - start[at[0]]) / 1e9)
-            ratios.append(share / max(n for _, n in chunks))
+    for chunks in long_prompt_steps(st):
+        at = [i for i, _ in chunks]
+        share = sum(n for _, n in chunks) * max(dur[i] for i in at) / ((end[at[-1]] - start[at[0]]) / 1e9)
+        ratios.append(share / max(n for _, n in chunks))
     return float(np.median(ratios)) if ratios else None
 
 

@@ -390,6 +390,11 @@ def test_preemptions_as_many_as_the_slowest_gaps_leave_the_chunking_uninferred()
     assert CI.infer_from_histograms(_histogram_run(2.4, 21, preemptions=21), slo=0.2) == C.UNKNOWN
 
 
+# an episode's evidence: 5 long prefills, 40 ITL samples above the SLO all at them, 8 streams running
+CHUNK_STEPS_EV = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
+                  "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
+                  "long_prefills": 5.0, "running_median": 8.0, "stalls_per_long_prefill_per_stream": 1.0}
+
 def test_a_budget_of_512_computes_no_long_prompt_beside_running_decodes():
     """vLLM V1 schedules the running decodes first, one token each; a chunk gets what is left. At
     `--max-num-batched-tokens 512` with 8 requests RUNNING (7 decoding beside the prefilling one) a step holds at
@@ -397,9 +402,7 @@ def test_a_budget_of_512_computes_no_long_prompt_beside_running_decodes():
     chunk of 513 fits, and so does a whole-prompt step with nobody else running."""
     from stallscope.analyzers.episodes import _cause
 
-    ev = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
-          "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
-          "long_prefills": 5.0, "running_median": 8.0, "stalls_per_long_prefill_per_stream": 1.0}
+    ev = CHUNK_STEPS_EV
     cause, why = _cause(ev, C.from_flags(True, 512), 60.0, False)
     assert cause == "prefill_chunks" and "no step computes 512+ prompt tokens beside 7 running decodes" in why
     assert _cause(ev, C.from_flags(True, 520), 60.0, False)[0] == "prefill"
@@ -477,9 +480,7 @@ def test_an_estimate_between_the_cut_and_the_margin_is_said_to_be_unsettled(slow
         assert "about 600 prompt tokens per slow step, falls between 512 and 768, where the metrics" in f.explanation
         assert "Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the server's log (`--server-log`) or a run directory" in f.explanation
     assert all("no step computed a long prompt, so this is not decode starvation" in f.explanation for f in plain)
-    ev = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
-          "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
-          "long_prefills": 5.0, "running_median": 8.0, "stalls_per_long_prefill_per_stream": 1.0}
+    ev = CHUNK_STEPS_EV
     cause, why = _cause(ev, inferred[600.0], 60.0, False)
     assert cause == "prefill_chunks" and why.endswith("the estimate, about 600, falls between 512 and 768, a band "
                                                       "the metrics cannot settle")
@@ -497,9 +498,7 @@ def test_an_exactly_sized_step_just_under_the_cut_is_said_to_be_unsettled(slow_c
              for est in (420.0, 470.0, 540.0)}
     assert [exact[e].estimate_unsettled() for e in (420.0, 470.0, 540.0)] == [False, True, False]
     assert exact[540.0].holds_long_prefills() is True
-    ev = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
-          "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
-          "long_prefills": 5.0, "running_median": 8.0, "stalls_per_long_prefill_per_stream": 1.0}
+    ev = CHUNK_STEPS_EV
     cause, why = _cause(ev, exact[470.0], 60.0, False)
     assert cause == "prefill_chunks" and why.endswith("the estimate, about 470, falls between 435 and 538, a band "
                                                       "the metrics cannot settle")
