@@ -1650,6 +1650,66 @@ HELD_OUT_65 = [
              exercises="a 1.4 MiB fp8 pool, 41 sessions of 226 output tokens, 800-token prompts every 1.6 s"),
 ]
 
+# held-out 66: the band, drawn after held-out 65 was scored (draw_scenarios.py --seed 202612087 --band 8
+# --held-out 66 --first-seed 661), committed before its first run
+HELD_OUT_66 = [
+    Scenario("h66-small-chunk384-s15", chunked(384), _h2(15, 1350, 10.0), model="small", seed=661, held_out=66,
+             exercises="`small`, budget 384, 15 sessions, 1,350-token prompts every 10.0 s"),
+    Scenario("h66-small-chunk768-s16-scrape1s", chunked(768), _h2(16, 1550, 9.4), model="small", seed=662, interval="1s",
+             held_out=66,
+             exercises="`small`, budget 768, 16 sessions, 1,550-token prompts every 9.4 s, 1 s scrapes"),
+    Scenario("h66-small-chunk448-s6", chunked(448), _h2(6, 1650, 9.7), model="small", seed=663, held_out=66,
+             exercises="`small`, budget 448, 6 sessions, 1,650-token prompts every 9.7 s"),
+    Scenario("h66-small-chunk448-s13", chunked(448), _h2(13, 1250, 4.0), model="small", seed=664, held_out=66,
+             exercises="`small`, budget 448, 13 sessions, 1,250-token prompts every 4.0 s"),
+    Scenario("h66-small-chunk320-s14", chunked(320), _h2(14, 700, 4.5), model="small", seed=665, held_out=66,
+             exercises="`small`, budget 320, 14 sessions, 700-token prompts every 4.5 s"),
+    Scenario("h66-small-chunk704-s9", chunked(704), _h2(9, 1300, 4.2), model="small", seed=666, held_out=66,
+             exercises="`small`, budget 704, 9 sessions, 1,300-token prompts every 4.2 s"),
+    Scenario("h66-small-chunk448-s4-scrape1s", chunked(448), _h2(4, 1100, 1.3), model="small", seed=667, interval="1s",
+             held_out=66,
+             exercises="`small`, budget 448, 4 sessions, 1,100-token prompts every 1.3 s, 1 s scrapes"),
+    Scenario("h66-small-chunk448-s9", chunked(448), _h2(9, 1050, 4.0), model="small", seed=668, held_out=66,
+             exercises="`small`, budget 448, 9 sessions, 1,050-token prompts every 4.0 s"),
+]
+
+# held-out 67: KV pools only, drawn with held-out 66 (draw_scenarios.py --seed 202612088 --kv 8 --held-out 67
+# --first-seed 671), committed before its first run
+HELD_OUT_67 = [
+    Scenario("h67-kv-fp8-5.4mb-25sess", KV + ("--kv-cache-mb", "5.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "25", "--short-prompt-tokens", "32", "--max-tokens", "174", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "600", "--long-every", "2.6"), seed=671, held_out=67,
+             exercises="a 5.4 MiB fp8 pool, 25 sessions of 174 output tokens, 600-token prompts every 2.6 s"),
+    Scenario("h67-kv-auto-15.7mb-38sess", KV + ("--kv-cache-mb", "15.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "38", "--short-prompt-tokens", "32", "--max-tokens", "180", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "4.1"), seed=672, held_out=67,
+             exercises="a 15.7 MiB auto pool, 38 sessions of 180 output tokens, 1,250-token prompts every 4.1 s"),
+    Scenario("h67-kv-auto-8.6mb-26sess", KV + ("--kv-cache-mb", "8.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "26", "--short-prompt-tokens", "32", "--max-tokens", "240", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1100", "--long-every", "3.2"), seed=673, held_out=67,
+             exercises="a 8.6 MiB auto pool, 26 sessions of 240 output tokens, 1,100-token prompts every 3.2 s"),
+    Scenario("h67-kv-auto-5.3mb-15sess", KV + ("--kv-cache-mb", "5.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "15", "--short-prompt-tokens", "32", "--max-tokens", "171", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "4.0"), seed=674, held_out=67,
+             exercises="a 5.3 MiB auto pool, 15 sessions of 171 output tokens, 850-token prompts every 4.0 s"),
+    Scenario("h67-kv-fp8-7.9mb-40sess", KV + ("--kv-cache-mb", "7.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "40", "--short-prompt-tokens", "32", "--max-tokens", "231", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1200", "--long-every", "3.6"), seed=675, held_out=67,
+             exercises="a 7.9 MiB fp8 pool, 40 sessions of 231 output tokens, 1,200-token prompts every 3.6 s"),
+    Scenario("h67-kv-auto-13.5mb-35sess", KV + ("--kv-cache-mb", "13.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "35", "--short-prompt-tokens", "32", "--max-tokens", "105", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1700", "--long-every", "1.9"), seed=676, held_out=67,
+             exercises="a 13.5 MiB auto pool, 35 sessions of 105 output tokens, 1,700-token prompts every 1.9 s"),
+    Scenario("h67-kv-auto-3.4mb-16sess", KV + ("--kv-cache-mb", "3.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "16", "--short-prompt-tokens", "32", "--max-tokens", "255", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "2.1"), seed=677, held_out=67,
+             exercises="a 3.4 MiB auto pool, 16 sessions of 255 output tokens, 1,750-token prompts every 2.1 s"),
+    Scenario("h67-kv-fp8-1.5mb-44sess-scrape1s", KV + ("--kv-cache-mb", "1.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "44", "--short-prompt-tokens", "32", "--max-tokens", "64", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "2.8"), seed=678, interval="1s", held_out=67,
+             exercises="a 1.5 MiB fp8 pool, 44 sessions of 64 output tokens, 1,250-token prompts every 2.8 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1661,4 +1721,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
              + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64
-             + HELD_OUT_65)
+             + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67)
