@@ -45,6 +45,7 @@ class Chunking:
     long_prompt_tokens: float | None = None  # inferred from metrics: P, the long prompts' median size
     slow_share: float | None = None       # inferred from metrics: P / S, tokens per step above the SLO
     slowest_step_s: float | None = None   # inferred from metrics: the slowest step's exact gap (slow_step.py)
+    queued_floor: float | None = None     # inferred from metrics: at most the largest chunk (queued_steps.py)
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS, decodes: int = 0) -> bool | None:
         """Whether one step can compute >= `cut` prompt tokens beside `decodes` running decodes: True with
@@ -56,6 +57,8 @@ class Chunking:
             return True
         if self.enabled and self.budget:
             return bool(self.budget - decodes >= cut)
+        if self.enabled and self.queued_floor is not None and self.queued_floor >= cut:
+            return True   # a floor under the largest chunk, where the others are estimates
         if self.enabled and self.slowest_step_s is not None and self.budget_estimate is not None:
             return bool(self.budget_estimate >= STEP_MARGIN * cut)
         if self.enabled and self.budget_bound is not None and self.budget_bound < cut:
@@ -109,7 +112,14 @@ class Chunking:
 
         >>> Chunking(True, None, "inferred from metrics", budget_estimate=532.0, slow_share=651.0).chunk_estimate()
         651.0
+        >>> Chunking(True, None, "inferred from metrics", budget_estimate=470.0, queued_floor=541.0).chunk_estimate()
+        541.0
         """
+        if self.queued_floor is not None and self.queued_floor >= cut:
+            return max(self.queued_floor, self._estimated_chunk(cut) or 0.0)
+        return self._estimated_chunk(cut)
+
+    def _estimated_chunk(self, cut: int) -> float | None:
         if (self.slow_share is not None and self.slow_share >= SLOW_SHARE_MARGIN * cut and self.slowest_step_s is None
                 and (self.budget_estimate is None or self.budget_estimate < ESTIMATE_MARGIN * cut)):
             return self.slow_share
@@ -125,7 +135,8 @@ class Chunking:
         """
         return bool(self.source == "inferred from metrics" and self.holds_long_prefills(cut)
                     and self.budget_floor is not None and self.budget_floor < cut
-                    and not (self.slow_share is not None and self.slow_share >= cut))
+                    and not (self.slow_share is not None and self.slow_share >= cut)
+                    and not (self.queued_floor is not None and self.queued_floor >= cut))
 
     def describe(self) -> str:
         """`chunked prefill on, --max-num-batched-tokens 64 (flags)`. Whole-prompt steps inferred from the metrics
@@ -177,7 +188,7 @@ class Chunking:
                 "config_source": self.source, "budget_estimate": self.budget_estimate,
                 "budget_bound": self.budget_bound, "budget_floor": self.budget_floor,
                 "long_prompt_tokens": self.long_prompt_tokens, "slow_step_share": self.slow_share,
-                "slowest_step_s": self.slowest_step_s}
+                "slowest_step_s": self.slowest_step_s, "queued_step_floor": self.queued_floor}
 
 
 UNKNOWN = Chunking()

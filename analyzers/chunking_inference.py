@@ -61,6 +61,8 @@ import pandas as pd
 from stallscope.analyzers import quantiles as Q
 from stallscope.analyzers.chunking import (LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, STEP_MARGIN, UNKNOWN,
                                            Chunking)
+from stallscope.analyzers.queued_steps import NAMES as QUEUED_NAMES
+from stallscope.analyzers.queued_steps import queued_steps
 from stallscope.analyzers.slow_step import (LONG_PROMPT_BOUND, long_prompt_mean, long_prompts, longest_wait,
                                             prompt_intervals, short_bucket_mean, slowest_step)
 from stallscope.analyzers.workload import PREFILL_TIME, counter_increase, interval_increase
@@ -107,7 +109,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     names = [f + "_bucket" for f in (*ITL_FAMILIES, *TOKEN_FAMILIES, PREFILL_TIME)] + ["vllm:num_requests_running",
                                                                                      PREEMPTIONS]
     sums = [f + end for f in (*TOKEN_FAMILIES, *ITL_FAMILIES, PREFILL_TIME) for end in ("_sum", "_count")]
-    parts = split_metrics(samples, names + sums)
+    parts = split_metrics(samples, names + sums + list(QUEUED_NAMES))
     itl_family = next((f for f in ITL_FAMILIES if f + "_bucket" in parts), None)
     itl = _whole_run(parts.get(f"{itl_family}_bucket"), itl_family, t0, t1) if itl_family else None
     family = next((f for f in TOKEN_FAMILIES if f + "_bucket" in parts), None)
@@ -195,6 +197,9 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
             if slow < 2.0:
                 what += f"; {slow:.1f} gaps above the SLO per long prefill per running stream"
             what += f" (about {share:.0f} prompt tokens per such step on average)"
+    queued = queued_steps(parts, itl_family, prompt)
+    if queued is not None and queued.floor >= LONG_PREFILL_TOKENS:
+        what += f"; {queued.describe()}"
     if exact is not None:
         floor = est
     elif np.isfinite(lo[0]):
@@ -206,7 +211,8 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
                         long_prompt_tokens=prompt)
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
                     budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt, slow_share=share,
-                    slowest_step_s=exact.step_s if exact is not None else None)
+                    slowest_step_s=exact.step_s if exact is not None else None,
+                    queued_floor=queued.floor if queued is not None else None)
 
 
 def _slow_gaps_apart(itl_rows, intervals: pd.DataFrame | None, slo: float, t_long: float) -> float:
