@@ -66,8 +66,21 @@ class Chunking:
         if self.enabled and self.slow_share is not None and self.slow_share >= SLOW_SHARE_MARGIN * cut:
             return True
         if self.enabled and self.budget_estimate is not None:
-            return bool(self.budget_estimate >= ESTIMATE_MARGIN * cut)
+            return bool(self.budget_estimate >= ESTIMATE_MARGIN * cut and not self.wide_bucket(cut))
         return None
+
+    def wide_bucket(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
+        """Whether a budget estimate read off bucket bounds reaches its margin while the same bucket's lower
+        bound reads under `cut` (`budget_floor`): the slowest gaps' ITL bucket holds a chunk either side of it,
+        as (1 s, 2.5 s] held 384-token chunk steps read as 900 (held-out 64 and 66). Unsettled, like the band.
+
+        >>> Chunking(True, None, "inferred from metrics", budget_estimate=900.0, budget_floor=360.0).wide_bucket()
+        True
+        """
+        return bool(self.source == "inferred from metrics" and self.enabled and not self.budget
+                    and self.slowest_step_s is None and self.budget_estimate is not None
+                    and self.budget_estimate >= ESTIMATE_MARGIN * cut
+                    and self.budget_floor is not None and self.budget_floor < cut)
 
     def estimate_unsettled(self, cut: int = LONG_PREFILL_TOKENS) -> bool:
         """Whether the metrics' budget estimate falls in `unsettled_band`, so it cannot place the step on either
@@ -86,7 +99,22 @@ class Chunking:
         return bool(self.source == "inferred from metrics" and self.enabled and not self.budget
                     and not self.holds_long_prefills(cut)
                     and (self.budget_bound is None or self.budget_bound >= cut)
-                    and self.budget_estimate is not None and low <= self.budget_estimate < high)
+                    and self.budget_estimate is not None
+                    and (low <= self.budget_estimate < high or self.wide_bucket(cut)))
+
+    def unsettled_reading(self, cut: int = LONG_PREFILL_TOKENS) -> str:
+        """What an unsettled estimate read, for the findings that say so.
+
+        >>> Chunking(True, None, "inferred from metrics", budget_estimate=600.0).unsettled_reading()
+        'the estimate, about 600 prompt tokens per slow step, falls between 512 and 768'
+        >>> Chunking(True, None, "inferred from metrics", budget_estimate=900.0, budget_floor=360.0).unsettled_reading()
+        'the estimate, about 900 prompt tokens per slow step, could be as low as 360 (the ITL bucket of the slowest gaps is that wide)'
+        """
+        head = f"the estimate, about {self.budget_estimate:.0f} prompt tokens per slow step, "
+        if self.wide_bucket(cut):
+            return head + f"could be as low as {self.budget_floor:.0f} (the ITL bucket of the slowest gaps is that wide)"
+        low, high = self.unsettled_band(cut)
+        return head + f"falls between {low:.0f} and {high:.0f}"
 
     def unsettled_band(self, cut: int = LONG_PREFILL_TOKENS) -> tuple[float, float]:
         """The budget estimates that cannot say whether a step held `cut` prompt tokens: up to `margin()` x cut

@@ -228,10 +228,8 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
                                             and (per > STALLS_PER_PREFILL_CHUNKED or elsewhere))):
         beside = f" beside {decodes} running decodes" if (chunking.budget or 0) >= LONG_PREFILL_TOKENS else ""
         if holds is False and chunking.estimate_unsettled():
-            low, high = chunking.unsettled_band()
-            why = (f"{chunking.describe()}: no step is taken to compute {LONG_PREFILL_TOKENS}+ prompt tokens; the "
-                   f"estimate, about {chunking.budget_estimate:.0f}, falls between {low:.0f} and {high:.0f}, a band "
-                   "the metrics cannot settle")
+            why = (f"{chunking.describe()}: no step is taken to compute {LONG_PREFILL_TOKENS}+ prompt tokens; "
+                   f"{chunking.unsettled_reading()}, a band the metrics cannot settle")
         elif holds is False:
             why = f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}"
         elif per > STALLS_PER_PREFILL_CHUNKED:

@@ -60,11 +60,9 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     unsettled = chunking.estimate_unsettled()   # an estimate either side of 512 could be: say so
     verdict = "no step computed a long prompt, so this is not decode starvation"
     if unsettled:
-        low, high = chunking.unsettled_band()
-        verdict = (f"the estimate, about {chunking.budget_estimate:.0f} prompt tokens per slow step, falls between "
-                   f"{low:.0f} and {high:.0f}, where the metrics cannot tell a step of {LONG_PREFILL_TOKENS}+ prompt "
-                   "tokens from a smaller one, so they cannot tell decode starvation from chunk steps here; taken as "
-                   "chunk steps")
+        verdict = (f"{chunking.unsettled_reading()}, where the metrics cannot tell a step of {LONG_PREFILL_TOKENS}+ "
+                   "prompt tokens from a smaller one, so they cannot tell decode starvation from chunk steps here; "
+                   "taken as chunk steps")
     explanation = (f"{tail}. {chunking.sentence()}: {verdict}; the chunk steps themselves are slower than the SLO "
                    f"here ({decode_is} about {d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and "
                    f"every running stream waits for each of them. Decided by: {ep.decided_by}.")

@@ -77,17 +77,19 @@ def queued_steps(parts: dict, itl_family: str, prompt: float) -> QueuedSteps | N
     if any(r is None or not len(r) for r in rows):
         return None
     waiting = rows[3].groupby("ts")["value"].sum().sort_index()
-    f = pd.concat({"tokens": interval_increase(rows[0]), "itl_s": interval_increase(rows[1]),
-                   "itl_n": interval_increase(rows[2]), "waiting": waiting}, axis=1).sort_index()
-    iterations = parts.get(ITERATIONS)
-    f["steps"] = interval_increase(iterations) if iterations is not None and len(iterations) else 0.0
+    with np.errstate(invalid="ignore"):   # a counter overflowed to inf: inf - inf, refused below
+        f = pd.concat({"tokens": interval_increase(rows[0]), "itl_s": interval_increase(rows[1]),
+                       "itl_n": interval_increase(rows[2]), "waiting": waiting}, axis=1).sort_index()
+        iterations = parts.get(ITERATIONS)
+        f["steps"] = interval_increase(iterations) if iterations is not None and len(iterations) else 0.0
     at = f.index.to_numpy(dtype=np.int64)
     opened = np.concatenate([[False], f["waiting"].to_numpy()[:-1] > 0])
     queued = opened & (f["waiting"].to_numpy() > 0) & f["tokens"].notna().to_numpy()
     q = f[queued].fillna(0.0)
-    if not len(q) or not q["itl_n"].sum() > 0:
-        return None
+    itl_s, itl_n, tokens = (float(q[c].sum()) for c in ("itl_s", "itl_n", "tokens"))
+    if not (itl_s > 0 and itl_n > 0) or not all(np.isfinite([itl_s, itl_n, tokens, q["steps"].sum()])):
+        return None   # no stream got a token while requests waited, or a counter overflowed
     span_s = float(np.diff(at)[queued[1:]].sum()) / 1e9
-    steps = max(span_s * float(q["itl_n"].sum()) / float(q["itl_s"].sum()), float(q["steps"].sum()))
+    steps = max(span_s * itl_n / itl_s, float(q["steps"].sum()))
     starts = int((queued & ~np.concatenate([[False], queued[:-1]])).sum())
-    return QueuedSteps(float(q["tokens"].sum()), steps, int(queued.sum()), starts, float(prompt))
+    return QueuedSteps(tokens, steps, int(queued.sum()), starts, float(prompt))

@@ -251,12 +251,14 @@ def test_a_gap_bucket_as_wide_as_a_whole_prefill_is_told_by_how_many_gaps_it_hol
 def test_chunk_steps_that_straddle_an_itl_bucket_bound_are_all_counted_against_the_slo():
     """1,400-token prompts in chunks of 350: per long prefill per running stream three 0.9 s gaps fall in the
     (0.75 s, 1 s] bucket and one 1.2 s gap in (1 s, 2.5 s]. The top bucket alone (1 per prefill per stream)
-    reads whole-prompt-sized steps (estimate about 1,000 of the prompt); the 4 gaps above the 200 ms SLO bound
+    reads whole-prompt-sized steps (estimate about 1,000 of the prompt) from its upper bound, 396 from its lower:
+    unsettled (`Chunking.wide_bucket`); the 4 gaps above the 200 ms SLO bound
     every chunk to P / 3, under the 512-token cut. P is the token sum less the 40 short prompts at their bucket's
     middle (35 of their 50 tokens each): (7 x 1,400 + 40 x 15) / 7 = 1,486, so the bound reads 495."""
     run = _histogram_run(1.2, 21, prefill_s=3.6, prompt_tokens=1400, more_gaps=((0.9, 63),))
     unbounded = CI.infer_from_histograms(run)
-    assert unbounded.enabled is True and unbounded.budget_estimate >= 768 and unbounded.holds_long_prefills()
+    assert unbounded.enabled is True and unbounded.budget_estimate >= 768 and unbounded.budget_floor < 512
+    assert unbounded.holds_long_prefills() is False and unbounded.estimate_unsettled()
     bounded = CI.infer_from_histograms(run, slo=0.2)
     assert bounded.long_prompt_tokens == pytest.approx(1400 + 40 * 15 / 7)
     assert bounded.budget_bound == pytest.approx(495, rel=0.01) and bounded.holds_long_prefills() is False
@@ -482,8 +484,8 @@ def test_an_estimate_between_the_cut_and_the_margin_is_said_to_be_unsettled(slow
     assert all("no step computed a long prompt, so this is not decode starvation" in f.explanation for f in plain)
     ev = CHUNK_STEPS_EV
     cause, why = _cause(ev, inferred[600.0], 60.0, False)
-    assert cause == "prefill_chunks" and why.endswith("the estimate, about 600, falls between 512 and 768, a band "
-                                                      "the metrics cannot settle")
+    assert cause == "prefill_chunks" and why.endswith("the estimate, about 600 prompt tokens per slow step, falls "
+                                                      "between 512 and 768, a band the metrics cannot settle")
     assert "no step computes 512+ prompt tokens" in _cause(ev, inferred[400.0], 60.0, False)[1]
 
 
@@ -500,10 +502,31 @@ def test_an_exactly_sized_step_just_under_the_cut_is_said_to_be_unsettled(slow_c
     assert exact[540.0].holds_long_prefills() is True
     ev = CHUNK_STEPS_EV
     cause, why = _cause(ev, exact[470.0], 60.0, False)
-    assert cause == "prefill_chunks" and why.endswith("the estimate, about 470, falls between 435 and 538, a band "
-                                                      "the metrics cannot settle")
+    assert cause == "prefill_chunks" and why.endswith("the estimate, about 470 prompt tokens per slow step, falls "
+                                                      "between 435 and 538, a band the metrics cannot settle")
     assert "no step computes 512+ prompt tokens" in _cause(ev, exact[420.0], 60.0, False)[1]
     found = _findings(samples, exact[470.0])
     assert {f.kind for f in found} == {"itl_high"}
     for f in found:
         assert "falls between 435 and 538, where the metrics cannot tell a step of 512+ prompt tokens" in f.explanation
+
+
+def test_a_bucket_estimate_whose_bucket_reaches_under_the_cut_is_unsettled(slow_chunks):
+    """Held-out 66's 384-budget quick run: one 1,350-token prompt in 3.75 s (the prefill-time bucket's reading) and
+    its slowest gaps in vLLM's (1 s, 2.5 s] ITL bucket, so P x G / T reads 900 from the upper bound and 360 from the
+    lower. 900 is past the 1.5 x 512 margin, but the same bucket holds a 384-token chunk step: unsettled, and the
+    finding says how low the estimate could be. With the bucket's lower bound over 512 it still holds."""
+    from stallscope.analyzers.episodes import _cause
+
+    samples, _ = slow_chunks
+    wide = C.Chunking(True, None, "inferred from metrics", "test", budget_estimate=900.0, budget_floor=360.0)
+    narrow = C.Chunking(True, None, "inferred from metrics", "test", budget_estimate=900.0, budget_floor=600.0)
+    assert (wide.holds_long_prefills(), wide.estimate_unsettled()) == (False, True)
+    assert (narrow.holds_long_prefills(), narrow.estimate_unsettled()) == (True, False)
+    cause, why = _cause(CHUNK_STEPS_EV, wide, 60.0, False)
+    assert cause == "prefill_chunks" and why.endswith("the estimate, about 900 prompt tokens per slow step, could be as "
+                                                      "low as 360 (the ITL bucket of the slowest gaps is that wide), a "
+                                                      "band the metrics cannot settle")
+    found = _findings(samples, wide)
+    assert found and {f.kind for f in found} == {"itl_high"}
+    assert all("could be as low as 360" in f.explanation and C.SETTLE_IT in f.explanation for f in found)

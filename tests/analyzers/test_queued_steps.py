@@ -91,6 +91,15 @@ def test_nothing_queued_reads_nothing():
     assert _queued(_overloaded(640, queued=False)) is None
 
 
+@pytest.mark.parametrize("metric,value", [("vllm:inter_token_latency_seconds_sum", 0.0),
+                                          ("vllm:prompt_tokens_total", float("inf"))])
+def test_counters_that_size_nothing_read_nothing(metric, value):
+    """An ITL `_sum` that never moved (no division by it) or a prompt counter that overflowed to inf."""
+    run = _overloaded(640)
+    run.loc[run["metric"] == metric, "value"] = value
+    assert _queued(run) is None
+
+
 def test_five_second_scrapes_infer_a_long_prefill_from_the_floor():
     """The same 640 run as the metrics alone show it: the 5 s scrapes size no step, and the ITL buckets put a
     1.25 s chunk step with a whole prompt's, but the queued steps' floor says some step held over 512."""
