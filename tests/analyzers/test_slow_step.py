@@ -53,16 +53,21 @@ def _steps(budget: int, long_tokens: int, cycles: int, beside: int = 0, back_to_
 
 
 def _run(budget: int, long_tokens: int = 1850, scrape_s: float = 0.5, cycles: int = 6, beside: int = 0,
-         back_to_back: int = 1, decodes: int = 40) -> pd.DataFrame:
+         back_to_back: int = 1, decodes: int = 40, pauses: int = 0) -> pd.DataFrame:
     """The run's vLLM histograms scraped every `scrape_s` (prometheus_client's own exposition): every running
-    stream gets one token per step, and a prompt's size and prefill time are observed when its prefill ends."""
+    stream gets one token per step, and a prompt's size and prefill time are observed when its prefill ends.
+    `pauses`: the last step before that many cycles' long prompts takes 1.8 s (the host paused in it)."""
     m = VllmMetrics()
     tokens = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", ["model_name", "engine"],
                        buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], registry=m.registry
                        ).labels(**m.labels)
     m.running.set(STREAMS)
     frames, now, next_scrape = [m.scrape(T0_NS)], 0.0, scrape_s
-    for seconds, finished in _steps(budget, long_tokens, cycles, beside, back_to_back, decodes):
+    steps = _steps(budget, long_tokens, cycles, beside, back_to_back, decodes)
+    per_cycle = len(steps) // cycles
+    for c in range(pauses):
+        steps[c * per_cycle + decodes - 1] = (1.8, steps[c * per_cycle + decodes - 1][1])
+    for seconds, finished in steps:
         now += seconds
         while next_scrape <= now:
             frames.append(m.scrape(T0_NS + int(next_scrape * 1e9)))
@@ -98,6 +103,19 @@ def test_a_511_token_chunk_step_is_sized_as_one_and_holds_no_long_prefill():
     assert inferred.budget_floor == inferred.budget_estimate
     assert inferred.holds_long_prefills() is False and inferred.margin() == C.STEP_MARGIN
     assert "held about 508 of a 1850-token prompt prefilled in 3.71 s (exact means)" in inferred.detail
+
+
+def test_a_host_pause_is_not_taken_for_the_slowest_chunk():
+    """The 512 run with the host paused for 1.8 s in two of its six cycles (the step before a long prompt, which
+    computed no chunk): the two largest interval means are the pauses, which would read 1,850 x 1.8 / 3.72 = 896
+    tokens. The median long prompt's slowest step, the third largest mean of six prompts', is the 511-token
+    chunk's 1.02 s. With pauses in half the cycles, the pauses are what the median prompt saw."""
+    run = _run(512, pauses=2)
+    found = _slowest(run)
+    assert found.step_s == pytest.approx(DECODE_S + PER_TOKEN_S * 511, rel=1e-6)
+    assert found.chunk_tokens == pytest.approx(508.4, abs=0.5)
+    assert CI.infer_from_histograms(run, 0.2).holds_long_prefills() is False
+    assert _slowest(_run(512, pauses=3)).step_s == pytest.approx(1.8)
 
 
 def test_a_639_token_chunk_step_holds_a_long_prefill():
