@@ -1710,6 +1710,59 @@ HELD_OUT_67 = [
              exercises="a 1.5 MiB fp8 pool, 44 sessions of 64 output tokens, 1,250-token prompts every 2.8 s"),
 ]
 
+# held-out 68: the band, drawn after held-out 66's first passes and 682f092 (draw_scenarios.py --seed 202612089
+# --band 8 --held-out 68 --first-seed 681), committed before its first run
+HELD_OUT_68 = [
+    Scenario("h68-small-chunk768-s5", chunked(768), _h2(5, 1600, 2.8), model="small", seed=681, held_out=68,
+             exercises="`small`, budget 768, 5 sessions, 1,600-token prompts every 2.8 s"),
+    Scenario("h68-small-chunk768-s2-scrape1s", chunked(768), _h2(2, 1800, 1.5), model="small", seed=682, interval="1s",
+             held_out=68,
+             exercises="`small`, budget 768, 2 sessions, 1,800-token prompts every 1.5 s, 1 s scrapes"),
+    Scenario("h68-small-chunk448-s2", chunked(448), _h2(2, 1250, 1.6), model="small", seed=683, held_out=68,
+             exercises="`small`, budget 448, 2 sessions, 1,250-token prompts every 1.6 s"),
+    Scenario("h68-tiny-chunk768-s6-scrape1s", chunked(768), _h2(6, 1800, 3.1), seed=684, interval="1s", held_out=68,
+             exercises="budget 768, 6 sessions, 1,800-token prompts every 3.1 s, 1 s scrapes"),
+    Scenario("h68-small-chunk384-s16-scrape1s", chunked(384), _h2(16, 1550, 6.5), model="small", seed=685, interval="1s",
+             held_out=68,
+             exercises="`small`, budget 384, 16 sessions, 1,550-token prompts every 6.5 s, 1 s scrapes"),
+    Scenario("h68-small-chunk512-s12", chunked(512), _h2(12, 1350, 4.4), model="small", seed=686, held_out=68,
+             exercises="`small`, budget 512, 12 sessions, 1,350-token prompts every 4.4 s"),
+    Scenario("h68-small-chunk320-s16", chunked(320), _h2(16, 1400, 2.3), model="small", seed=687, held_out=68,
+             exercises="`small`, budget 320, 16 sessions, 1,400-token prompts every 2.3 s"),
+    Scenario("h68-tiny-chunk768-s8", chunked(768), _h2(8, 1750, 8.2), seed=688, held_out=68,
+             exercises="budget 768, 8 sessions, 1,750-token prompts every 8.2 s"),
+]
+
+# held-out 69: a general draw, drawn with held-out 68 (draw_scenarios.py --seed 202612090 --held-out 69
+# --first-seed 691), committed before its first run
+HELD_OUT_69 = [
+    Scenario("h69-tiny-nochunk-600-s3-scrape1s", OFF, _h2(3, 600, 9.2), seed=691, interval="1s", held_out=69,
+             exercises="3 sessions, whole 600-token prefills every 9.2 s, 1 s scrapes"),
+    Scenario("h69-tiny-chunk1536-s9-scrape1s", chunked(1536), _h2(9, 750, 7.5), seed=692, interval="1s", held_out=69,
+             exercises="budget 1536, 9 sessions, 750-token prompts every 7.5 s, 1 s scrapes"),
+    Scenario("h69-tiny-chunk512-s15", chunked(512), _h2(15, 500, 3.2), seed=693, held_out=69,
+             exercises="budget 512, 15 sessions, 500-token prompts every 3.2 s"),
+    Scenario("h69-tiny-chunk768-s9", chunked(768), _h2(9, 1400, 3.5), seed=694, held_out=69,
+             exercises="budget 768, 9 sessions, 1,400-token prompts every 3.5 s"),
+    Scenario("h69-small-nochunk-500-s14", OFF, _h2(14, 500, 5.6), model="small", seed=695, held_out=69,
+             exercises="`small`, 14 sessions, whole 500-token prefills every 5.6 s"),
+    Scenario("h69-tiny-chunk64-s2-scrape1s", chunked(64), _h2(2, 1250, 2.0), seed=696, interval="1s", held_out=69,
+             exercises="budget 64, 2 sessions, 1,250-token prompts every 2.0 s, 1 s scrapes"),
+    Scenario("h69-kv-fp8-12.7mb-23sess", KV + ("--kv-cache-mb", "12.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "23") + KV_LOAD[2:], seed=697, held_out=69,
+             exercises="a 12.7 MiB fp8 pool, 23 sessions"),
+    Scenario("h69-kv-auto-17.7mb-20sess", KV + ("--kv-cache-mb", "17.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "20") + KV_LOAD[2:], seed=698, held_out=69,
+             exercises="a 17.7 MiB auto pool, 20 sessions"),
+    Scenario("h69-neg-short-71sess", ("--max-num-seqs", "128"),
+             ("--sessions", "71", "--short-prompt-tokens", "47", "--max-tokens", "32") + SHORT_ONLY, seed=699,
+             held_out=69,
+             exercises="negative: 71 sessions of 47-token prompts"),
+    Scenario("h69-end-in-stall-small-1000", OFF, _h2(4, 1000, "{half}"), model="small", seed=700, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=69,
+             exercises="`small`: the data ends 2 s after a whole 1,000-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1721,4 +1774,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
              + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64
-             + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67)
+             + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69)
