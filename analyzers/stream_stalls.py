@@ -54,7 +54,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         first = known or C.UNKNOWN
         eps = E.find(sig, thresholds=th, chunking=first, window_ns=window, step_ns=step, live_ns=live)
         if known is not None and known.source == "inferred from metrics":
-            known = CI.frozen_through_prefill(known, [(ep.evidence["nothing_moves_s"], ep.ongoing) for ep in eps])
+            known = CI.frozen_through_prefill(known, max((ep.evidence["nothing_moves_s"] for ep in eps), default=0.0))
         config = known or _inferred(eps)
         if config != first:  # the causes depend on the configuration: judge again with the one that holds
             eps = E.find(sig, thresholds=th, chunking=config, window_ns=window, step_ns=step, live_ns=live)
