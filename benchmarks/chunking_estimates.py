@@ -3,8 +3,9 @@
 The idea: the figures docs/accuracy.md gives for the metrics-only chunking inference (the long prompts' size P
 read against the scenario's, the budget estimate against the largest chunk a step computed, the steps above the
 SLO that held no long prompt, the waits a full token budget explains, the scrape intervals that finished long
-prompts alone, M / T from analyzers/slow_step.py, and P x G / T read off the step trace itself) must be
-rerunnable from the recordings. Given
+prompts alone, M / T from analyzers/slow_step.py, P x G / T read off the step trace itself, and the queued
+steps' mean and floor from analyzers/queued_steps.py) must be rerunnable from the recordings; results of
+`--keep-every K` rescoring read the thinned stores it left. Given
 `benchmarks/scenarios.py --json` files, this prints one row per run, then the runs in which no interval finished
 long prompts alone, then the pooled `decode_starvation` counts of those files.
 
@@ -25,6 +26,7 @@ from scenario_sets import SCENARIOS
 from scenarios import long_prompt_tokens
 
 from stallscope.analyzers import chunking_inference as CI
+from stallscope.analyzers import queued_steps as QS
 from stallscope.analyzers import slow_step as S
 from stallscope.analyzers.signals import split_metrics
 from stallscope.analyzers.step_cost import read_step_trace
@@ -53,11 +55,23 @@ def long_alone(samples) -> tuple[float, str]:
     return (0.0 if long is None else long.count), ("-" if waited is None else f"{waited[0] / waited[1]:.2f}")
 
 
-def row(run: Path, slo: float) -> tuple[str, float]:
+def queued(samples, prompt: float | None, chunk: int) -> str:
+    """`queued_steps.QueuedSteps`' mean and floor, each over the largest chunk: "mean / floor (mean / chunk, floor
+    / chunk)", or "-" when no interval opened and closed with requests waiting."""
+    itl = CI.ITL_FAMILIES[0]
+    got = QS.queued_steps(split_metrics(samples, [*QS.NAMES, f"{itl}_sum", f"{itl}_count"]), itl, prompt or 0.0)
+    if got is None or not chunk:
+        return "-"
+    return f"{got.mean:.0f} / {got.floor:.0f} ({got.mean / chunk:.2f}, {got.floor / chunk:.2f})"
+
+
+def row(run: Path, slo: float, keep_every: int = 1) -> tuple[str, float]:
     """One table row: the scenario's budget and P, what the inference read, and the step trace's own counts; and
-    the long prompts that finished alone in a scrape interval."""
+    the long prompts that finished alone in a scrape interval. `keep_every` > 1 reads the thinned store
+    `scenarios.py --keep-every` left beside the run's own."""
     sc = BY_NAME[run.name]
-    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+    store = run / ("store.db" if keep_every == 1 else f"store-every{keep_every}.db")
+    samples = next(f["samples"] for f in loader.load(store).values() if len(f["samples"]))
     got = CI.infer_from_histograms(samples, slo)
     alone, m_t = long_alone(samples)
     cfg = EngineConfig.from_flags(sc.server)
@@ -79,7 +93,8 @@ def row(run: Path, slo: float) -> tuple[str, float]:
             f"| {chunk} | {ratio} | {_fmt(got.slow_share)} | {per_prompt:.2f} | {s_ratio} "
             f"| {int((slow & (st['num_prefill_tokens'] >= 500)).sum())} "
             f"| {int((slow & (st['num_prefill_tokens'] < 500)).sum())} | {usage:.3f} | {int(waiting.sum())} "
-            f"| {int((waiting & full).sum())} | {alone:.0f} | {m_t} | {'-' if ideal is None else f'{ideal:.2f}'} |"), alone
+            f"| {int((waiting & full).sum())} | {alone:.0f} | {m_t} | {'-' if ideal is None else f'{ideal:.2f}'} "
+            f"| {queued(samples, got.long_prompt_tokens, chunk)} |"), alone
 
 
 def long_prompt_steps(st) -> list[list[tuple[int, int]]]:
@@ -128,15 +143,16 @@ def main() -> int:
     print("| run | budget | P | P read | chunking read | estimate | slowest step sized exactly | bound | holds a long prefill | largest chunk "
           "| estimate / chunk | P / S | slow steps per long prompt | S / those | steps > SLO with >= 500 prompt tokens "
           "| with fewer | max KV usage | steps leaving a request waiting | of those at the token budget "
-          "| long prompts finished alone in an interval | M / T | P x G / T over the chunk, from the trace |")
-    print("|" + "---|" * 22)
+          "| long prompts finished alone in an interval | M / T | P x G / T over the chunk, from the trace "
+          "| queued steps' mean / floor (each over the chunk) |")
+    print("|" + "---|" * 23)
     runs = without = 0
     for data in loaded:
         for r in data["scenarios"]:
             if Path(r["run"]).name not in BY_NAME:   # a scenario renamed since it was recorded
                 print(f"{r['run']}: not in scenario_sets.py; left out", file=sys.stderr)
                 continue
-            line, alone = row(Path(r["run"]), float(data["itl_slo_s"]))
+            line, alone = row(Path(r["run"]), float(data["itl_slo_s"]), int(data.get("keep_every", 1)))
             print(line)
             runs, without = runs + 1, without + (alone < 0.5)
     print(f"{without} of {runs} runs: no scrape interval finished long prompts alone (P and T from the buckets)")
