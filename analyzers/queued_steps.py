@@ -9,8 +9,9 @@ steps are counted twice and the larger count kept, so each count's error reads t
 length over its mean ITL (a preempted request's gap spans its wait and reads it high, so this count low) and the
 `iteration_tokens_total` observations (one per step that emitted a token; a step of prefill alone emits none).
 vLLM counts a prompt's tokens when its prefill completes, so a queued stretch's count is exact to the prompt in
-progress at its start: `floor` takes one long prompt off each stretch. With 5 s scrapes a chunk of 576 read 532
-(held-out 63); nothing else sizes a step then (docs/accuracy.md, "Queued steps").
+progress at its start: `floor` takes one long prompt off each stretch. With 5 s scrapes a 576 budget's 574-token
+chunks read 532, its floor 499 (held-out 63); nothing else sizes a step then (docs/accuracy.md, "The prompt tokens
+per step while requests queued").
 """
 
 from __future__ import annotations
