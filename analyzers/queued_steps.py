@@ -21,12 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from stallscope.analyzers import quantiles as Q
+from stallscope.analyzers.signals import BY_SOURCE, ITERATION
 from stallscope.analyzers.workload import interval_increase
 
 WAITING = "vllm:num_requests_waiting"
-BY_SOURCE = "vllm:prompt_tokens_by_source_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
-ITERATIONS = "vllm:iteration_tokens_total_count"
+ITERATIONS = ITERATION + "_count"
 NAMES = (WAITING, BY_SOURCE, PROMPT_TOKENS, ITERATIONS)
 
 
@@ -71,8 +72,7 @@ def queued_steps(parts: dict, itl_family: str, prompt: float) -> QueuedSteps | N
     the long prompts' size. None without a queued interval in which a stream got a token, or without the series."""
     computed = parts.get(BY_SOURCE)
     if computed is not None and len(computed):
-        computed = computed[computed["labels"].map(lambda d: isinstance(d, dict) and d.get("source")) ==
-                            "local_compute"]
+        computed = Q.select(computed, BY_SOURCE, [("source", "=", "local_compute")])
     tokens = computed if computed is not None and len(computed) else parts.get(PROMPT_TOKENS)
     rows = [tokens, parts.get(f"{itl_family}_sum"), parts.get(f"{itl_family}_count"), parts.get(WAITING)]
     if any(r is None or not len(r) for r in rows):

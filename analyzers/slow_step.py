@@ -7,9 +7,9 @@ running stream waits for the same step, so in a scrape interval in which one ste
 long prompts (P and T below are their means too, and a host's one-off pause is no chunk: held-out 66's full pass
 read 448-token chunks at up to 1.38 x from steps a neighbour's burst slowed by 60 %). When G is at least the
 scrape interval, the scrapes came faster than the slow steps and G is the slowest step (a mean never exceeds the
-gap it averages; with coarser scrapes it mixes several steps and is not used). Exactly so when its interval saw about one token per running
-stream (`one_step`); with two each it mixes the slow step with a faster one and reads it low, which is still a
-floor under the slowest step. In the scrape intervals that finished long prompts only (over the
+gap it averages; with coarser scrapes it mixes several steps and is not used). Exactly so when its interval saw
+about one token per running stream (`one_step`); with two each it mixes the slow step with a faster one and reads
+it low, which is still a floor under the slowest step. In the scrape intervals that finished long prompts only (over the
 500 bound, none under it: vLLM observes a request's prompt size and prefill time together when it finishes), the
 token and prefill-time histograms' `_sum` over `_count` are those prompts' exact mean size P and prefill time T
 (first scheduled to first token: every step that computed part of the prompt). The slowest step then held about
@@ -23,6 +23,7 @@ the largest chunk, and near it when prefills run back to back. The estimate is t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,7 +179,7 @@ def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, l
         return None
     # the median long prompt's slowest step, as P and T are its size and prefill: at least half of them had one
     # this slow, and a host's one-off slow steps (a pause, a neighbour's burst) are no chunk
-    rank = max(int(np.ceil(float(intervals["long"].sum()) / 2.0 - 1e-9)), 1)
+    rank = max(math.ceil(round(float(intervals["long"].sum())) / 2), 1)
     found = _slowest_mean(rows[0], rows[1], streams, parts.get("vllm:num_requests_running"), rank)
     ts = np.unique(rows[0]["ts"].to_numpy())
     if found is None or len(ts) < 2:
