@@ -212,7 +212,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=t_long,
                     budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=prompt, slow_share=share,
                     slowest_step_s=exact.step_s if exact is not None else None,
-                    queued_floor=queued.floor if queued is not None else None)
+                    queued_floor=queued.floor if queued is not None else None, longest_gap_s=gap)
 
 
 def _slow_gaps_apart(itl_rows, intervals: pd.DataFrame | None, slo: float, t_long: float) -> float:
@@ -244,13 +244,20 @@ def _slow_gaps_apart(itl_rows, intervals: pd.DataFrame | None, slo: float, t_lon
 FROZEN_SHARE = 0.75   # a freeze this share of a whole long prefill is one step holding (nearly) all of it
 
 
-def frozen_through_prefill(inferred: Chunking, longest_freeze_s: float) -> Chunking:
+def frozen_through_prefill(inferred: Chunking, freezes) -> Chunking:
     """An inferred "on" overruled by a live freeze of at least 3/4 of a long prefill with nothing moving: the
     ITL histogram had not yet recorded that gap (the streams were still frozen), but one step held them about
-    as long as a whole prefill takes (a chunk step holds one chunk's share of it)."""
-    if inferred.enabled and inferred.long_prefill_s and longest_freeze_s >= FROZEN_SHARE * inferred.long_prefill_s:
+    as long as a whole prefill takes (a chunk step holds one chunk's share of it). `freezes`: (seconds nothing
+    moved, still frozen at the last scrape), as `stream_stalls._freezes` reads them. A freeze that ended counts only when the ITL
+    histogram holds a gap that long (`longest_gap_s`): a decoding stream that waited through it left one when
+    its next token came, so a longer freeze had none waiting, only requests in prefill (held-out 68: 1,250-token
+    prompts queued 15-18 deep in 448-token chunks ran 5.7 s of steps with no decode in them while the sessions'
+    next requests waited; both counters stood still for 3.0 s between scrapes, and no ITL gap passed 2.5 s)."""
+    longest = max((s for s, still in freezes
+                   if still or inferred.longest_gap_s is None or s <= inferred.longest_gap_s), default=0.0)
+    if inferred.enabled and inferred.long_prefill_s and longest >= FROZEN_SHARE * inferred.long_prefill_s:
         return Chunking(False, None, "inferred from metrics",
-                        f"the streams froze for {longest_freeze_s:.1f} s with nothing moving, as long as a whole "
+                        f"the streams froze for {longest:.1f} s with nothing moving, as long as a whole "
                         f"prefill ({inferred.long_prefill_s:.3g} s): one step held the whole prompt, or most of it",
                         long_prefill_s=inferred.long_prefill_s, long_prompt_tokens=inferred.long_prompt_tokens)
     return inferred

@@ -54,13 +54,28 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         first = known or C.UNKNOWN
         eps = E.find(sig, thresholds=th, chunking=first, window_ns=window, step_ns=step, live_ns=live)
         if known is not None and known.source == "inferred from metrics":
-            known = CI.frozen_through_prefill(known, max((ep.evidence["nothing_moves_s"] for ep in eps), default=0.0))
+            known = CI.frozen_through_prefill(known, _freezes(sig, eps))
         config = known or _inferred(eps)
         if config != first:  # the causes depend on the configuration: judge again with the one that holds
             eps = E.find(sig, thresholds=th, chunking=config, window_ns=window, step_ns=step, live_ns=live)
         cost = DS.estimate_cost(sig, steps, roofline_cost, config, own, model_of(own, model))
         out += [_finding(ep, sig, th, cost, config, stalls, budget_advice) for ep in eps]
     return out
+
+
+def _freezes(sig: pd.DataFrame, eps: list) -> list[tuple[float, bool]]:
+    """(seconds nothing moved, still frozen at the last scrape) of the freezes inside one target's episodes:
+    the one open at its last scrape, and the longest that ended before that one began (scrapes moved again
+    after it). Without the scrapes' `nothing_for_s`, each episode's freeze, open while the episode is."""
+    if "nothing_for_s" not in sig or not eps:
+        return [(ep.evidence["nothing_moves_s"], ep.ongoing) for ep in eps]
+    inside = np.zeros(len(sig), dtype=bool)
+    for ep in eps:
+        inside[ep.i:ep.j + 1] = True
+    still = np.nan_to_num(sig["nothing_for_s"].to_numpy(dtype=float)) * inside
+    ago = (sig["ts"].to_numpy(dtype=np.int64)[-1] - sig["ts"].to_numpy(dtype=np.int64)) / 1e9
+    open_s = float(still[-1])
+    return [(open_s, True), (float(still[ago >= open_s - 1e-6].max()), False)]
 
 
 def _inferred(eps: list) -> C.Chunking:

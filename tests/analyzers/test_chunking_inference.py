@@ -212,3 +212,24 @@ def test_a_whole_step_just_under_a_bucket_bound_below_the_prefill_time_reads_as_
         assert "that is 92% of the prompt" in inferred.detail
     else:
         assert inferred.enabled is True and inferred.budget_estimate == pytest.approx(1900 * 0.3 / 0.4333, rel=1e-3)
+
+
+@pytest.mark.parametrize("freezes,longest_gap_s,off", [
+    ([(3.0, False)], 2.5, False),               # ended, longer than every recorded gap: nobody decoding waited
+    ([(3.0, True)], 2.5, True),                 # still frozen at the end: the histogram cannot hold it yet
+    ([(2.0, True), (3.0, False)], 2.5, False),  # the open one is under 3/4 of the 3.75 s prefill
+    ([(3.0, False)], 5.0, True),                # ended, and the histogram holds a gap that long
+])
+def test_a_freeze_overrules_chunking_only_where_a_decoding_stream_waited_through_it(freezes, longest_gap_s, off):
+    """held-out 68's `h68-small-chunk448-s2` (full): an inferred chunk of about 438 tokens, a 3.75 s long
+    prefill, and a 3.0 s freeze (over 3/4 of it) that ended while every ITL gap stayed in (1 s, 2.5 s]: the
+    prompts queued behind one another held no decode, and it stays "on". A freeze still open at the end of the
+    data, or one the histogram holds a gap as long as, reads "off"."""
+    from stallscope.analyzers.chunking import Chunking
+
+    on = Chunking(True, None, "inferred from metrics", "x", budget_estimate=438.0, long_prefill_s=3.75,
+                  long_prompt_tokens=1250.0, longest_gap_s=longest_gap_s)
+    got = CI.frozen_through_prefill(on, freezes)
+    assert got.enabled is (not off)
+    if off:
+        assert got.detail.startswith("the streams froze for 3.0 s with nothing moving")
