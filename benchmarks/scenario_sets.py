@@ -1763,6 +1763,58 @@ HELD_OUT_69 = [
              exercises="`small`: the data ends 2 s after a whole 1,000-token prefill starts"),
 ]
 
+# held-out 70: a general draw, drawn after 37f79ef and the mended freeze rule (draw_scenarios.py --seed 202612091
+# --held-out 70 --first-seed 701), committed before its first run
+HELD_OUT_70 = [
+    Scenario("h70-tiny-chunk64-s12", chunked(64), _h2(12, 800, 7.9), seed=701, held_out=70,
+             exercises="budget 64, 12 sessions, 800-token prompts every 7.9 s"),
+    Scenario("h70-tiny-chunk64-s15-scrape1s", chunked(64), _h2(15, 1650, 3.0), seed=702, interval="1s", held_out=70,
+             exercises="budget 64, 15 sessions, 1,650-token prompts every 3.0 s, 1 s scrapes"),
+    Scenario("h70-small-chunk128-s6", chunked(128), _h2(6, 1050, 8.9), model="small", seed=703, held_out=70,
+             exercises="`small`, budget 128, 6 sessions, 1,050-token prompts every 8.9 s"),
+    Scenario("h70-tiny-chunk384-s13", chunked(384), _h2(13, 1000, 6.1), seed=704, held_out=70,
+             exercises="budget 384, 13 sessions, 1,000-token prompts every 6.1 s"),
+    Scenario("h70-tiny-nochunk-1600-s4", OFF, _h2(4, 1600, 6.4), seed=705, held_out=70,
+             exercises="4 sessions, whole 1,600-token prefills every 6.4 s"),
+    Scenario("h70-tiny-chunk1024-s3", chunked(1024), _h2(3, 500, 3.4), seed=706, held_out=70,
+             exercises="budget 1024, 3 sessions, 500-token prompts every 3.4 s"),
+    Scenario("h70-kv-fp8-10.2mb-34sess", KV + ("--kv-cache-mb", "10.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "34") + KV_LOAD[2:], seed=707, held_out=70,
+             exercises="a 10.2 MiB fp8 pool, 34 sessions"),
+    Scenario("h70-kv-fp8-10.5mb-27sess", KV + ("--kv-cache-mb", "10.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "27") + KV_LOAD[2:], seed=708, held_out=70,
+             exercises="a 10.5 MiB fp8 pool, 27 sessions"),
+    Scenario("h70-neg-short-69sess", ("--max-num-seqs", "128"),
+             ("--sessions", "69", "--short-prompt-tokens", "33", "--max-tokens", "32") + SHORT_ONLY, seed=709,
+             held_out=70,
+             exercises="negative: 69 sessions of 33-token prompts"),
+    Scenario("h70-end-in-stall-small-1250-scrape1s", OFF, _h2(4, 1250, "{half}"), model="small", seed=710, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=70,
+             exercises="`small`: the data ends 2 s after a whole 1,250-token prefill starts"),
+]
+
+# held-out 71: the band, drawn with held-out 70 (draw_scenarios.py --seed 202612092 --band 8 --held-out 71
+# --first-seed 711), committed before its first run
+HELD_OUT_71 = [
+    Scenario("h71-tiny-chunk640-s3", chunked(640), _h2(3, 1850, 9.9), seed=711, held_out=71,
+             exercises="budget 640, 3 sessions, 1,850-token prompts every 9.9 s"),
+    Scenario("h71-small-chunk768-s7", chunked(768), _h2(7, 800, 8.3), model="small", seed=712, held_out=71,
+             exercises="`small`, budget 768, 7 sessions, 800-token prompts every 8.3 s"),
+    Scenario("h71-small-chunk768-s5", chunked(768), _h2(5, 600, 2.3), model="small", seed=713, held_out=71,
+             exercises="`small`, budget 768, 5 sessions, 600-token prompts every 2.3 s"),
+    Scenario("h71-small-chunk448-s4", chunked(448), _h2(4, 1750, 7.9), model="small", seed=714, held_out=71,
+             exercises="`small`, budget 448, 4 sessions, 1,750-token prompts every 7.9 s"),
+    Scenario("h71-small-chunk640-s4", chunked(640), _h2(4, 950, 4.6), model="small", seed=715, held_out=71,
+             exercises="`small`, budget 640, 4 sessions, 950-token prompts every 4.6 s"),
+    Scenario("h71-tiny-chunk704-s12", chunked(704), _h2(12, 1500, 7.7), seed=716, held_out=71,
+             exercises="budget 704, 12 sessions, 1,500-token prompts every 7.7 s"),
+    Scenario("h71-small-chunk576-s2-scrape1s", chunked(576), _h2(2, 1500, 1.2), model="small", seed=717, interval="1s",
+             held_out=71,
+             exercises="`small`, budget 576, 2 sessions, 1,500-token prompts every 1.2 s, 1 s scrapes"),
+    Scenario("h71-small-chunk832-s4", chunked(832), _h2(4, 1100, 10.0), model="small", seed=718, held_out=71,
+             exercises="`small`, budget 832, 4 sessions, 1,100-token prompts every 10.0 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1774,4 +1826,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_50 + HELD_OUT_51 + HELD_OUT_52 + HELD_OUT_53
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
              + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64
-             + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69)
+             + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69
+             + HELD_OUT_70 + HELD_OUT_71)
