@@ -47,7 +47,9 @@ alone, from `1.05 x 512` (it reads a few per cent high; docs/accuracy.md). Its s
 low as 0.85 x the chunk, so an estimate between `0.85 x 512` and that margin (between 512 and `1.5 x 512` from
 the buckets) is stated as one the metrics cannot settle, with how to settle it. A gap still open is in no histogram
 yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of T, one step held
-(nearly) a whole prompt, so chunking reads off after all. Without long prompts in the histograms, the stalls
+(nearly) a whole prompt, so chunking reads off after all. A freeze that ended counts only where the ITL
+histogram holds a gap that long: a stream that waited through it left one, and without one every running
+request was prefilling (chunk steps queued behind one another, no decode among them). Without long prompts in the histograms, the stalls
 decide: about one ITL sample above the SLO per long prefill per stream means whole-prompt steps, more means slow
 chunk steps. `iteration_tokens_total` cannot tell: vLLM counts a prompt's computed tokens in the step where its
 prefill completes, chunked or not (docs/metric-traps.md).

@@ -233,3 +233,17 @@ def test_a_freeze_overrules_chunking_only_where_a_decoding_stream_waited_through
     assert got.enabled is (not off)
     if off:
         assert got.detail.startswith("the streams froze for 3.0 s with nothing moving")
+
+
+def test_a_freeze_that_ended_is_told_from_the_one_still_open_by_the_scrapes_not_the_episode():
+    """held-out 68's freeze ended 11 s before the data did, inside an episode that ran to the end: the
+    scrapes' `nothing_for_s` says which freeze is open at the last scrape (2 s here) and which ended (3 s).
+    Rows outside every episode (an engine asleep for 9 s) are not freezes of its streams."""
+    from stallscope.analyzers.episodes import Episode
+    from stallscope.analyzers.stream_stalls import _freezes
+
+    still = [9.0, 0, 0, 1, 2, 3, 0, 0, 1, 2]
+    sig = pd.DataFrame({"ts": [T0_NS + k * 10**9 for k in range(len(still))], "nothing_for_s": still})
+    episode = Episode("", 2, 9, 0, 0, "prefill", "warning", "", {"nothing_moves_s": 3.0}, [], True)
+    assert _freezes(sig, [episode]) == [(2.0, True), (3.0, False)]
+    assert _freezes(sig.drop(columns="nothing_for_s"), [episode]) == [(3.0, True)]
