@@ -1815,6 +1815,66 @@ HELD_OUT_71 = [
              exercises="`small`, budget 832, 4 sessions, 1,100-token prompts every 10.0 s"),
 ]
 
+# held-out 72: the band, drawn after held-out 70-71's first passes (draw_scenarios.py --seed 202612093 --band 8
+# --held-out 72 --first-seed 721), committed before its first run
+HELD_OUT_72 = [
+    Scenario("h72-small-chunk448-s8", chunked(448), _h2(8, 1450, 5.9), model="small", seed=721, held_out=72,
+             exercises="`small`, budget 448, 8 sessions, 1,450-token prompts every 5.9 s"),
+    Scenario("h72-small-chunk768-s5", chunked(768), _h2(5, 1700, 6.0), model="small", seed=722, held_out=72,
+             exercises="`small`, budget 768, 5 sessions, 1,700-token prompts every 6.0 s"),
+    Scenario("h72-tiny-chunk576-s7", chunked(576), _h2(7, 700, 6.6), seed=723, held_out=72,
+             exercises="budget 576, 7 sessions, 700-token prompts every 6.6 s"),
+    Scenario("h72-small-chunk704-s10", chunked(704), _h2(10, 1550, 5.7), model="small", seed=724, held_out=72,
+             exercises="`small`, budget 704, 10 sessions, 1,550-token prompts every 5.7 s"),
+    Scenario("h72-small-chunk832-s12", chunked(832), _h2(12, 1600, 7.6), model="small", seed=725, held_out=72,
+             exercises="`small`, budget 832, 12 sessions, 1,600-token prompts every 7.6 s"),
+    Scenario("h72-tiny-chunk512-s11-scrape1s", chunked(512), _h2(11, 950, 7.4), seed=726, interval="1s", held_out=72,
+             exercises="budget 512, 11 sessions, 950-token prompts every 7.4 s, 1 s scrapes"),
+    Scenario("h72-small-chunk384-s7-scrape1s", chunked(384), _h2(7, 900, 5.4), model="small", seed=727, interval="1s",
+             held_out=72,
+             exercises="`small`, budget 384, 7 sessions, 900-token prompts every 5.4 s, 1 s scrapes"),
+    Scenario("h72-small-chunk384-s13-scrape1s", chunked(384), _h2(13, 1250, 7.8), model="small", seed=728, interval="1s",
+             held_out=72,
+             exercises="`small`, budget 384, 13 sessions, 1,250-token prompts every 7.8 s, 1 s scrapes"),
+]
+
+# held-out 73: KV pools only, drawn with held-out 72 (draw_scenarios.py --seed 202612094 --kv 8 --held-out 73
+# --first-seed 731), committed before its first run
+HELD_OUT_73 = [
+    Scenario("h73-kv-auto-10.0mb-8sess", KV + ("--kv-cache-mb", "10.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "8", "--short-prompt-tokens", "32", "--max-tokens", "250", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1100", "--long-every", "2.8"), seed=731, held_out=73,
+             exercises="a 10.0 MiB auto pool, 8 sessions of 250 output tokens, 1,100-token prompts every 2.8 s"),
+    Scenario("h73-kv-fp8-4.7mb-47sess", KV + ("--kv-cache-mb", "4.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "47", "--short-prompt-tokens", "32", "--max-tokens", "153", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1200", "--long-every", "2.2"), seed=732, held_out=73,
+             exercises="a 4.7 MiB fp8 pool, 47 sessions of 153 output tokens, 1,200-token prompts every 2.2 s"),
+    Scenario("h73-kv-auto-7.4mb-34sess", KV + ("--kv-cache-mb", "7.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "34", "--short-prompt-tokens", "32", "--max-tokens", "156", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "4.9"), seed=733, held_out=73,
+             exercises="a 7.4 MiB auto pool, 34 sessions of 156 output tokens, 1,250-token prompts every 4.9 s"),
+    Scenario("h73-kv-auto-6.3mb-38sess", KV + ("--kv-cache-mb", "6.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "38", "--short-prompt-tokens", "32", "--max-tokens", "153", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1550", "--long-every", "1.2"), seed=734, held_out=73,
+             exercises="a 6.3 MiB auto pool, 38 sessions of 153 output tokens, 1,550-token prompts every 1.2 s"),
+    Scenario("h73-kv-fp8-2.0mb-39sess-scrape1s", KV + ("--kv-cache-mb", "2.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "39", "--short-prompt-tokens", "32", "--max-tokens", "119", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "4.3"), seed=735, interval="1s", held_out=73,
+             exercises="a 2.0 MiB fp8 pool, 39 sessions of 119 output tokens, 850-token prompts every 4.3 s"),
+    Scenario("h73-kv-auto-15.1mb-27sess-scrape1s", KV + ("--kv-cache-mb", "15.1", "--kv-cache-dtype", "auto"),
+             ("--sessions", "27", "--short-prompt-tokens", "32", "--max-tokens", "246", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1200", "--long-every", "4.5"), seed=736, interval="1s", held_out=73,
+             exercises="a 15.1 MiB auto pool, 27 sessions of 246 output tokens, 1,200-token prompts every 4.5 s"),
+    Scenario("h73-kv-auto-9.6mb-38sess", KV + ("--kv-cache-mb", "9.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "38", "--short-prompt-tokens", "32", "--max-tokens", "197", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1150", "--long-every", "4.9"), seed=737, held_out=73,
+             exercises="a 9.6 MiB auto pool, 38 sessions of 197 output tokens, 1,150-token prompts every 4.9 s"),
+    Scenario("h73-kv-auto-5.9mb-13sess-scrape1s", KV + ("--kv-cache-mb", "5.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "13", "--short-prompt-tokens", "32", "--max-tokens", "179", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "2.7"), seed=738, interval="1s", held_out=73,
+             exercises="a 5.9 MiB auto pool, 13 sessions of 179 output tokens, 850-token prompts every 2.7 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1827,4 +1887,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
              + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64
              + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69
-             + HELD_OUT_70 + HELD_OUT_71)
+             + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73)
