@@ -49,10 +49,10 @@ the buckets) is stated as one the metrics cannot settle, with how to settle it. 
 yet: when the live counters show the streams frozen with nothing moving for at least 3/4 of T, one step held
 (nearly) a whole prompt, so chunking reads off after all. A freeze that ended counts only where the ITL
 histogram holds a gap that long: a stream that waited through it left one, and without one every running
-request was prefilling (chunk steps queued behind one another, no decode among them). Without long prompts in the histograms, the stalls
-decide: about one ITL sample above the SLO per long prefill per stream means whole-prompt steps, more means slow
-chunk steps. `iteration_tokens_total` cannot tell: vLLM counts a prompt's computed tokens in the step where its
-prefill completes, chunked or not (docs/metric-traps.md).
+request was prefilling (chunk steps queued behind one another, no decode among them). Without long prompts in
+the histograms, the stalls decide: about one ITL sample above the SLO per long prefill per stream means
+whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell: vLLM counts a prompt's
+computed tokens in the step where its prefill completes, chunked or not (docs/metric-traps.md).
 """
 
 from __future__ import annotations
@@ -250,11 +250,12 @@ def frozen_through_prefill(inferred: Chunking, freezes) -> Chunking:
     """An inferred "on" overruled by a live freeze of at least 3/4 of a long prefill with nothing moving: the
     ITL histogram had not yet recorded that gap (the streams were still frozen), but one step held them about
     as long as a whole prefill takes (a chunk step holds one chunk's share of it). `freezes`: (seconds nothing
-    moved, still frozen at the last scrape), as `stream_stalls._freezes` reads them. A freeze that ended counts only when the ITL
-    histogram holds a gap that long (`longest_gap_s`): a decoding stream that waited through it left one when
-    its next token came, so a longer freeze had none waiting, only requests in prefill (held-out 68: 1,250-token
-    prompts queued 15-18 deep in 448-token chunks ran 5.7 s of steps with no decode in them while the sessions'
-    next requests waited; both counters stood still for 3.0 s between scrapes, and no ITL gap passed 2.5 s)."""
+    moved, still frozen at the last scrape), as `stream_stalls._freezes` reads them. A freeze that ended counts
+    only when the ITL histogram holds a gap that long (`longest_gap_s`): a decoding stream that waited through it
+    left one when its next token came, so a longer freeze had none waiting, only requests in prefill (held-out
+    68: 1,250-token prompts queued 15-18 deep in 448-token chunks ran 5.7 s of steps with no decode in them
+    while the sessions' next requests waited; both counters stood still for 3.0 s between scrapes, and no ITL
+    gap passed 2.5 s)."""
     longest = max((s for s, still in freezes
                    if still or inferred.longest_gap_s is None or s <= inferred.longest_gap_s), default=0.0)
     if inferred.enabled and inferred.long_prefill_s and longest >= FROZEN_SHARE * inferred.long_prefill_s:

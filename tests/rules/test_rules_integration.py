@@ -6,9 +6,9 @@ a budget-sized chunk step (on) and a whole long-prompt prefill step (off). Both 
 machine is, so the test measures them first with the same engine (one BLAS thread, like the servers)
 and puts the SLO between them, on an ITL bucket bound under the prefill (`itl_slo`), since a served chunk
 step also carries HTTP and the load generator (the on arm's P99 sat at 0.10-0.16 s with chunk steps of
-0.02-0.11 s) while the off arm's P99 can land low in the stall's bucket. Long prompts are paced by session progress (one after
-every 25 streamed tokens per session), so the off arm's stalls are ~1/26 of its ITL samples on any
-machine, which a P99 over 15s windows sees. Windows and `for:` are shortened through the
+0.02-0.11 s) while the off arm's P99 can land low in the stall's bucket. Long prompts are paced by session
+progress (one after every 25 streamed tokens per session), so the off arm's stalls are ~1/26 of its ITL samples
+on any machine, which a P99 over 15s windows sees. Windows and `for:` are shortened through the
 thresholds, exactly the path a user takes; Prometheus scrapes and evaluates every second; the arms run
 one after the other so they do not share the two cores.
 """
