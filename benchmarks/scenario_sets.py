@@ -1875,6 +1875,32 @@ HELD_OUT_73 = [
              exercises="a 5.9 MiB auto pool, 13 sessions of 179 output tokens, 850-token prompts every 2.7 s"),
 ]
 
+# held-out 74: the band, drawn after held-out 70-73's first passes (draw_scenarios.py --seed 202612095 --band 8
+# --held-out 74 --first-seed 741), committed before its first run
+HELD_OUT_74 = [
+    Scenario("h74-small-chunk512-s12-scrape1s", chunked(512), _h2(12, 1350, 5.2), model="small", seed=741, interval="1s",
+             held_out=74,
+             exercises="`small`, budget 512, 12 sessions, 1,350-token prompts every 5.2 s, 1 s scrapes"),
+    Scenario("h74-small-chunk768-s16", chunked(768), _h2(16, 1750, 5.8), model="small", seed=742, held_out=74,
+             exercises="`small`, budget 768, 16 sessions, 1,750-token prompts every 5.8 s"),
+    Scenario("h74-tiny-chunk768-s14", chunked(768), _h2(14, 1800, 8.5), seed=743, held_out=74,
+             exercises="budget 768, 14 sessions, 1,800-token prompts every 8.5 s"),
+    Scenario("h74-small-chunk704-s16-scrape1s", chunked(704), _h2(16, 1100, 8.8), model="small", seed=744, interval="1s",
+             held_out=74,
+             exercises="`small`, budget 704, 16 sessions, 1,100-token prompts every 8.8 s, 1 s scrapes"),
+    Scenario("h74-small-chunk768-s9-scrape1s", chunked(768), _h2(9, 1750, 6.6), model="small", seed=745, interval="1s",
+             held_out=74,
+             exercises="`small`, budget 768, 9 sessions, 1,750-token prompts every 6.6 s, 1 s scrapes"),
+    Scenario("h74-small-chunk448-s7-scrape1s", chunked(448), _h2(7, 1150, 5.8), model="small", seed=746, interval="1s",
+             held_out=74,
+             exercises="`small`, budget 448, 7 sessions, 1,150-token prompts every 5.8 s, 1 s scrapes"),
+    Scenario("h74-small-chunk448-s6-scrape1s", chunked(448), _h2(6, 1000, 2.6), model="small", seed=747, interval="1s",
+             held_out=74,
+             exercises="`small`, budget 448, 6 sessions, 1,000-token prompts every 2.6 s, 1 s scrapes"),
+    Scenario("h74-tiny-chunk384-s13", chunked(384), _h2(13, 600, 4.6), seed=748, held_out=74,
+             exercises="budget 384, 13 sessions, 600-token prompts every 4.6 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1887,4 +1913,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
              + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64
              + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69
-             + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73)
+             + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74)
