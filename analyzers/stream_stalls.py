@@ -73,7 +73,8 @@ def _freezes(sig: pd.DataFrame, eps: list) -> list[tuple[float, bool]]:
     for ep in eps:
         inside[ep.i:ep.j + 1] = True
     still = np.nan_to_num(sig["nothing_for_s"].to_numpy(dtype=float)) * inside
-    ago = (sig["ts"].to_numpy(dtype=np.int64)[-1] - sig["ts"].to_numpy(dtype=np.int64)) / 1e9
+    ts = sig["ts"].to_numpy(dtype=np.int64)
+    ago = (ts[-1] - ts) / 1e9
     open_s = float(still[-1])
     return [(open_s, True), (float(still[ago >= open_s - 1e-6].max()), False)]
 
