@@ -1901,6 +1901,59 @@ HELD_OUT_74 = [
              exercises="budget 384, 13 sessions, 600-token prompts every 4.6 s"),
 ]
 
+# held-out 75: a general draw, drawn after held-out 74's first passes (draw_scenarios.py --seed 202612096
+# --held-out 75 --first-seed 751), committed before its first run
+HELD_OUT_75 = [
+    Scenario("h75-tiny-chunk384-s6", chunked(384), _h2(6, 1300, 7.2), seed=751, held_out=75,
+             exercises="budget 384, 6 sessions, 1,300-token prompts every 7.2 s"),
+    Scenario("h75-tiny-nochunk-600-s15", OFF, _h2(15, 600, 4.2), seed=752, held_out=75,
+             exercises="15 sessions, whole 600-token prefills every 4.2 s"),
+    Scenario("h75-tiny-chunk768-s8", chunked(768), _h2(8, 1000, 6.3), seed=753, held_out=75,
+             exercises="budget 768, 8 sessions, 1,000-token prompts every 6.3 s"),
+    Scenario("h75-tiny-nochunk-1500-s5", OFF, _h2(5, 1500, 3.4), seed=754, held_out=75,
+             exercises="5 sessions, whole 1,500-token prefills every 3.4 s"),
+    Scenario("h75-tiny-chunk1536-s9-scrape1s", chunked(1536), _h2(9, 800, 5.6), seed=755, interval="1s", held_out=75,
+             exercises="budget 1536, 9 sessions, 800-token prompts every 5.6 s, 1 s scrapes"),
+    Scenario("h75-tiny-chunk256-s3-scrape1s", chunked(256), _h2(3, 1000, 9.0), seed=756, interval="1s", held_out=75,
+             exercises="budget 256, 3 sessions, 1,000-token prompts every 9.0 s, 1 s scrapes"),
+    Scenario("h75-kv-fp8-6.6mb-35sess", KV + ("--kv-cache-mb", "6.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "35") + KV_LOAD[2:], seed=757, held_out=75,
+             exercises="a 6.6 MiB fp8 pool, 35 sessions"),
+    Scenario("h75-kv-fp8-6.1mb-9sess", KV + ("--kv-cache-mb", "6.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "9") + KV_LOAD[2:], seed=758, held_out=75,
+             exercises="a 6.1 MiB fp8 pool, 9 sessions"),
+    Scenario("h75-neg-short-88sess", ("--max-num-seqs", "128"),
+             ("--sessions", "88", "--short-prompt-tokens", "29", "--max-tokens", "32") + SHORT_ONLY, seed=759,
+             held_out=75,
+             exercises="negative: 88 sessions of 29-token prompts"),
+    Scenario("h75-end-in-stall-small-1250-scrape1s", OFF, _h2(4, 1250, "{half}"), model="small", seed=760, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=75,
+             exercises="`small`: the data ends 2 s after a whole 1,250-token prefill starts"),
+]
+
+# held-out 76: the band, drawn with held-out 75 (draw_scenarios.py --seed 202612097 --band 8 --held-out 76
+# --first-seed 761), committed before its first run
+HELD_OUT_76 = [
+    Scenario("h76-tiny-chunk768-s6", chunked(768), _h2(6, 1800, 5.5), seed=761, held_out=76,
+             exercises="budget 768, 6 sessions, 1,800-token prompts every 5.5 s"),
+    Scenario("h76-tiny-chunk832-s9", chunked(832), _h2(9, 1650, 6.5), seed=762, held_out=76,
+             exercises="budget 832, 9 sessions, 1,650-token prompts every 6.5 s"),
+    Scenario("h76-small-chunk768-s15-scrape1s", chunked(768), _h2(15, 900, 9.0), model="small", seed=763, interval="1s",
+             held_out=76,
+             exercises="`small`, budget 768, 15 sessions, 900-token prompts every 9.0 s, 1 s scrapes"),
+    Scenario("h76-small-chunk384-s12", chunked(384), _h2(12, 1050, 2.7), model="small", seed=764, held_out=76,
+             exercises="`small`, budget 384, 12 sessions, 1,050-token prompts every 2.7 s"),
+    Scenario("h76-small-chunk576-s9-scrape1s", chunked(576), _h2(9, 1250, 5.2), model="small", seed=765, interval="1s",
+             held_out=76,
+             exercises="`small`, budget 576, 9 sessions, 1,250-token prompts every 5.2 s, 1 s scrapes"),
+    Scenario("h76-small-chunk768-s10", chunked(768), _h2(10, 1350, 4.7), model="small", seed=766, held_out=76,
+             exercises="`small`, budget 768, 10 sessions, 1,350-token prompts every 4.7 s"),
+    Scenario("h76-tiny-chunk832-s11", chunked(832), _h2(11, 950, 6.5), seed=767, held_out=76,
+             exercises="budget 832, 11 sessions, 950-token prompts every 6.5 s"),
+    Scenario("h76-small-chunk384-s13", chunked(384), _h2(13, 1400, 8.0), model="small", seed=768, held_out=76,
+             exercises="`small`, budget 384, 13 sessions, 1,400-token prompts every 8.0 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1913,4 +1966,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_54 + HELD_OUT_55 + HELD_OUT_56 + HELD_OUT_57
              + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64
              + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69
-             + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74)
+             + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
+             + HELD_OUT_75 + HELD_OUT_76)
