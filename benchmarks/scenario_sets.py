@@ -1954,6 +1954,74 @@ HELD_OUT_76 = [
              exercises="`small`, budget 384, 13 sessions, 1,400-token prompts every 8.0 s"),
 ]
 
+# held-out 77: KV pools only, drawn after held-out 75-76's first passes (draw_scenarios.py --seed 202612098
+# --kv 8 --held-out 77 --first-seed 771), committed before its first run
+HELD_OUT_77 = [
+    Scenario("h77-kv-auto-14.3mb-48sess-scrape1s", KV + ("--kv-cache-mb", "14.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "48", "--short-prompt-tokens", "32", "--max-tokens", "248", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "4.5"), seed=771, interval="1s", held_out=77,
+             exercises="a 14.3 MiB auto pool, 48 sessions of 248 output tokens, 850-token prompts every 4.5 s"),
+    Scenario("h77-kv-fp8-7.7mb-40sess", KV + ("--kv-cache-mb", "7.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "40", "--short-prompt-tokens", "32", "--max-tokens", "87", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1700", "--long-every", "1.8"), seed=772, held_out=77,
+             exercises="a 7.7 MiB fp8 pool, 40 sessions of 87 output tokens, 1,700-token prompts every 1.8 s"),
+    Scenario("h77-kv-auto-10.5mb-35sess", KV + ("--kv-cache-mb", "10.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "35", "--short-prompt-tokens", "32", "--max-tokens", "256", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "800", "--long-every", "4.8"), seed=773, held_out=77,
+             exercises="a 10.5 MiB auto pool, 35 sessions of 256 output tokens, 800-token prompts every 4.8 s"),
+    Scenario("h77-kv-auto-2.2mb-17sess-scrape1s", KV + ("--kv-cache-mb", "2.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "17", "--short-prompt-tokens", "32", "--max-tokens", "154", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "700", "--long-every", "1.9"), seed=774, interval="1s", held_out=77,
+             exercises="a 2.2 MiB auto pool, 17 sessions of 154 output tokens, 700-token prompts every 1.9 s"),
+    Scenario("h77-kv-auto-2.3mb-10sess-scrape1s", KV + ("--kv-cache-mb", "2.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "10", "--short-prompt-tokens", "32", "--max-tokens", "113", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "800", "--long-every", "3.7"), seed=775, interval="1s", held_out=77,
+             exercises="a 2.3 MiB auto pool, 10 sessions of 113 output tokens, 800-token prompts every 3.7 s"),
+    Scenario("h77-kv-auto-5.7mb-23sess", KV + ("--kv-cache-mb", "5.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "23", "--short-prompt-tokens", "32", "--max-tokens", "195", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "1.7"), seed=776, held_out=77,
+             exercises="a 5.7 MiB auto pool, 23 sessions of 195 output tokens, 1,350-token prompts every 1.7 s"),
+    Scenario("h77-kv-fp8-7.0mb-38sess", KV + ("--kv-cache-mb", "7.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "38", "--short-prompt-tokens", "32", "--max-tokens", "102", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "1.9"), seed=777, held_out=77,
+             exercises="a 7.0 MiB fp8 pool, 38 sessions of 102 output tokens, 1,750-token prompts every 1.9 s"),
+    Scenario("h77-kv-fp8-2.9mb-13sess-scrape1s", KV + ("--kv-cache-mb", "2.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "13", "--short-prompt-tokens", "32", "--max-tokens", "249", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "600", "--long-every", "4.7"), seed=778, interval="1s", held_out=77,
+             exercises="a 2.9 MiB fp8 pool, 13 sessions of 249 output tokens, 600-token prompts every 4.7 s"),
+]
+
+# held-out 78: a general draw, drawn with held-out 77 (draw_scenarios.py --seed 202612099 --held-out 78
+# --first-seed 781), committed before its first run
+HELD_OUT_78 = [
+    Scenario("h78-tiny-nochunk-1850-s12", OFF, _h2(12, 1850, 7.8), seed=781, held_out=78,
+             exercises="12 sessions, whole 1,850-token prefills every 7.8 s"),
+    Scenario("h78-tiny-nochunk-1750-s2", OFF, _h2(2, 1750, 3.0), seed=782, held_out=78,
+             exercises="2 sessions, whole 1,750-token prefills every 3.0 s"),
+    Scenario("h78-tiny-nochunk-1450-s7", OFF, _h2(7, 1450, 8.3), seed=783, held_out=78,
+             exercises="7 sessions, whole 1,450-token prefills every 8.3 s"),
+    Scenario("h78-tiny-chunk1024-s8-scrape1s", chunked(1024), _h2(8, 1500, 1.6), seed=784, interval="1s", held_out=78,
+             exercises="budget 1024, 8 sessions, 1,500-token prompts every 1.6 s, 1 s scrapes"),
+    Scenario("h78-small-nochunk-1050-s16-scrape1s", OFF, _h2(16, 1050, 8.3), model="small", seed=785, interval="1s",
+             held_out=78,
+             exercises="`small`, 16 sessions, whole 1,050-token prefills every 8.3 s, 1 s scrapes"),
+    Scenario("h78-tiny-chunk768-s16", chunked(768), _h2(16, 1050, 7.2), seed=786, held_out=78,
+             exercises="budget 768, 16 sessions, 1,050-token prompts every 7.2 s"),
+    Scenario("h78-kv-fp8-1.2mb-26sess", KV + ("--kv-cache-mb", "1.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "26") + KV_LOAD[2:], seed=787, held_out=78,
+             exercises="a 1.2 MiB fp8 pool, 26 sessions"),
+    Scenario("h78-kv-fp8-10.5mb-24sess", KV + ("--kv-cache-mb", "10.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "24") + KV_LOAD[2:], seed=788, held_out=78,
+             exercises="a 10.5 MiB fp8 pool, 24 sessions"),
+    Scenario("h78-neg-short-10sess", ("--max-num-seqs", "128"),
+             ("--sessions", "10", "--short-prompt-tokens", "48", "--max-tokens", "32") + SHORT_ONLY, seed=789,
+             held_out=78,
+             exercises="negative: 10 sessions of 48-token prompts"),
+    Scenario("h78-end-in-stall-tiny-1350", OFF, _h2(4, 1350, "{half}"), seed=790, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=78,
+             exercises="`tiny`: the data ends 2 s after a whole 1,350-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -1967,4 +2035,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64
              + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69
              + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
-             + HELD_OUT_75 + HELD_OUT_76)
+             + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78)
