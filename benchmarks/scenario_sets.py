@@ -2022,6 +2022,58 @@ HELD_OUT_78 = [
              exercises="`tiny`: the data ends 2 s after a whole 1,350-token prefill starts"),
 ]
 
+# held-out 79: the band, drawn after held-out 77-78's first passes (draw_scenarios.py --seed 202612100
+# --band 8 --held-out 79 --first-seed 791), committed before its first run
+HELD_OUT_79 = [
+    Scenario("h79-small-chunk640-s8", chunked(640), _h2(8, 1450, 9.7), model="small", seed=791, held_out=79,
+             exercises="`small`, budget 640, 8 sessions, 1,450-token prompts every 9.7 s"),
+    Scenario("h79-small-chunk448-s10", chunked(448), _h2(10, 1900, 4.4), model="small", seed=792, held_out=79,
+             exercises="`small`, budget 448, 10 sessions, 1,900-token prompts every 4.4 s"),
+    Scenario("h79-small-chunk704-s13", chunked(704), _h2(13, 1450, 4.5), model="small", seed=793, held_out=79,
+             exercises="`small`, budget 704, 13 sessions, 1,450-token prompts every 4.5 s"),
+    Scenario("h79-small-chunk832-s5", chunked(832), _h2(5, 1150, 8.4), model="small", seed=794, held_out=79,
+             exercises="`small`, budget 832, 5 sessions, 1,150-token prompts every 8.4 s"),
+    Scenario("h79-small-chunk704-s3", chunked(704), _h2(3, 1300, 4.5), model="small", seed=795, held_out=79,
+             exercises="`small`, budget 704, 3 sessions, 1,300-token prompts every 4.5 s"),
+    Scenario("h79-tiny-chunk640-s7", chunked(640), _h2(7, 1800, 2.5), seed=796, held_out=79,
+             exercises="budget 640, 7 sessions, 1,800-token prompts every 2.5 s"),
+    Scenario("h79-tiny-chunk704-s2", chunked(704), _h2(2, 1700, 7.4), seed=797, held_out=79,
+             exercises="budget 704, 2 sessions, 1,700-token prompts every 7.4 s"),
+    Scenario("h79-small-chunk640-s6", chunked(640), _h2(6, 1400, 2.5), model="small", seed=798, held_out=79,
+             exercises="`small`, budget 640, 6 sessions, 1,400-token prompts every 2.5 s"),
+]
+
+# held-out 80: a general draw, drawn with held-out 79 (draw_scenarios.py --seed 202612101 --held-out 80
+# --first-seed 801), committed before its first run
+HELD_OUT_80 = [
+    Scenario("h80-small-chunk128-s4", chunked(128), _h2(4, 550, 8.2), model="small", seed=801, held_out=80,
+             exercises="`small`, budget 128, 4 sessions, 550-token prompts every 8.2 s"),
+    Scenario("h80-small-chunk256-s10-scrape1s", chunked(256), _h2(10, 950, 2.1), model="small", seed=802, interval="1s",
+             held_out=80,
+             exercises="`small`, budget 256, 10 sessions, 950-token prompts every 2.1 s, 1 s scrapes"),
+    Scenario("h80-tiny-chunk128-s16", chunked(128), _h2(16, 550, 5.7), seed=803, held_out=80,
+             exercises="budget 128, 16 sessions, 550-token prompts every 5.7 s"),
+    Scenario("h80-tiny-chunk64-s10", chunked(64), _h2(10, 1900, 9.7), seed=804, held_out=80,
+             exercises="budget 64, 10 sessions, 1,900-token prompts every 9.7 s"),
+    Scenario("h80-tiny-nochunk-1050-s13-scrape1s", OFF, _h2(13, 1050, 6.4), seed=805, interval="1s", held_out=80,
+             exercises="13 sessions, whole 1,050-token prefills every 6.4 s, 1 s scrapes"),
+    Scenario("h80-small-chunk1536-s2", chunked(1536), _h2(2, 400, 4.9), model="small", seed=806, held_out=80,
+             exercises="`small`, budget 1536, 2 sessions, 400-token prompts every 4.9 s"),
+    Scenario("h80-kv-fp8-7.9mb-38sess", KV + ("--kv-cache-mb", "7.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "38") + KV_LOAD[2:], seed=807, held_out=80,
+             exercises="a 7.9 MiB fp8 pool, 38 sessions"),
+    Scenario("h80-kv-auto-5.9mb-32sess", KV + ("--kv-cache-mb", "5.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "32") + KV_LOAD[2:], seed=808, held_out=80,
+             exercises="a 5.9 MiB auto pool, 32 sessions"),
+    Scenario("h80-neg-short-15sess", ("--max-num-seqs", "128"),
+             ("--sessions", "15", "--short-prompt-tokens", "16", "--max-tokens", "32") + SHORT_ONLY, seed=809,
+             held_out=80,
+             exercises="negative: 15 sessions of 16-token prompts"),
+    Scenario("h80-end-in-stall-small-1050-scrape1s", OFF, _h2(4, 1050, "{half}"), model="small", seed=810, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=80,
+             exercises="`small`: the data ends 2 s after a whole 1,050-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2035,4 +2087,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_58 + HELD_OUT_59 + HELD_OUT_60 + HELD_OUT_61 + HELD_OUT_62 + HELD_OUT_63 + HELD_OUT_64
              + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69
              + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
-             + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78)
+             + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
+             + HELD_OUT_79 + HELD_OUT_80)
