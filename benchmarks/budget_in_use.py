@@ -1,0 +1,64 @@
+"""The budget in use that a metrics-only recommendation quotes, beside the inference's own estimate and the budget the
+server ran (docs/accuracy.md, "Found, not mended: a second budget in use in the advice").
+
+The idea: every finding that states `max_num_batched_tokens_in_use_estimated` on a recorded chunked run is read
+again with `stallscope analyze` from its store alone, and the quoted budget is set against the server's
+`--max-num-batched-tokens` and the finding's own `budget_estimate`; the summary counts the quotes under 0.75 x the
+server's budget and how many of those the inference's estimate came closer to.
+
+    python benchmarks/budget_in_use.py runs/h6[1-9]*-first.json runs/h[78]?*-first.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from scenario_sets import SCENARIOS
+from scenarios import analyze
+
+from stallscope.refserver.config import EngineConfig
+
+BY_NAME = {sc.name: sc for sc in SCENARIOS}
+LOW = 0.75
+
+
+def quotes(results: list[Path]) -> list[tuple[str, str, int, float, float | None]]:
+    """(run, kind, budget run, budget quoted, inference's estimate) per finding quoting a budget in use."""
+    rows = []
+    for path in results:
+        data = json.loads(path.read_text())
+        for r in data["scenarios"]:
+            sc = BY_NAME.get(Path(r["run"]).name)
+            cfg = EngineConfig.from_flags(sc.server) if sc else None
+            if cfg is None or not cfg.enable_chunked_prefill:
+                continue
+            for f in analyze(Path(r["run"]), float(data["itl_slo_s"])):
+                ev = f.get("evidence", {})
+                if ev.get("max_num_batched_tokens_in_use_estimated") is not None:
+                    rows.append((sc.name, f["kind"], cfg.max_num_batched_tokens,
+                                 float(ev["max_num_batched_tokens_in_use_estimated"]), ev.get("budget_estimate")))
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="+", type=Path, help="benchmarks/scenarios.py --json files")
+    rows = quotes(ap.parse_args().results)
+    print("| run | finding | budget run | budget quoted | quoted / run | the inference's estimate |")
+    print("|---|---|---|---|---|---|")
+    for name, kind, budget, quoted, est in rows:
+        print(f"| {name} | {kind} | {budget} | {quoted:.0f} | {quoted / budget:.2f} | "
+              f"{'-' if est is None else f'{est:.0f}'} |")
+    low = [(b, q, e) for _, _, b, q, e in rows if q < LOW * b]
+    closer = sum(e is not None and abs(e - b) < abs(q - b) for b, q, e in low)
+    print(f"{len(rows)} findings in {len({r[0] for r in rows})} runs quote a budget in use; {len(low)} under "
+          f"{LOW} x the server's budget (lowest {min((q / b for b, q, _ in low), default=float('nan')):.2f} x), "
+          f"the inference's estimate closer in {closer} of those")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
