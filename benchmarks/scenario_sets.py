@@ -2074,6 +2074,73 @@ HELD_OUT_80 = [
              exercises="`small`: the data ends 2 s after a whole 1,050-token prefill starts"),
 ]
 
+# held-out 81: KV pools only, drawn after held-out 79-80's first passes (draw_scenarios.py --seed 202612102 --kv 8
+# --held-out 81 --first-seed 811), committed before its first run
+HELD_OUT_81 = [
+    Scenario("h81-kv-auto-2.8mb-34sess", KV + ("--kv-cache-mb", "2.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "34", "--short-prompt-tokens", "32", "--max-tokens", "82", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "1.4"), seed=811, held_out=81,
+             exercises="a 2.8 MiB auto pool, 34 sessions of 82 output tokens, 850-token prompts every 1.4 s"),
+    Scenario("h81-kv-auto-15.7mb-41sess", KV + ("--kv-cache-mb", "15.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "41", "--short-prompt-tokens", "32", "--max-tokens", "103", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "600", "--long-every", "1.2"), seed=812, held_out=81,
+             exercises="a 15.7 MiB auto pool, 41 sessions of 103 output tokens, 600-token prompts every 1.2 s"),
+    Scenario("h81-kv-fp8-1.3mb-36sess", KV + ("--kv-cache-mb", "1.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "36", "--short-prompt-tokens", "32", "--max-tokens", "112", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "2.0"), seed=813, held_out=81,
+             exercises="a 1.3 MiB fp8 pool, 36 sessions of 112 output tokens, 1,750-token prompts every 2.0 s"),
+    Scenario("h81-kv-auto-5.7mb-21sess", KV + ("--kv-cache-mb", "5.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "21", "--short-prompt-tokens", "32", "--max-tokens", "186", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "1.1"), seed=814, held_out=81,
+             exercises="a 5.7 MiB auto pool, 21 sessions of 186 output tokens, 1,750-token prompts every 1.1 s"),
+    Scenario("h81-kv-fp8-6.5mb-8sess", KV + ("--kv-cache-mb", "6.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "8", "--short-prompt-tokens", "32", "--max-tokens", "81", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "4.8"), seed=815, held_out=81,
+             exercises="a 6.5 MiB fp8 pool, 8 sessions of 81 output tokens, 1,450-token prompts every 4.8 s"),
+    Scenario("h81-kv-auto-4.7mb-34sess", KV + ("--kv-cache-mb", "4.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "34", "--short-prompt-tokens", "32", "--max-tokens", "151", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1050", "--long-every", "4.5"), seed=816, held_out=81,
+             exercises="a 4.7 MiB auto pool, 34 sessions of 151 output tokens, 1,050-token prompts every 4.5 s"),
+    Scenario("h81-kv-fp8-6.9mb-28sess", KV + ("--kv-cache-mb", "6.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "28", "--short-prompt-tokens", "32", "--max-tokens", "192", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1650", "--long-every", "1.5"), seed=817, held_out=81,
+             exercises="a 6.9 MiB fp8 pool, 28 sessions of 192 output tokens, 1,650-token prompts every 1.5 s"),
+    Scenario("h81-kv-fp8-5.3mb-29sess", KV + ("--kv-cache-mb", "5.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "29", "--short-prompt-tokens", "32", "--max-tokens", "77", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1000", "--long-every", "1.9"), seed=818, held_out=81,
+             exercises="a 5.3 MiB fp8 pool, 29 sessions of 77 output tokens, 1,000-token prompts every 1.9 s"),
+]
+
+# held-out 82: a general draw, drawn with held-out 81 (draw_scenarios.py --seed 202612103 --held-out 82
+# --first-seed 821), committed before its first run
+HELD_OUT_82 = [
+    Scenario("h82-tiny-chunk1024-s8", chunked(1024), _h2(8, 550, 1.7), seed=821, held_out=82,
+             exercises="budget 1024, 8 sessions, 550-token prompts every 1.7 s"),
+    Scenario("h82-tiny-nochunk-1750-s2", OFF, _h2(2, 1750, 8.7), seed=822, held_out=82,
+             exercises="2 sessions, whole 1,750-token prefills every 8.7 s"),
+    Scenario("h82-tiny-nochunk-1450-s3-scrape1s", OFF, _h2(3, 1450, 2.4), seed=823, interval="1s", held_out=82,
+             exercises="3 sessions, whole 1,450-token prefills every 2.4 s, 1 s scrapes"),
+    Scenario("h82-small-nochunk-750-s10", OFF, _h2(10, 750, 9.4), model="small", seed=824, held_out=82,
+             exercises="`small`, 10 sessions, whole 750-token prefills every 9.4 s"),
+    Scenario("h82-tiny-nochunk-1100-s11-scrape1s", OFF, _h2(11, 1100, 1.5), seed=825, interval="1s", held_out=82,
+             exercises="11 sessions, whole 1,100-token prefills every 1.5 s, 1 s scrapes"),
+    Scenario("h82-tiny-chunk192-s7", chunked(192), _h2(7, 1650, 2.0), seed=826, held_out=82,
+             exercises="budget 192, 7 sessions, 1,650-token prompts every 2.0 s"),
+    Scenario("h82-kv-auto-10.2mb-35sess", KV + ("--kv-cache-mb", "10.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "35") + KV_LOAD[2:], seed=827, held_out=82,
+             exercises="a 10.2 MiB auto pool, 35 sessions"),
+    Scenario("h82-kv-fp8-3.1mb-29sess", KV + ("--kv-cache-mb", "3.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "29") + KV_LOAD[2:], seed=828, held_out=82,
+             exercises="a 3.1 MiB fp8 pool, 29 sessions"),
+    Scenario("h82-neg-short-49sess", ("--max-num-seqs", "128"),
+             ("--sessions", "49", "--short-prompt-tokens", "10", "--max-tokens", "32") + SHORT_ONLY, seed=829,
+             held_out=82,
+             exercises="negative: 49 sessions of 10-token prompts"),
+    Scenario("h82-end-in-stall-small-1250-scrape1s", OFF, _h2(4, 1250, "{half}"), model="small", seed=830, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=82,
+             exercises="`small`: the data ends 2 s after a whole 1,250-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2088,4 +2155,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69
              + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
-             + HELD_OUT_79 + HELD_OUT_80)
+             + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82)
