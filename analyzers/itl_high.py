@@ -49,12 +49,10 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     step = ev["itl_p99_s"]
     d = cost["decode_step_s"]
     budget = chunking.budget if chunking.enabled else None
-    if budget is None and cost["prefill_s_per_token"] > 0 and math.isfinite(step):
-        est = (step - d) / cost["prefill_s_per_token"]
-        # estimated from the slow steps, no more than the inference's own figures where it made them
-        est = min([est] + [b for b in (chunking.budget_estimate, chunking.budget_bound) if b is not None])
-        budget = int(est) if math.isfinite(est) and est >= 1 else None
-        ev["max_num_batched_tokens_in_use_estimated"] = budget
+    if budget is None:
+        budget = _budget_in_use(step, d, cost, chunking)
+        if budget is not None:
+            ev["max_num_batched_tokens_in_use_estimated"] = budget
     free = ep.evidence["windows_prefill_free"]
     decode_is = "the median gap between tokens is" if cost.get("decode_step_from") == "itl_p50" else "decode steps take"
     unsettled = chunking.estimate_unsettled()   # an estimate either side of 512 could be: say so
@@ -78,3 +76,18 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
                                  decode_from=cost.get("decode_step_from"), chunk_cost=cost.get("chunk_cost"))
         ev.update(extra)
     return explanation, text
+
+
+def _budget_in_use(step: float, d: float, cost: dict, chunking: Chunking) -> int | None:
+    """The budget the server runs, as the metrics read it: the chunk the inference sized (Chunking.chunk_estimate,
+    its slow steps set against the long prompts' prefill time), else the slowest gap less a decode step over the
+    cost per prompt token; either no more than the inference's bound. Not the subtraction first: its decode step
+    is the episode's ITL P50 when the metrics give no other, which chunk steps inflate in an overloaded run, and
+    it read the budget at 0.14-0.75 x the server's where the inference came closer (docs/accuracy.md)."""
+    est = chunking.chunk_estimate()
+    if est is None and cost["prefill_s_per_token"] > 0 and math.isfinite(step):
+        est = (step - d) / cost["prefill_s_per_token"]
+    if est is None:
+        return None
+    est = min(est, chunking.budget_bound) if chunking.budget_bound is not None else est
+    return int(round(est)) if math.isfinite(est) and est >= 1 else None

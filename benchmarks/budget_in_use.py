@@ -3,8 +3,9 @@ server ran (docs/accuracy.md, "Found, not mended: a second budget in use in the 
 
 The idea: every finding that states `max_num_batched_tokens_in_use_estimated` on a recorded chunked run is read
 again with `stallscope analyze` from its store alone, and the quoted budget is set against the server's
-`--max-num-batched-tokens` and the finding's own `budget_estimate`; the summary counts the quotes under 0.75 x the
-server's budget and how many of those the inference's estimate came closer to.
+`--max-num-batched-tokens` and the finding's own `budget_estimate`, with the budget the finding recommends (or
+`levers` where it says chunking cannot meet the SLO); the summary counts the quotes under 0.75 x and over 1.25 x the
+server's budget, how many of the low ones the inference's estimate came closer to, and the median quote / budget.
 
     python benchmarks/budget_in_use.py runs/h6[1-9]*-first.json runs/h[78]?*-first.json
 """
@@ -16,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from scenario_sets import SCENARIOS
 from scenarios import analyze
 
@@ -23,10 +26,11 @@ from stallscope.refserver.config import EngineConfig
 
 BY_NAME = {sc.name: sc for sc in SCENARIOS}
 LOW = 0.75
+HIGH = 1.25
 
 
-def quotes(results: list[Path]) -> list[tuple[str, str, int, float, float | None]]:
-    """(run, kind, budget run, budget quoted, inference's estimate) per finding quoting a budget in use."""
+def quotes(results: list[Path]) -> list[tuple[str, str, int, float, float | None, str]]:
+    """(run, kind, budget run, budget quoted, inference's estimate, advice) per finding quoting a budget in use."""
     rows = []
     for path in results:
         data = json.loads(path.read_text())
@@ -39,24 +43,33 @@ def quotes(results: list[Path]) -> list[tuple[str, str, int, float, float | None
                 ev = f.get("evidence", {})
                 if ev.get("max_num_batched_tokens_in_use_estimated") is not None:
                     rows.append((sc.name, f["kind"], cfg.max_num_batched_tokens,
-                                 float(ev["max_num_batched_tokens_in_use_estimated"]), ev.get("budget_estimate")))
+                                 float(ev["max_num_batched_tokens_in_use_estimated"]), ev.get("budget_estimate"),
+                                 _advice(ev)))
     return rows
+
+
+def _advice(ev: dict) -> str:
+    if ev.get("max_num_batched_tokens"):
+        return str(ev["max_num_batched_tokens"])
+    return "levers" if ev.get("chunking_meets_slo") is False else "-"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", type=Path, help="benchmarks/scenarios.py --json files")
     rows = quotes(ap.parse_args().results)
-    print("| run | finding | budget run | budget quoted | quoted / run | the inference's estimate |")
-    print("|---|---|---|---|---|---|")
-    for name, kind, budget, quoted, est in rows:
+    print("| run | finding | budget run | budget quoted | quoted / run | the inference's estimate | advice |")
+    print("|---|---|---|---|---|---|---|")
+    for name, kind, budget, quoted, est, adv in rows:
         print(f"| {name} | {kind} | {budget} | {quoted:.0f} | {quoted / budget:.2f} | "
-              f"{'-' if est is None else f'{est:.0f}'} |")
-    low = [(b, q, e) for _, _, b, q, e in rows if q < LOW * b]
+              f"{'-' if est is None else f'{est:.0f}'} | {adv} |")
+    low = [(b, q, e) for _, _, b, q, e, _ in rows if q < LOW * b]
+    high = sum(q > HIGH * b for _, _, b, q, _, _ in rows)
     closer = sum(e is not None and abs(e - b) < abs(q - b) for b, q, e in low)
     print(f"{len(rows)} findings in {len({r[0] for r in rows})} runs quote a budget in use; {len(low)} under "
           f"{LOW} x the server's budget (lowest {min((q / b for b, q, _ in low), default=float('nan')):.2f} x), "
-          f"the inference's estimate closer in {closer} of those")
+          f"the inference's estimate closer in {closer} of those; {high} over {HIGH} x; median quoted / run "
+          f"{np.median([q / b for _, _, b, q, _, _ in rows]) if rows else float('nan'):.2f}")
     return 0
 
 

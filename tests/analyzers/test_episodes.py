@@ -530,3 +530,22 @@ def test_a_bucket_estimate_whose_bucket_reaches_under_the_cut_is_unsettled(slow_
     found = _findings(samples, wide)
     assert found and {f.kind for f in found} == {"itl_high"}
     assert all("could be as low as 360" in f.explanation and C.SETTLE_IT in f.explanation for f in found)
+
+
+def test_the_budget_in_use_quoted_from_the_metrics_is_the_inference_s_chunk_else_the_slowest_gap(slow_chunks):
+    """A metrics-only itl_high finding quotes the budget in use. Where the inference sized a chunk it quotes that
+    chunk (at most its bound), not (ITL P99 - decode step) / cost per token: that subtraction's decode step is the
+    ITL P50, which chunk steps inflate in an overloaded run (held-out 68: 44 tokens quoted for a 320 budget the
+    inference read as 311). With no chunk sized, the subtraction: (298 - 39 ms) / 2.2 ms = 117 for 128 chunks."""
+    samples, _ = slow_chunks
+
+    def quoted(**inferred):
+        found = _findings(samples, C.Chunking(True, None, "inferred from metrics", "test", **inferred))
+        assert found and {f.kind for f in found} == {"itl_high"}
+        return {f.evidence["max_num_batched_tokens_in_use_estimated"] for f in found}
+
+    assert quoted(budget_estimate=200.0) == {200}
+    assert quoted(budget_estimate=200.0, budget_bound=150.0) == {150}
+    assert quoted() == {117}
+    known = _findings(samples, C.from_flags(True, 128))
+    assert all("max_num_batched_tokens_in_use_estimated" not in f.evidence for f in known)
