@@ -2141,6 +2141,27 @@ HELD_OUT_82 = [
              exercises="`small`: the data ends 2 s after a whole 1,250-token prefill starts"),
 ]
 
+# held-out 83: the band, drawn after held-out 81-82's first passes (draw_scenarios.py --seed 202612104 --band 8
+# --held-out 83 --first-seed 831), committed before its first run
+HELD_OUT_83 = [
+    Scenario("h83-small-chunk640-s8", chunked(640), _h2(8, 1250, 1.3), model="small", seed=831, held_out=83,
+             exercises="`small`, budget 640, 8 sessions, 1,250-token prompts every 1.3 s"),
+    Scenario("h83-tiny-chunk768-s16", chunked(768), _h2(16, 750, 2.3), seed=832, held_out=83,
+             exercises="budget 768, 16 sessions, 750-token prompts every 2.3 s"),
+    Scenario("h83-small-chunk704-s4", chunked(704), _h2(4, 1050, 7.3), model="small", seed=833, held_out=83,
+             exercises="`small`, budget 704, 4 sessions, 1,050-token prompts every 7.3 s"),
+    Scenario("h83-small-chunk640-s4", chunked(640), _h2(4, 1150, 5.9), model="small", seed=834, held_out=83,
+             exercises="`small`, budget 640, 4 sessions, 1,150-token prompts every 5.9 s"),
+    Scenario("h83-small-chunk768-s10", chunked(768), _h2(10, 1850, 1.1), model="small", seed=835, held_out=83,
+             exercises="`small`, budget 768, 10 sessions, 1,850-token prompts every 1.1 s"),
+    Scenario("h83-small-chunk576-s5", chunked(576), _h2(5, 700, 2.1), model="small", seed=836, held_out=83,
+             exercises="`small`, budget 576, 5 sessions, 700-token prompts every 2.1 s"),
+    Scenario("h83-small-chunk320-s3", chunked(320), _h2(3, 1000, 2.7), model="small", seed=837, held_out=83,
+             exercises="`small`, budget 320, 3 sessions, 1,000-token prompts every 2.7 s"),
+    Scenario("h83-small-chunk384-s6", chunked(384), _h2(6, 850, 5.2), model="small", seed=838, held_out=83,
+             exercises="`small`, budget 384, 6 sessions, 850-token prompts every 5.2 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2155,4 +2176,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69
              + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
-             + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82)
+             + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83)
