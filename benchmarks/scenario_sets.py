@@ -2162,6 +2162,36 @@ HELD_OUT_83 = [
              exercises="`small`, budget 384, 6 sessions, 850-token prompts every 5.2 s"),
 ]
 
+# held-out 84: a general draw, drawn after held-out 81-83's first passes (draw_scenarios.py --seed 202612105
+# --held-out 84 --first-seed 841), committed before its first run
+HELD_OUT_84 = [
+    Scenario("h84-small-nochunk-900-s3", OFF, _h2(3, 900, 2.8), model="small", seed=841, held_out=84,
+             exercises="`small`, 3 sessions, whole 900-token prefills every 2.8 s"),
+    Scenario("h84-tiny-chunk1536-s8", chunked(1536), _h2(8, 850, 5.7), seed=842, held_out=84,
+             exercises="budget 1536, 8 sessions, 850-token prompts every 5.7 s"),
+    Scenario("h84-tiny-chunk64-s8-scrape1s", chunked(64), _h2(8, 1150, 6.5), seed=843, interval="1s", held_out=84,
+             exercises="budget 64, 8 sessions, 1,150-token prompts every 6.5 s, 1 s scrapes"),
+    Scenario("h84-tiny-chunk64-s7", chunked(64), _h2(7, 500, 1.8), seed=844, held_out=84,
+             exercises="budget 64, 7 sessions, 500-token prompts every 1.8 s"),
+    Scenario("h84-small-chunk1536-s7", chunked(1536), _h2(7, 850, 8.9), model="small", seed=845, held_out=84,
+             exercises="`small`, budget 1536, 7 sessions, 850-token prompts every 8.9 s"),
+    Scenario("h84-tiny-chunk512-s2-scrape1s", chunked(512), _h2(2, 1100, 5.7), seed=846, interval="1s", held_out=84,
+             exercises="budget 512, 2 sessions, 1,100-token prompts every 5.7 s, 1 s scrapes"),
+    Scenario("h84-kv-fp8-16.0mb-38sess", KV + ("--kv-cache-mb", "16.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "38") + KV_LOAD[2:], seed=847, held_out=84,
+             exercises="a 16.0 MiB fp8 pool, 38 sessions"),
+    Scenario("h84-kv-fp8-17.0mb-18sess", KV + ("--kv-cache-mb", "17.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "18") + KV_LOAD[2:], seed=848, held_out=84,
+             exercises="a 17.0 MiB fp8 pool, 18 sessions"),
+    Scenario("h84-neg-short-125sess", ("--max-num-seqs", "128"),
+             ("--sessions", "125", "--short-prompt-tokens", "49", "--max-tokens", "32") + SHORT_ONLY, seed=849,
+             held_out=84,
+             exercises="negative: 125 sessions of 49-token prompts"),
+    Scenario("h84-end-in-stall-small-1900", OFF, _h2(4, 1900, "{half}"), model="small", seed=850, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=84,
+             exercises="`small`: the data ends 2 s after a whole 1,900-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2176,4 +2206,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_65 + HELD_OUT_66 + HELD_OUT_67 + HELD_OUT_68 + HELD_OUT_69
              + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
-             + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83)
+             + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
+             + HELD_OUT_84)
