@@ -2192,6 +2192,30 @@ HELD_OUT_84 = [
              exercises="`small`: the data ends 2 s after a whole 1,900-token prefill starts"),
 ]
 
+# held-out 85: the band, drawn after held-out 84's first passes (draw_scenarios.py --seed 202612106 --band 8
+# --held-out 85 --first-seed 851), committed before its first run
+HELD_OUT_85 = [
+    Scenario("h85-small-chunk448-s4-scrape1s", chunked(448), _h2(4, 1800, 1.5), model="small", seed=851, interval="1s",
+             held_out=85,
+             exercises="`small`, budget 448, 4 sessions, 1,800-token prompts every 1.5 s, 1 s scrapes"),
+    Scenario("h85-small-chunk768-s8-scrape1s", chunked(768), _h2(8, 1300, 8.6), model="small", seed=852, interval="1s",
+             held_out=85,
+             exercises="`small`, budget 768, 8 sessions, 1,300-token prompts every 8.6 s, 1 s scrapes"),
+    Scenario("h85-small-chunk832-s13-scrape1s", chunked(832), _h2(13, 950, 6.9), model="small", seed=853, interval="1s",
+             held_out=85,
+             exercises="`small`, budget 832, 13 sessions, 950-token prompts every 6.9 s, 1 s scrapes"),
+    Scenario("h85-small-chunk448-s2", chunked(448), _h2(2, 1750, 8.5), model="small", seed=854, held_out=85,
+             exercises="`small`, budget 448, 2 sessions, 1,750-token prompts every 8.5 s"),
+    Scenario("h85-small-chunk384-s14", chunked(384), _h2(14, 1450, 6.1), model="small", seed=855, held_out=85,
+             exercises="`small`, budget 384, 14 sessions, 1,450-token prompts every 6.1 s"),
+    Scenario("h85-small-chunk768-s10", chunked(768), _h2(10, 1700, 4.8), model="small", seed=856, held_out=85,
+             exercises="`small`, budget 768, 10 sessions, 1,700-token prompts every 4.8 s"),
+    Scenario("h85-small-chunk832-s4", chunked(832), _h2(4, 1800, 8.9), model="small", seed=857, held_out=85,
+             exercises="`small`, budget 832, 4 sessions, 1,800-token prompts every 8.9 s"),
+    Scenario("h85-small-chunk512-s5", chunked(512), _h2(5, 1700, 3.7), model="small", seed=858, held_out=85,
+             exercises="`small`, budget 512, 5 sessions, 1,700-token prompts every 3.7 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2207,4 +2231,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
-             + HELD_OUT_84)
+             + HELD_OUT_84 + HELD_OUT_85)
