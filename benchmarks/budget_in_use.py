@@ -5,9 +5,10 @@ The idea: every finding that states `max_num_batched_tokens_in_use_estimated` on
 again with `stallscope analyze` from its store alone, and the quoted budget is set against the server's
 `--max-num-batched-tokens` and the finding's own `budget_estimate`, with the budget the finding recommends (or
 `levers` where it says chunking cannot meet the SLO); the summary counts the quotes under 0.75 x and over 1.25 x the
-server's budget, how many of the low ones the inference's estimate came closer to, and the median quote / budget.
+server's budget and within 0.15 of it, how many of the low ones the inference's estimate came closer to, and the
+median |quoted / budget - 1|. The last column is the lower bound of the slowest gaps' ITL bucket (`budget_floor`).
 
-    python benchmarks/budget_in_use.py runs/h6[1-9]*-first.json runs/h[78]?*-first.json
+    python benchmarks/budget_in_use.py runs/h6[1-9]*-first.json runs/h7?*-first.json runs/h80*-first.json
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from stallscope.refserver.config import EngineConfig
 BY_NAME = {sc.name: sc for sc in SCENARIOS}
 LOW = 0.75
 HIGH = 1.25
+NEAR = 0.15
 
 
-def quotes(results: list[Path]) -> list[tuple[str, str, int, float, float | None, str]]:
-    """(run, kind, budget run, budget quoted, inference's estimate, advice) per finding quoting a budget in use."""
+def quotes(results: list[Path]) -> list[tuple[str, str, int, float, float | None, str, float | None]]:
+    """(run, kind, budget run, budget quoted, inference's estimate, advice, the slowest gaps' bucket floor) per
+    finding quoting a budget in use."""
     rows = []
     for path in results:
         data = json.loads(path.read_text())
@@ -44,7 +47,7 @@ def quotes(results: list[Path]) -> list[tuple[str, str, int, float, float | None
                 if ev.get("max_num_batched_tokens_in_use_estimated") is not None:
                     rows.append((sc.name, f["kind"], cfg.max_num_batched_tokens,
                                  float(ev["max_num_batched_tokens_in_use_estimated"]), ev.get("budget_estimate"),
-                                 _advice(ev)))
+                                 _advice(ev), ev.get("budget_floor")))
     return rows
 
 
@@ -58,19 +61,27 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", type=Path, help="benchmarks/scenarios.py --json files")
     rows = quotes(ap.parse_args().results)
-    print("| run | finding | budget run | budget quoted | quoted / run | the inference's estimate | advice |")
-    print("|---|---|---|---|---|---|---|")
-    for name, kind, budget, quoted, est, adv in rows:
+    print("| run | finding | budget run | budget quoted | quoted / run | the inference's estimate | advice "
+          "| bucket floor |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, kind, budget, quoted, est, adv, floor in rows:
         print(f"| {name} | {kind} | {budget} | {quoted:.0f} | {quoted / budget:.2f} | "
-              f"{'-' if est is None else f'{est:.0f}'} | {adv} |")
-    low = [(b, q, e) for _, _, b, q, e, _ in rows if q < LOW * b]
-    high = sum(q > HIGH * b for _, _, b, q, _, _ in rows)
-    closer = sum(e is not None and abs(e - b) < abs(q - b) for b, q, e in low)
-    print(f"{len(rows)} findings in {len({r[0] for r in rows})} runs quote a budget in use; {len(low)} under "
-          f"{LOW} x the server's budget (lowest {min((q / b for b, q, _ in low), default=float('nan')):.2f} x), "
-          f"the inference's estimate closer in {closer} of those; {high} over {HIGH} x; median quoted / run "
-          f"{np.median([q / b for _, _, b, q, _, _ in rows]) if rows else float('nan'):.2f}")
+              f"{'-' if est is None else f'{est:.0f}'} | {adv} | {'-' if floor is None else f'{floor:.0f}'} |")
+    print(summary([(b, q, e) for _, _, b, q, e, _, _ in rows], len({r[0] for r in rows})))
     return 0
+
+
+def summary(rows: list[tuple[int, float, float | None]], runs: int) -> str:
+    """The spread of (budget run, budget quoted, inference's estimate) rows, one line."""
+    err = [abs(q / b - 1) for b, q, _ in rows]
+    low = [(b, q, e) for b, q, e in rows if q < LOW * b]
+    high = sum(q > HIGH * b for b, q, _ in rows)
+    closer = sum(e is not None and abs(e - b) < abs(q - b) for b, q, e in low)
+    return (f"{len(rows)} findings in {runs} runs quote a budget in use; {sum(x <= NEAR for x in err)} within "
+            f"{NEAR} of the server's budget; {len(low)} under {LOW} x it (lowest "
+            f"{min((q / b for b, q, _ in low), default=float('nan')):.2f} x), the inference's estimate closer in "
+            f"{closer} of those; {high} over {HIGH} x; median |quoted / run - 1| "
+            f"{np.median(err) if err else float('nan'):.3f}")
 
 
 if __name__ == "__main__":
