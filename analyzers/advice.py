@@ -32,10 +32,13 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                                    source: str, long_prompt_tokens: float | None = None,
                                    budget_in_use: int | None = None, running: float | None = None,
                                    budget_estimated: bool = False, decode_from: str | None = None,
-                                   chunk_cost=None, measured_in_use: bool = False) -> tuple[str, dict]:
+                                   chunk_cost=None, measured_in_use: bool = False,
+                                   in_use_floor: int | None = None) -> tuple[str, dict]:
     """`--enable-chunked-prefill --max-num-batched-tokens N` with the step time and ITL it should give; never the
     budget already in use (`budget_in_use`): when no smaller budget of at least 64 tokens fits the SLO, it says
     chunking cannot meet the SLO on this hardware and names the levers that remain (`slo_levers`).
+    `in_use_floor`: an estimated budget in use read off an ITL bucket that wide could be as low as this, so only
+    a budget under it is surely smaller than the one in use.
     With `chunk_cost` (stallscope.analyzers.chunk_cost.ChunkCost: the cost per token split by the model's
     attention share) each budget is priced by the long prompt's slowest chunk step; else at the flat average."""
     if not (prefill_s_per_token > 0 and math.isfinite(prefill_s_per_token)):
@@ -44,13 +47,13 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
                 "running decodes instead of holding the step for the whole prompt.")
         if budget_in_use is not None and budget_in_use <= 512:
             return slo_levers(slo_s, decode_step_s, running, None, budget_in_use, estimated=budget_estimated,
-                              decode_from=decode_from)
+                              decode_from=decode_from, in_use_floor=in_use_floor)
         return text, {"max_num_batched_tokens": 512, "budget_source": "default"}
     if chunk_cost is not None:
         return _by_chunks(slo_s=slo_s, decode_step_s=decode_step_s, prefill_s_per_token=prefill_s_per_token,
                           source=source, budget_in_use=budget_in_use, running=running,
                           budget_estimated=budget_estimated, decode_from=decode_from, cost=chunk_cost,
-                          measured_in_use=measured_in_use)
+                          measured_in_use=measured_in_use, in_use_floor=in_use_floor)
     def fits(limit: float) -> int | None:
         n = chunk_budget(limit, decode_step_s, prefill_s_per_token)
         return n if decode_step_s + n * prefill_s_per_token <= limit else None
@@ -58,9 +61,11 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
     n, kept = _headroom_first(slo_s, fits)
     n = n if n is not None else chunk_budget(slo_s, decode_step_s, prefill_s_per_token)
     step_s = decode_step_s + n * prefill_s_per_token
-    if step_s > slo_s or (budget_in_use is not None and n >= budget_in_use):
+    low = _lowest_in_use(budget_in_use, in_use_floor)
+    if step_s > slo_s or (low is not None and n >= low):
         return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
-                          estimated=budget_estimated, decode_from=decode_from, in_use_fits=step_s <= slo_s)
+                          estimated=budget_estimated, decode_from=decode_from, in_use_fits=step_s <= slo_s,
+                          in_use_floor=in_use_floor, fits_at=n if step_s <= slo_s else None)
     text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: a step then carries at most {n} tokens, "
             f"so it takes about {decode_step_s * 1e3:.0f} ms + {n} x {prefill_s_per_token * 1e3:.3f} ms "
             f"= {step_s * 1e3:.0f} ms (a long prompt's average cost per token: its first chunk costs less, its "
@@ -88,8 +93,15 @@ def _headroom_first(slo_s: float, largest) -> tuple[int | None, str]:
     return largest(slo_s), ""
 
 
+def _lowest_in_use(budget_in_use: int | None, in_use_floor: int | None) -> int | None:
+    """The lowest the budget in use may be: the floor of a wide-bucket estimate where one is given."""
+    if budget_in_use is None or in_use_floor is None:
+        return budget_in_use
+    return min(budget_in_use, in_use_floor)
+
+
 def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_use, running, budget_estimated,
-               decode_from, cost, measured_in_use=False) -> tuple[str, dict]:
+               decode_from, cost, measured_in_use=False, in_use_floor=None) -> tuple[str, dict]:
     """The recommendation priced chunk by chunk: the largest budget whose slowest chunk step fits the SLO less
     the headroom the what-if keeps for a prediction's error (whatif.DEFAULT_HEADROOM), else the SLO itself. Never
     the budget in use; a larger one only when `measured_in_use` (the split was scaled to the steps the server ran
@@ -99,10 +111,11 @@ def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_u
     decodes = int(round(running or 0))
     n, kept = _headroom_first(slo_s, lambda limit: largest_budget(cost, limit, decode_step_s, decodes))
     raise_ok = measured_in_use and budget_in_use is not None and not budget_estimated
-    if n is None or (budget_in_use is not None and n >= budget_in_use and not (raise_ok and n > budget_in_use)):
+    low = _lowest_in_use(budget_in_use, in_use_floor)
+    if n is None or (low is not None and n >= low and not (raise_ok and n > budget_in_use)):
         return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
                           estimated=budget_estimated, decode_from=decode_from, chunk_cost=cost,
-                          in_use_fits=n is not None)
+                          in_use_fits=n is not None, in_use_floor=in_use_floor, fits_at=n)
     chunk_s, tokens, context = cost.slowest(n, decodes)
     step_s = decode_step_s + chunk_s
     length = cost.prompt_tokens
@@ -132,18 +145,50 @@ def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_u
 
 def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefill_s_per_token: float | None,
                budget_in_use: int | None, source: str = "the metrics", estimated: bool = False,
-               decode_from: str | None = None, chunk_cost=None, in_use_fits: bool = False) -> tuple[str, dict]:
+               decode_from: str | None = None, chunk_cost=None, in_use_fits: bool = False,
+               in_use_floor: int | None = None, fits_at: int | None = None) -> tuple[str, dict]:
     """Chunking cannot meet the SLO here: the smallest useful chunk step (or the decode step alone) is too slow,
     or (`in_use_fits`) the budget in use is already the one the cost figures fit, so no smaller one is the fix.
-    The levers that remain, with figures.
+    The levers that remain, with figures. `in_use_floor`: an estimated budget in use may be as low as this (a
+    wide ITL bucket); `fits_at`: the budget the cost figures fit, which with a floor may lie inside the range,
+    so the text names it for a server that runs more, and `chunking_meets_slo` is None (unknown).
 
     `decode_from` "itl_p50": the decode step is the metrics' median gap between tokens, which bounds it from
     above; when most steps carry prefill work (a queue of long prompts) it is far above a decode step, so
     the text says what the figure is and gives no --max-num-seqs figure that would rest on it."""
     chunk64 = chunk_cost.slowest(64)[0] if chunk_cost is not None else 64 * (prefill_s_per_token or float("nan"))
     smallest = decode_step_s + chunk64 if prefill_s_per_token else float("nan")
-    at = f" at {running:.0f} running requests" if running else ""
     bound_only = decode_from == "itl_p50" and decode_step_s > slo_s
+    facts = "; ".join(_step_facts(decode_step_s, running, decode_from, bound_only, chunk64, smallest)
+                      + ([_in_use_fact(budget_in_use, estimated, in_use_floor)] if budget_in_use is not None else []))
+    slo = f"{slo_s * 1e3:.0f} ms ITL SLO"
+    inside = in_use_fits and budget_in_use is not None and fits_at is not None and fits_at < budget_in_use
+    if inside:
+        text = (f"No budget is surely the fix: the largest these cost figures fit within the {slo} is {fits_at} tokens, "
+                f"and the budget in use may already be at or under it ({facts}; cost figures from {source}). If the "
+                f"server runs more than {fits_at}, `--enable-chunked-prefill --max-num-batched-tokens {fits_at}` is the "
+                "fix; pass the budget to analyze (`--max-num-batched-tokens N` or `--server-log`) to settle it. "
+                "Otherwise the levers that remain: ")
+    elif in_use_fits and budget_in_use is not None:
+        text = (f"No smaller budget is the fix: by these cost figures the budget in use, {budget_in_use} tokens, already "
+                f"keeps a step within the {slo}, yet streams stalled above it, so the figures under-price this "
+                f"server's steps or other work held the streams ({facts}; cost figures from {source}). Levers that "
+                "remain: ")
+    else:
+        lead = "The metrics cannot show chunked prefill alone meeting" if bound_only else "Chunked prefill alone cannot meet"
+        text = f"{lead} the {slo} on this hardware ({facts}; cost figures from {source}). Levers that remain: "
+    extra = {"max_num_batched_tokens": None, "chunking_meets_slo": None if inside else False,
+             "expected_step_s": smallest if math.isfinite(smallest) else decode_step_s,
+             "budget_source": source, "prefill_s_per_token": prefill_s_per_token}
+    if inside:
+        extra["max_num_batched_tokens_if_more_in_use"] = fits_at
+    return text + "; ".join(_levers(slo_s, decode_step_s, running, bound_only)) + ".", extra
+
+
+def _step_facts(decode_step_s: float, running: float | None, decode_from: str | None, bound_only: bool,
+                chunk64: float, smallest: float) -> list[str]:
+    """The decode step and a 64-token chunk step as the levers text states them."""
+    at = f" at {running:.0f} running requests" if running else ""
     if decode_from == "itl_p50":
         facts = [f"the median gap between tokens (ITL P50) is about {decode_step_s * 1e3:.0f} ms{at}, and a "
                  "decode step alone is at most that" + ("; with prefill work in most steps it may be far less, "
@@ -154,17 +199,11 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
         facts.append(f"a 64-token chunk adds about {chunk64 * 1e3:.0f} ms to a step")
     elif math.isfinite(smallest):
         facts.append(f"a step with a 64-token chunk about {smallest * 1e3:.0f} ms")
-    if budget_in_use is not None:
-        facts.append(f"the budget in use is about {budget_in_use} tokens (inferred from the metrics)" if estimated
-                     else f"the budget in use is already {budget_in_use} tokens")
-    lead = ("The metrics cannot show chunked prefill alone meeting" if bound_only else "Chunked prefill alone cannot meet")
-    text = (f"{lead} the {slo_s * 1e3:.0f} ms ITL SLO on this hardware ({'; '.join(facts)}; "
-            f"cost figures from {source}). Levers that remain: ")
-    if in_use_fits and budget_in_use is not None:
-        text = (f"No smaller budget is the fix: by these cost figures the budget in use, {budget_in_use} tokens, already "
-                f"keeps a step within the {slo_s * 1e3:.0f} ms ITL SLO, yet streams stalled above it, so the figures "
-                f"under-price this server's steps or other work held the streams ({'; '.join(facts)}; cost figures "
-                f"from {source}). Levers that remain: ")
+    return facts
+
+
+def _levers(slo_s: float, decode_step_s: float, running: float | None, bound_only: bool) -> list[str]:
+    """The levers beyond the token budget, with a `--max-num-seqs` figure where the decode step was measured."""
     levers = []
     if running and running >= 2 and bound_only:
         levers.append(f"a smaller `--max-num-seqs` (fewer than the {running:.0f} running now: a memory-bound decode "
@@ -173,12 +212,24 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
         seqs = max(1, min(int(running * min(1.0, 0.5 * slo_s / decode_step_s)), math.ceil(running) - 1))
         levers.append(f"a smaller `--max-num-seqs` (e.g. {seqs} instead of the {running:.0f} running now: a "
                       "memory-bound decode step shrinks with the batch)")
-    levers += ["prefill/decode disaggregation (prefill on separate instances, KV transferred to decode ones)",
-               "more replicas to spread the long prompts", "faster hardware (the decode step is bandwidth-bound, "
-               "the chunks compute-bound)"]
-    return text + "; ".join(levers) + ".", {"max_num_batched_tokens": None, "chunking_meets_slo": False,
-                                           "expected_step_s": smallest if math.isfinite(smallest) else decode_step_s,
-                                           "budget_source": source, "prefill_s_per_token": prefill_s_per_token}
+    return levers + ["prefill/decode disaggregation (prefill on separate instances, KV transferred to decode ones)",
+                     "more replicas to spread the long prompts", "faster hardware (the decode step is bandwidth-bound, "
+                     "the chunks compute-bound)"]
+
+
+def _in_use_fact(budget_in_use: int, estimated: bool, in_use_floor: int | None) -> str:
+    """The budget in use as the levers text states it: known, estimated, or an estimate whose ITL bucket reaches
+    down to `in_use_floor`.
+
+    >>> _in_use_fact(841, True, 360)
+    'the budget in use is about 360-841 tokens (inferred from the metrics: the ITL bucket of the slowest gaps is that wide)'
+    """
+    if not estimated:
+        return f"the budget in use is already {budget_in_use} tokens"
+    if in_use_floor is not None and in_use_floor < budget_in_use:
+        return (f"the budget in use is about {in_use_floor}-{budget_in_use} tokens (inferred from the metrics: the ITL "
+                "bucket of the slowest gaps is that wide)")
+    return f"the budget in use is about {budget_in_use} tokens (inferred from the metrics)"
 
 
 def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, peak_usage: float,

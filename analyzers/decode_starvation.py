@@ -186,8 +186,9 @@ def evidence(part: dict, slo: float, stalls, start: int, end: int) -> dict:
 
 
 def recommend(slo: float, cost: dict, chunking: Chunking, running: float, budget_advice=None,
-              budget_in_use: int | None = None) -> tuple[str, dict]:
-    """The budget text and evidence: the what-if simulation when available, else the fitted cost."""
+              budget_in_use: int | None = None, in_use_floor: int | None = None) -> tuple[str, dict]:
+    """The budget text and evidence: the what-if simulation when available, else the fitted cost.
+    `in_use_floor`: an estimated `budget_in_use` may be as low as this (advice.chunked_prefill_recommendation)."""
     in_use = budget_in_use if budget_in_use is not None else (chunking.budget if chunking.enabled else None)
     text, extra = chunked_prefill_recommendation(slo_s=slo, decode_step_s=cost["decode_step_s"],
                                                  prefill_s_per_token=cost["prefill_s_per_token"], source=cost["source"],
@@ -195,7 +196,8 @@ def recommend(slo: float, cost: dict, chunking: Chunking, running: float, budget
                                                  budget_estimated=in_use is not None and not chunking.budget,
                                                  decode_from=cost.get("decode_step_from"),
                                                  chunk_cost=cost.get("chunk_cost"),
-                                                 measured_in_use="chunk_cost_calibration" in cost)
+                                                 measured_in_use="chunk_cost_calibration" in cost,
+                                                 in_use_floor=in_use_floor)
     if "chunk_cost_calibration" in cost:
         extra = {**extra, "chunk_cost_calibration": cost["chunk_cost_calibration"]}
     simulated = budget_advice() if budget_advice is not None else None

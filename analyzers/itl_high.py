@@ -49,10 +49,14 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     step = ev["itl_p99_s"]
     d = cost["decode_step_s"]
     budget = chunking.budget if chunking.enabled else None
+    floor = None
     if budget is None:
         budget = _budget_in_use(step, d, cost, chunking)
         if budget is not None:
             ev["max_num_batched_tokens_in_use_estimated"] = budget
+            floor = _budget_floor(budget, chunking)
+        if floor is not None:
+            ev["max_num_batched_tokens_in_use_floor"] = floor
     free = ep.evidence["windows_prefill_free"]
     decode_is = "the median gap between tokens is" if cost.get("decode_step_from") == "itl_p50" else "decode steps take"
     unsettled = chunking.estimate_unsettled()   # an estimate either side of 512 could be: say so
@@ -68,12 +72,13 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
         explanation += f" {SETTLE_IT}"
     if free:
         explanation += f" {free} of the episode's {ep.evidence['windows']} windows had no prompt work at all."
-    text, extra = recommend(budget)
+    text, extra = recommend(budget, floor)
     ev.update(extra)
     if d > slo:
         text, extra = slo_levers(slo, d, ep.evidence["running_median"], cost["prefill_s_per_token"], budget,
                                  cost["source"], estimated=not chunking.budget,
-                                 decode_from=cost.get("decode_step_from"), chunk_cost=cost.get("chunk_cost"))
+                                 decode_from=cost.get("decode_step_from"), chunk_cost=cost.get("chunk_cost"),
+                                 in_use_floor=floor)
         ev.update(extra)
     return explanation, text
 
@@ -91,3 +96,13 @@ def _budget_in_use(step: float, d: float, cost: dict, chunking: Chunking) -> int
         return None
     est = min(est, chunking.budget_bound) if chunking.budget_bound is not None else est
     return int(round(est)) if math.isfinite(est) and est >= 1 else None
+
+
+def _budget_floor(quoted: int, chunking: Chunking) -> int | None:
+    """The lowest the quoted budget in use may be when the slowest gaps' ITL bucket reaches under the long-prefill
+    cut (`Chunking.wide_bucket`): its lower bound, `budget_floor`. The quote alone read 1.37-2.19 x a 384 budget on
+    held-out 66, 68 and 72, where the floor read 0.87-1.08 x (docs/accuracy.md); None otherwise."""
+    if not chunking.wide_bucket() or chunking.budget_floor is None:
+        return None
+    floor = int(round(chunking.budget_floor))
+    return floor if 1 <= floor < quoted else None

@@ -100,8 +100,8 @@ def _finding(ep: E.Episode, sig: pd.DataFrame, th: dict, cost: dict, config: C.C
     kind = KIND[ep.cause]
     running = float(np.nanmedian(part["running"])) if np.isfinite(part["running"].astype(float)).any() else 0.0
 
-    def recommend(budget_in_use=None):
-        return DS.recommend(slo, cost, config, running, budget_advice, budget_in_use)
+    def recommend(budget_in_use=None, in_use_floor=None):
+        return DS.recommend(slo, cost, config, running, budget_advice, budget_in_use, in_use_floor)
 
     if kind == "decode_starvation":
         explanation = DS.explain(ep, ev, where, slo, config)

@@ -549,3 +549,30 @@ def test_the_budget_in_use_quoted_from_the_metrics_is_the_inference_s_chunk_else
     assert quoted() == {117}
     known = _findings(samples, C.from_flags(True, 128))
     assert all("max_num_batched_tokens_in_use_estimated" not in f.evidence for f in known)
+
+
+def test_a_budget_in_use_read_off_a_wide_bucket_is_quoted_as_its_range_and_only_a_budget_under_it_is_advised(
+        slow_chunks):
+    """Held-out 66, 68 and 72 (384-token budgets): the slowest gaps sat in vLLM's (1 s, 2.5 s] ITL bucket, so the
+    quoted budget in use read 525-841 from its upper bound and 333-413 from its lower. The quote now carries the
+    floor, and the advice treats the whole range as possibly in use: 640 fits the SLO by the cost figures and lies
+    inside 360-841, so it is named only for a server running more; under the floor, or with no floor, it is advised."""
+    samples, _ = slow_chunks
+    wide = _findings(samples, C.Chunking(True, None, "inferred from metrics", "test", budget_estimate=900.0,
+                                         budget_floor=360.0))
+    assert {(f.evidence["max_num_batched_tokens_in_use_estimated"], f.evidence["max_num_batched_tokens_in_use_floor"])
+            for f in wide} == {(900, 360)}
+    narrow = _findings(samples, C.Chunking(True, None, "inferred from metrics", "test", budget_estimate=900.0,
+                                           budget_floor=600.0))
+    assert narrow and all("max_num_batched_tokens_in_use_floor" not in f.evidence for f in narrow)
+
+    ask = dict(slo_s=0.2, decode_step_s=0.03, prefill_s_per_token=0.0002, source="the metrics", running=8,
+               budget_in_use=841, budget_estimated=True)
+    text, extra = chunked_prefill_recommendation(**ask, in_use_floor=360)
+    assert extra["max_num_batched_tokens"] is None and extra["chunking_meets_slo"] is None
+    assert extra["max_num_batched_tokens_if_more_in_use"] == 640
+    assert "the budget in use is about 360-841 tokens" in text and "If the server runs more than 640" in text
+    for floor in (None, 720):
+        assert chunked_prefill_recommendation(**ask, in_use_floor=floor)[1]["max_num_batched_tokens"] == 640
+    text, extra = chunked_prefill_recommendation(**{**ask, "prefill_s_per_token": 0.004}, in_use_floor=360)
+    assert extra["chunking_meets_slo"] is False and "the budget in use is about 360-841 tokens" in text
