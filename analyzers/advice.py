@@ -164,18 +164,19 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
     slo = f"{slo_s * 1e3:.0f} ms ITL SLO"
     inside = in_use_fits and budget_in_use is not None and fits_at is not None and fits_at < budget_in_use
     if inside:
-        text = (f"No budget is surely the fix: the largest these cost figures fit within the {slo} is {fits_at} tokens, "
-                f"and the budget in use may already be at or under it ({facts}; cost figures from {source}). If the "
-                f"server runs more than {fits_at}, `--enable-chunked-prefill --max-num-batched-tokens {fits_at}` is the "
-                "fix; pass the budget to analyze (`--max-num-batched-tokens N` or `--server-log`) to settle it. "
-                "Otherwise the levers that remain: ")
+        text = (f"No budget is surely the fix: the largest these cost figures fit within the {slo} is {fits_at} "
+                f"tokens, and the budget in use may already be at or under it ({facts}; cost figures from {source}). "
+                f"If the server runs more than {fits_at}, `--enable-chunked-prefill --max-num-batched-tokens "
+                f"{fits_at}` is the fix; pass the budget to analyze (`--max-num-batched-tokens N` or `--server-log`) "
+                "to settle it. Otherwise the levers that remain: ")
     elif in_use_fits and budget_in_use is not None:
-        text = (f"No smaller budget is the fix: by these cost figures the budget in use, {budget_in_use} tokens, already "
-                f"keeps a step within the {slo}, yet streams stalled above it, so the figures under-price this "
+        text = (f"No smaller budget is the fix: by these cost figures the budget in use, {budget_in_use} tokens, "
+                f"already keeps a step within the {slo}, yet streams stalled above it, so the figures under-price this "
                 f"server's steps or other work held the streams ({facts}; cost figures from {source}). Levers that "
                 "remain: ")
     else:
-        lead = "The metrics cannot show chunked prefill alone meeting" if bound_only else "Chunked prefill alone cannot meet"
+        lead = ("The metrics cannot show chunked prefill alone meeting" if bound_only
+                else "Chunked prefill alone cannot meet")
         text = f"{lead} the {slo} on this hardware ({facts}; cost figures from {source}). Levers that remain: "
     extra = {"max_num_batched_tokens": None, "chunking_meets_slo": None if inside else False,
              "expected_step_s": smallest if math.isfinite(smallest) else decode_step_s,
@@ -191,8 +192,9 @@ def _step_facts(decode_step_s: float, running: float | None, decode_from: str | 
     at = f" at {running:.0f} running requests" if running else ""
     if decode_from == "itl_p50":
         facts = [f"the median gap between tokens (ITL P50) is about {decode_step_s * 1e3:.0f} ms{at}, and a "
-                 "decode step alone is at most that" + ("; with prefill work in most steps it may be far less, "
-                                                        "which a step trace (`--steps`) would measure" if bound_only else "")]
+                 "decode step alone is at most that"
+                 + ("; with prefill work in most steps it may be far less, which a step trace (`--steps`) would "
+                    "measure" if bound_only else "")]
     else:
         facts = [f"a decode step alone takes about {decode_step_s * 1e3:.0f} ms{at}"]
     if math.isfinite(smallest) and bound_only:
@@ -221,8 +223,8 @@ def _in_use_fact(budget_in_use: int, estimated: bool, in_use_floor: int | None) 
     """The budget in use as the levers text states it: known, estimated, or an estimate whose ITL bucket reaches
     down to `in_use_floor`.
 
-    >>> _in_use_fact(841, True, 360)
-    'the budget in use is about 360-841 tokens (inferred from the metrics: the ITL bucket of the slowest gaps is that wide)'
+    >>> _in_use_fact(841, True, 360)[:62]
+    'the budget in use is about 360-841 tokens (inferred from the m'
     """
     if not estimated:
         return f"the budget in use is already {budget_in_use} tokens"

@@ -1,4 +1,4 @@
-"""Whether the metrics can tell a request waiting for KV blocks from one waiting for the token budget (docs/accuracy.md).
+"""Whether the metrics tell a request waiting for KV blocks from one waiting for the token budget (docs/accuracy.md).
 
 The idea: `kv_pressure` flags a pool at or above `kv_usage_high` with requests waiting. The truth rule counts only
 a preemption or a pool at 0.95, so a pool that queues prompts near 0.9 is a false alarm whichever it waited for.
@@ -82,7 +82,8 @@ def main() -> int:
               f"{r['waiting_scrapes']} | {free} | {r['long_prompt']} | {cap} |")
     print(f"{len(rs)} runs truly under pressure or flagged")
     print("as detected:                            " + score(rs, lambda r: r["flagged"]))
-    print("flagged and a full scrape or preemption: " + score(rs, lambda r: r["flagged"] and (r["full"] or r["preempt_max"] > 0)))
+    stricter = score(rs, lambda r: r["flagged"] and (r["full"] or r["preempt_max"] > 0))
+    print("flagged and a full scrape or preemption: " + stricter)
     return 0
 
 

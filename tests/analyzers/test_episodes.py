@@ -530,6 +530,9 @@ def test_a_bucket_estimate_whose_bucket_reaches_under_the_cut_is_unsettled(slow_
     found = _findings(samples, wide)
     assert found and {f.kind for f in found} == {"itl_high"}
     assert all("could be as low as 360" in f.explanation and C.SETTLE_IT in f.explanation for f in found)
+    # the configuration and the reading are stated once; "Decided by" points back at them
+    assert all(f.explanation.count("could be as low as 360") == 1 and f.explanation.lower().count(wide.describe()) == 1
+               and "Decided by: the configuration and the reading above." in f.explanation for f in found)
 
 
 def test_the_budget_in_use_quoted_from_the_metrics_is_the_inference_s_chunk_else_the_slowest_gap(slow_chunks):
