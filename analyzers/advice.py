@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from functools import cache
 
+SMALLEST_BUDGET = 64   # the smallest --max-num-batched-tokens the advice recommends or prices
+
 
 def chunk_budget(slo_s: float, decode_step_s: float, prefill_s_per_token: float, *, block: int = 64,
                  lo: int = 64, hi: int = 16384) -> int:
@@ -65,7 +67,7 @@ def chunked_prefill_recommendation(*, slo_s: float, decode_step_s: float, prefil
     if step_s > slo_s or (low is not None and n >= low):
         return slo_levers(slo_s, decode_step_s, running, prefill_s_per_token, budget_in_use, source,
                           estimated=budget_estimated, decode_from=decode_from, in_use_fits=step_s <= slo_s,
-                          in_use_floor=in_use_floor, fits_at=n if step_s <= slo_s else None)
+                          in_use_floor=in_use_floor, fits_at=n if step_s <= slo_s else None, decodes=0)
     text = (f"`--enable-chunked-prefill --max-num-batched-tokens {n}`: a step then carries at most {n} tokens, "
             f"so it takes about {decode_step_s * 1e3:.0f} ms + {n} x {prefill_s_per_token * 1e3:.3f} ms "
             f"= {step_s * 1e3:.0f} ms (a long prompt's average cost per token: its first chunk costs less, its "
@@ -146,20 +148,27 @@ def _by_chunks(*, slo_s, decode_step_s, prefill_s_per_token, source, budget_in_u
 def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefill_s_per_token: float | None,
                budget_in_use: int | None, source: str = "the metrics", estimated: bool = False,
                decode_from: str | None = None, chunk_cost=None, in_use_fits: bool = False,
-               in_use_floor: int | None = None, fits_at: int | None = None) -> tuple[str, dict]:
+               in_use_floor: int | None = None, fits_at: int | None = None,
+               decodes: int | None = None) -> tuple[str, dict]:
     """Chunking cannot meet the SLO here: the smallest useful chunk step (or the decode step alone) is too slow,
     or (`in_use_fits`) the budget in use is already the one the cost figures fit, so no smaller one is the fix.
     The levers that remain, with figures. `in_use_floor`: an estimated budget in use may be as low as this (a
     wide ITL bucket); `fits_at`: the budget the cost figures fit, which with a floor may lie inside the range,
-    so the text names it for a server that runs more, and `chunking_meets_slo` is None (unknown).
+    so the text names it for a server that runs more, and `chunking_meets_slo` is None (unknown). `decodes`: the
+    running decodes that take their tokens ahead of a chunk at the smallest budget (default: `running`, as the
+    chunk-priced decision counts them; the flat decision prices a budget as prompt tokens alone and passes 0).
 
     `decode_from` "itl_p50": the decode step is the metrics' median gap between tokens, which bounds it from
     above; when most steps carry prefill work (a queue of long prompts) it is far above a decode step, so
     the text says what the figure is and gives no --max-num-seqs figure that would rest on it."""
-    chunk64 = chunk_cost.slowest(64)[0] if chunk_cost is not None else 64 * (prefill_s_per_token or float("nan"))
+    if decodes is None:
+        decodes = int(round(running)) if running and math.isfinite(running) else 0
+    size = max(SMALLEST_BUDGET - decodes, 1)   # vLLM schedules the running decodes first; a chunk gets the rest
+    chunk64 = (chunk_cost.slowest(SMALLEST_BUDGET, decodes)[0] if chunk_cost is not None
+               else size * (prefill_s_per_token or float("nan")))
     smallest = decode_step_s + chunk64 if prefill_s_per_token else float("nan")
     bound_only = decode_from == "itl_p50" and decode_step_s > slo_s
-    facts = "; ".join(_step_facts(decode_step_s, running, decode_from, bound_only, chunk64, smallest)
+    facts = "; ".join(_step_facts(decode_step_s, running, decode_from, bound_only, chunk64, smallest, decodes)
                       + ([_in_use_fact(budget_in_use, estimated, in_use_floor)] if budget_in_use is not None else []))
     slo = f"{slo_s * 1e3:.0f} ms ITL SLO"
     inside = in_use_fits and budget_in_use is not None and fits_at is not None and fits_at < budget_in_use
@@ -179,7 +188,8 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
                 else "Chunked prefill alone cannot meet")
         text = f"{lead} the {slo} on this hardware ({facts}; cost figures from {source}). Levers that remain: "
     extra = {"max_num_batched_tokens": None, "chunking_meets_slo": None if inside else False,
-             "expected_step_s": smallest if math.isfinite(smallest) else decode_step_s,
+             "expected_step_s": None if bound_only else smallest if math.isfinite(smallest) else decode_step_s,
+             "smallest_budget_chunk_s": chunk64 if math.isfinite(chunk64) else None,
              "budget_source": source, "prefill_s_per_token": prefill_s_per_token}
     if inside:
         extra["max_num_batched_tokens_if_more_in_use"] = fits_at
@@ -187,8 +197,9 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
 
 
 def _step_facts(decode_step_s: float, running: float | None, decode_from: str | None, bound_only: bool,
-                chunk64: float, smallest: float) -> list[str]:
-    """The decode step and a 64-token chunk step as the levers text states them."""
+                chunk64: float, smallest: float, decodes: int) -> list[str]:
+    """The decode step and the step at the smallest budget the advice prices, 64 tokens: its chunk is what the
+    budget leaves beside the running decodes (vLLM V1 schedules each a token first)."""
     at = f" at {running:.0f} running requests" if running else ""
     if decode_from == "itl_p50":
         facts = [f"the median gap between tokens (ITL P50) is about {decode_step_s * 1e3:.0f} ms{at}, and a "
@@ -197,10 +208,13 @@ def _step_facts(decode_step_s: float, running: float | None, decode_from: str | 
                     "measure" if bound_only else "")]
     else:
         facts = [f"a decode step alone takes about {decode_step_s * 1e3:.0f} ms{at}"]
+    size = max(SMALLEST_BUDGET - decodes, 1)
+    chunk = (f"a {size}-token chunk (what a {SMALLEST_BUDGET}-token budget leaves beside {decodes} decodes)" if decodes
+             else f"a {SMALLEST_BUDGET}-token chunk")
     if math.isfinite(smallest) and bound_only:
-        facts.append(f"a 64-token chunk adds about {chunk64 * 1e3:.0f} ms to a step")
+        facts.append(f"{chunk} adds about {chunk64 * 1e3:.0f} ms to a step")
     elif math.isfinite(smallest):
-        facts.append(f"a step with a 64-token chunk about {smallest * 1e3:.0f} ms")
+        facts.append(f"a step with {chunk} about {smallest * 1e3:.0f} ms")
     return facts
 
 

@@ -147,15 +147,18 @@ def test_a_budget_in_use_that_fits_is_raised_only_when_the_steps_priced_it():
     assert ev["max_num_batched_tokens"] is None
 
 
-def test_levers_price_a_64_token_chunk_at_the_prompts_deepest_context():
+def test_levers_price_a_64_token_budget_s_chunk_beside_the_decodes_at_the_prompts_deepest_context():
+    """At a 64-token budget the 4 running decodes take their tokens first, so a chunk holds 60 prompt tokens."""
     cost = CC.ChunkCost(linear_s=6e-5, pair_s=2e-7, prompt_tokens=2000, model="tiny")
     text, ev = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.19, prefill_s_per_token=4e-4,
                                               source="the metrics", running=4, chunk_cost=cost)
-    last = 16 * 6e-5 + 2e-7 * 16 * (2000 - 8)            # 2000 = 31 x 64 + 16: the deepest 64-token chunk ends at 1984
-    deepest = 64 * 6e-5 + 2e-7 * 64 * (1984 - 32)
+    last = 20 * 6e-5 + 2e-7 * 20 * (2000 - 10)            # 2000 = 33 x 60 + 20: the deepest 60-token chunk ends at 1980
+    deepest = 60 * 6e-5 + 2e-7 * 60 * (1980 - 30)
     assert ev["max_num_batched_tokens"] is None
     assert ev["expected_step_s"] == pytest.approx(0.19 + max(last, deepest))
-    assert math.isclose(max(last, deepest), deepest)
+    assert ev["smallest_budget_chunk_s"] == pytest.approx(deepest) and math.isclose(max(last, deepest), deepest)
+    assert f"a step with a 60-token chunk (what a 64-token budget leaves beside 4 decodes) about " \
+           f"{(0.19 + deepest) * 1e3:.0f} ms" in text
 
 
 def _starvation_finding(**kw):

@@ -423,7 +423,10 @@ def test_levers_say_an_itl_p50_only_bounds_the_decode_step_when_prefill_fills_mo
     assert "a decode step alone is at most that" in text and "`--steps`" in text
     assert "a decode step alone takes" not in text and "e.g." not in text     # no figure resting on it
     assert text.startswith("The metrics cannot show chunked prefill alone meeting the 200 ms ITL SLO")
+    # the flat decision priced 64 prompt tokens (decodes aside), and so does its figure; the step itself, whose
+    # decode part the metrics only bound, is neither stated nor put in evidence
     assert "a 64-token chunk adds about 154 ms to a step" in text
+    assert extra["expected_step_s"] is None and extra["smallest_budget_chunk_s"] == pytest.approx(64 * 0.0024)
     # under the SLO the median gap is the decode step's figure, and the --max-num-seqs figure stays
     text, _ = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=0.002,
                                              source="the metrics", budget_in_use=64, running=16, decode_from="itl_p50")

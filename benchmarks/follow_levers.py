@@ -1,0 +1,124 @@
+"""Follow the levers (issue 16): where the advice says chunked prefill alone cannot meet the SLO, does it?
+
+The idea: a finding whose advice names the levers that remain (`chunking_meets_slo` false) says that even the
+step at a 64-token budget is over the ITL SLO on this hardware, and gives that step's time (`expected_step_s`: the
+decode step beside the running batch plus a chunk) or, where the metrics only bound the decode step, the chunk's
+own time (`smallest_budget_chunk_s`). For each recorded run with such a finding (read from its store alone, as a
+user runs `stallscope analyze --db`), the same seeded load is run again against the same server with
+`--enable-chunked-prefill --max-num-batched-tokens 64`; from that run's own step trace come the steps that carried
+prompt tokens beside decodes (each a chunk of what the budget leaves after the decodes), the decode-only steps and
+each long prompt's slowest step, and from its client the ITL P99. The claim holds when the ITL P99 stays over the
+SLO; the step time is compared with the median chunk step (a chunk's time alone with the median chunk step less
+the median decode-only step), with the 25 % limit beside.
+
+    python benchmarks/follow_levers.py --runs runs/h84-full/h84-small-nochunk-900-s3 --out runs/follow-levers
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from follow_advice import LIMIT, _followed_dir, decode_drift, slowest_prefill_steps
+from scenarios import FULL_S, QUICK_S, SCENARIOS, analyze, record
+
+SMALLEST = 64   # the smallest budget the advice prices (advice.slo_levers)
+
+
+def levers_claim(run: Path, slo: float) -> dict | None:
+    """The first finding naming the levers: its kind, the 64-token chunk step it predicts, and its decode step."""
+    for f in analyze(run, slo):
+        ev = f["evidence"]
+        if ev.get("chunking_meets_slo") is False and (ev.get("expected_step_s") or ev.get("smallest_budget_chunk_s")):
+            return {"kind": f["kind"], "predicted_step_s": ev.get("expected_step_s"),
+                    "predicted_chunk_s": ev.get("smallest_budget_chunk_s")}
+    return None
+
+
+def chunk_steps(run: Path) -> dict:
+    from stallscope.analyzers.step_cost import read_step_trace
+
+    st = read_step_trace(run / "steps.jsonl")
+    both = st[(st["num_prefill_tokens"] > 0) & (st["num_decode_tokens"] > 0)]
+    dur = (both["end_ns"] - both["start_ns"]).to_numpy(dtype=float) / 1e9
+    dec = st[(st["num_prefill_tokens"] == 0) & (st["num_decode_tokens"] > 0)]
+    dec_s = (dec["end_ns"] - dec["start_ns"]).to_numpy(dtype=float) / 1e9
+    worst = slowest_prefill_steps(st)
+    load = json.loads((run / "loadgen.json").read_text())["all"]["itl_s"]
+    return {"chunk_steps": int(len(dur)), "chunk_step_median_s": float(np.median(dur)) if len(dur) else float("nan"),
+            "prefill_tokens_median": float(np.median(both["num_prefill_tokens"])) if len(both) else float("nan"),
+            "decodes_median": float(np.median(both["num_decode_tokens"])) if len(both) else float("nan"),
+            "decode_step_median_s": float(np.median(dec_s)) if len(dec_s) else float("nan"),
+            "slowest_step_median_s": float(np.median(worst)) if len(worst) else float("nan"),
+            "itl_p99_s": load.get("p99"), "itl_p50_s": load.get("p50")}
+
+
+def follow(run: Path, out: Path, duration: float, slo: float) -> dict:
+    sc = next(s for s in SCENARIOS if s.name == run.name)
+    claim = levers_claim(run, slo)
+    if claim is None:
+        return {"run": str(run), "claim": None}
+    server = [f for f in sc.server if f not in ("--no-enable-chunked-prefill", "--enable-chunked-prefill")]
+    if "--max-num-batched-tokens" in server:
+        k = server.index("--max-num-batched-tokens")
+        server = server[:k] + server[k + 2:]
+    followed = type(sc)(**{**sc.__dict__, "server": (*server, "--enable-chunked-prefill", "--max-num-batched-tokens",
+                                                     str(SMALLEST))})
+    target = _followed_dir(out, run.name, SMALLEST)
+    if not (target / "store.db").exists():
+        record(followed, target, duration, [] if sc.prefix_caching else ["--no-enable-prefix-caching"])
+    got = chunk_steps(target)
+    if claim["predicted_step_s"]:
+        ratio = claim["predicted_step_s"] / got["chunk_step_median_s"]
+    else:   # the decode step only bounded: the chunk's own time against a chunk step less a decode-only step
+        ratio = claim["predicted_chunk_s"] / (got["chunk_step_median_s"] - got["decode_step_median_s"])
+    return {"run": str(run), "claim": claim, "followed": str(target), "measured": got, "ratio": ratio,
+            "within_25pct": bool(abs(ratio - 1) <= LIMIT),
+            "slo_missed": bool(got["itl_p99_s"] is not None and got["itl_p99_s"] > slo),
+            "machine_drift": decode_drift(run, target)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", help="comma-separated recorded scenario run directories")
+    ap.add_argument("--from-json", help="print the table of an earlier run's --json rows; record nothing")
+    ap.add_argument("--out", default="runs/follow-levers")
+    ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load (else {FULL_S:.0f} s)")
+    ap.add_argument("--itl-slo", type=float, default=0.2)
+    ap.add_argument("--json", dest="json_out")
+    args = ap.parse_args()
+    if args.from_json:
+        rows = json.loads(Path(args.from_json).read_text())
+    elif args.runs:
+        rows = [follow(Path(r), Path(args.out), QUICK_S if args.quick else FULL_S, args.itl_slo)
+                for r in args.runs.split(",")]
+    else:
+        ap.error("give --runs or --from-json")
+    print("| run | finding | predicted step at budget 64 (or its chunk alone) | measured chunk steps: median (n), prompt "
+          "tokens / decodes per step | decode-only step | predicted / measured | limit | slowest step per long prompt "
+          "| ITL P99 after (SLO) | claim | machine drift |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["claim"] is None:
+            print(f"| {Path(r['run']).name} | no finding names the levers | | | | | | | | | |")
+            continue
+        c, m = r["claim"], r["measured"]
+        said = (f"{c['predicted_step_s'] * 1e3:.0f} ms" if c.get("predicted_step_s")
+                else f"chunk alone {c['predicted_chunk_s'] * 1e3:.0f} ms")
+        print(f"| {Path(r['run']).name} | {c['kind']} | {said} | "
+              f"{m['chunk_step_median_s'] * 1e3:.0f} ms ({m['chunk_steps']}), {m['prefill_tokens_median']:.0f} / "
+              f"{m['decodes_median']:.0f} | {m.get('decode_step_median_s', float('nan')) * 1e3:.0f} ms | "
+              f"{r['ratio']:.2f} ({'met' if r['within_25pct'] else 'missed'}) | "
+              f"{1 - LIMIT:.2f}-{1 + LIMIT:.2f} | {m['slowest_step_median_s'] * 1e3:.0f} ms | "
+              f"{m['itl_p99_s'] * 1e3:.0f} ms ({args.itl_slo * 1e3:.0f} ms) | "
+              f"{'held: SLO missed' if r['slo_missed'] else 'wrong: SLO met'} | {r['machine_drift']:.2f} |")
+    if args.json_out and not args.from_json:
+        Path(args.json_out).write_text(json.dumps(rows, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
