@@ -98,8 +98,8 @@ def main() -> int:
                 for r in args.runs.split(",")]
     else:
         ap.error("give --runs or --from-json")
-    print("| run | finding | predicted step at budget 64 (or its chunk alone) | measured chunk steps: median (n), prompt "
-          "tokens / decodes per step | decode-only step | predicted / measured | limit | slowest step per long prompt "
+    print("| run | finding | predicted step at budget 64 (or its chunk alone) | measured chunk steps: median (n), "
+          "prompt tokens / decodes per step | decode-only step | predicted / measured | limit | slowest step per long prompt "
           "| ITL P99 after (SLO) | claim | machine drift |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["claim"] is None:
@@ -111,13 +111,19 @@ def main() -> int:
         print(f"| {Path(r['run']).name} | {c['kind']} | {said} | "
               f"{m['chunk_step_median_s'] * 1e3:.0f} ms ({m['chunk_steps']}), {m['prefill_tokens_median']:.0f} / "
               f"{m['decodes_median']:.0f} | {m.get('decode_step_median_s', float('nan')) * 1e3:.0f} ms | "
-              f"{r['ratio']:.2f} ({'met' if r['within_25pct'] else 'missed'}) | "
+              f"{_verdict(r['ratio'], r['within_25pct'])} | "
               f"{1 - LIMIT:.2f}-{1 + LIMIT:.2f} | {m['slowest_step_median_s'] * 1e3:.0f} ms | "
               f"{m['itl_p99_s'] * 1e3:.0f} ms ({args.itl_slo * 1e3:.0f} ms) | "
               f"{'held: SLO missed' if r['slo_missed'] else 'wrong: SLO met'} | {r['machine_drift']:.2f} |")
     if args.json_out and not args.from_json:
         Path(args.json_out).write_text(json.dumps(rows, indent=1, default=float))
     return 0
+
+
+def _verdict(ratio: float, met: bool) -> str:
+    if not np.isfinite(ratio):
+        return "- (no decode-only step to subtract)"
+    return f"{ratio:.2f} ({'met' if met else 'missed'})"
 
 
 if __name__ == "__main__":
