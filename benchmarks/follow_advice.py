@@ -123,15 +123,7 @@ def follow(run: Path, out: Path, duration: float, slo: float, fresh: bool = Fals
     adv = advice(run, slo, path)
     if adv is None:
         return {"run": str(run), "path": path, "advice": None}
-    server = [f for f in sc.server if f not in ("--no-enable-chunked-prefill", "--enable-chunked-prefill")]
-    if "--max-num-batched-tokens" in server:
-        k = server.index("--max-num-batched-tokens")
-        server = server[:k] + server[k + 2:]
-    followed = type(sc)(**{**sc.__dict__, "server": (*server, "--enable-chunked-prefill", "--max-num-batched-tokens",
-                                                     str(adv["budget"]))})
-    target = _followed_dir(out, run.name, adv["budget"])
-    if not (target / "store.db").exists():
-        record(followed, target, duration, [] if sc.prefix_caching else ["--no-enable-prefix-caching"])
+    target = record_at_budget(sc, out, run.name, adv["budget"], duration)
     got = measured(target, adv["budget"])
     # the criterion: the prediction against the median of what it names (each long prompt's slowest step for the
     # step-trace path and for a metrics path that prices chunks by the model's attention share; a full chunk's
@@ -146,6 +138,21 @@ def follow(run: Path, out: Path, duration: float, slo: float, fresh: bool = Fals
             "ratio_to_mean": adv["predicted_step_s"] / mean if mean > 0 else float("nan"),
             "ratio_to_full_chunk": adv["predicted_step_s"] / got["median_s"] if got["median_s"] > 0 else float("nan"),
             "machine_drift": decode_drift(run, target), "trace_s_per_token": trace_s_per_token(run)}
+
+
+def record_at_budget(sc, out: Path, name: str, budget: int, duration: float) -> Path:
+    """The scenario `sc` run again with `--enable-chunked-prefill --max-num-batched-tokens budget` in place of its
+    own chunked-prefill flags, recorded once per budget (`_followed_dir`); its directory."""
+    server = [f for f in sc.server if f not in ("--no-enable-chunked-prefill", "--enable-chunked-prefill")]
+    if "--max-num-batched-tokens" in server:
+        k = server.index("--max-num-batched-tokens")
+        server = server[:k] + server[k + 2:]
+    followed = type(sc)(**{**sc.__dict__, "server": (*server, "--enable-chunked-prefill", "--max-num-batched-tokens",
+                                                     str(budget))})
+    target = _followed_dir(out, name, budget)
+    if not (target / "store.db").exists():
+        record(followed, target, duration, [] if sc.prefix_caching else ["--no-enable-prefix-caching"])
+    return target
 
 
 def attributed(r: dict) -> float:

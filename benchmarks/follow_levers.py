@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from follow_advice import LIMIT, _followed_dir, decode_drift, slowest_prefill_steps
-from scenarios import FULL_S, QUICK_S, SCENARIOS, analyze, record
+from follow_advice import LIMIT, decode_drift, record_at_budget, slowest_prefill_steps
+from scenarios import FULL_S, QUICK_S, SCENARIOS, analyze
 
 SMALLEST = 64   # the smallest budget the advice prices (advice.slo_levers)
 
@@ -62,15 +62,7 @@ def follow(run: Path, out: Path, duration: float, slo: float) -> dict:
     claim = levers_claim(run, slo)
     if claim is None:
         return {"run": str(run), "claim": None}
-    server = [f for f in sc.server if f not in ("--no-enable-chunked-prefill", "--enable-chunked-prefill")]
-    if "--max-num-batched-tokens" in server:
-        k = server.index("--max-num-batched-tokens")
-        server = server[:k] + server[k + 2:]
-    followed = type(sc)(**{**sc.__dict__, "server": (*server, "--enable-chunked-prefill", "--max-num-batched-tokens",
-                                                     str(SMALLEST))})
-    target = _followed_dir(out, run.name, SMALLEST)
-    if not (target / "store.db").exists():
-        record(followed, target, duration, [] if sc.prefix_caching else ["--no-enable-prefix-caching"])
+    target = record_at_budget(sc, out, run.name, SMALLEST, duration)
     got = chunk_steps(target)
     if claim["predicted_step_s"]:
         ratio = claim["predicted_step_s"] / got["chunk_step_median_s"]
@@ -99,8 +91,8 @@ def main() -> int:
     else:
         ap.error("give --runs or --from-json")
     print("| run | finding | predicted step at budget 64 (or its chunk alone) | measured chunk steps: median (n), "
-          "prompt tokens / decodes per step | decode-only step | predicted / measured | limit | slowest step per long prompt "
-          "| ITL P99 after (SLO) | claim | machine drift |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "prompt tokens / decodes per step | decode-only step | predicted / measured | limit | slowest step per long "
+          "prompt | ITL P99 after (SLO) | claim | machine drift |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["claim"] is None:
             print(f"| {Path(r['run']).name} | no finding names the levers | | | | | | | | | |")
