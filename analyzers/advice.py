@@ -168,7 +168,8 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
                else size * (prefill_s_per_token or float("nan")))
     smallest = decode_step_s + chunk64 if prefill_s_per_token else float("nan")
     bound_only = decode_from == "itl_p50" and decode_step_s > slo_s
-    facts = "; ".join(_step_facts(decode_step_s, running, decode_from, bound_only, chunk64, smallest, decodes)
+    facts = "; ".join(_step_facts(decode_step_s, running, decode_from, bound_only, chunk64, smallest, decodes,
+                                  deepest=chunk_cost is not None)
                       + ([_in_use_fact(budget_in_use, estimated, in_use_floor)] if budget_in_use is not None else []))
     slo = f"{slo_s * 1e3:.0f} ms ITL SLO"
     inside = in_use_fits and budget_in_use is not None and fits_at is not None and fits_at < budget_in_use
@@ -197,9 +198,10 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
 
 
 def _step_facts(decode_step_s: float, running: float | None, decode_from: str | None, bound_only: bool,
-                chunk64: float, smallest: float, decodes: int) -> list[str]:
+                chunk64: float, smallest: float, decodes: int, deepest: bool = False) -> list[str]:
     """The decode step and the step at the smallest budget the advice prices, 64 tokens: its chunk is what the
-    budget leaves beside the running decodes (vLLM V1 schedules each a token first)."""
+    budget leaves beside the running decodes (vLLM V1 schedules each a token first). `deepest`: the chunk was
+    priced at the long prompt's deepest context (chunk_cost.ChunkCost.slowest), the costliest of its steps."""
     at = f" at {running:.0f} running requests" if running else ""
     if decode_from == "itl_p50":
         facts = [f"the median gap between tokens (ITL P50) is about {decode_step_s * 1e3:.0f} ms{at}, and a "
@@ -211,6 +213,7 @@ def _step_facts(decode_step_s: float, running: float | None, decode_from: str | 
     size = max(SMALLEST_BUDGET - decodes, 1)
     chunk = (f"a {size}-token chunk (what a {SMALLEST_BUDGET}-token budget leaves beside {decodes} decodes)" if decodes
              else f"a {SMALLEST_BUDGET}-token chunk")
+    chunk += " at the long prompt's deepest context" if deepest else ""
     if math.isfinite(smallest) and bound_only:
         facts.append(f"{chunk} adds about {chunk64 * 1e3:.0f} ms to a step")
     elif math.isfinite(smallest):

@@ -157,8 +157,8 @@ def test_levers_price_a_64_token_budget_s_chunk_beside_the_decodes_at_the_prompt
     assert ev["max_num_batched_tokens"] is None
     assert ev["expected_step_s"] == pytest.approx(0.19 + max(last, deepest))
     assert ev["smallest_budget_chunk_s"] == pytest.approx(deepest) and math.isclose(max(last, deepest), deepest)
-    assert f"a step with a 60-token chunk (what a 64-token budget leaves beside 4 decodes) about " \
-           f"{(0.19 + deepest) * 1e3:.0f} ms" in text
+    assert f"a step with a 60-token chunk (what a 64-token budget leaves beside 4 decodes) at the long prompt's " \
+           f"deepest context about {(0.19 + deepest) * 1e3:.0f} ms" in text
 
 
 def _starvation_finding(**kw):
