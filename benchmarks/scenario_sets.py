@@ -2216,6 +2216,36 @@ HELD_OUT_85 = [
              exercises="`small`, budget 512, 5 sessions, 1,700-token prompts every 3.7 s"),
 ]
 
+# held-out 86: a general draw, drawn after today's follows on held-out 70-85's recordings (draw_scenarios.py
+# --seed 202612107 --held-out 86 --first-seed 861), committed before its first run
+HELD_OUT_86 = [
+    Scenario("h86-tiny-nochunk-1850-s7", OFF, _h2(7, 1850, 2.3), seed=861, held_out=86,
+             exercises="7 sessions, whole 1,850-token prefills every 2.3 s"),
+    Scenario("h86-tiny-chunk1024-s12", chunked(1024), _h2(12, 1350, 6.3), seed=862, held_out=86,
+             exercises="budget 1024, 12 sessions, 1,350-token prompts every 6.3 s"),
+    Scenario("h86-small-nochunk-550-s16", OFF, _h2(16, 550, 8.6), model="small", seed=863, held_out=86,
+             exercises="`small`, 16 sessions, whole 550-token prefills every 8.6 s"),
+    Scenario("h86-tiny-nochunk-1700-s2", OFF, _h2(2, 1700, 8.7), seed=864, held_out=86,
+             exercises="2 sessions, whole 1,700-token prefills every 8.7 s"),
+    Scenario("h86-tiny-chunk768-s4", chunked(768), _h2(4, 950, 9.2), seed=865, held_out=86,
+             exercises="budget 768, 4 sessions, 950-token prompts every 9.2 s"),
+    Scenario("h86-tiny-chunk640-s14-scrape1s", chunked(640), _h2(14, 1350, 2.3), seed=866, interval="1s", held_out=86,
+             exercises="budget 640, 14 sessions, 1,350-token prompts every 2.3 s, 1 s scrapes"),
+    Scenario("h86-kv-auto-13.3mb-20sess", KV + ("--kv-cache-mb", "13.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "20") + KV_LOAD[2:], seed=867, held_out=86,
+             exercises="a 13.3 MiB auto pool, 20 sessions"),
+    Scenario("h86-kv-fp8-12.2mb-14sess", KV + ("--kv-cache-mb", "12.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "14") + KV_LOAD[2:], seed=868, held_out=86,
+             exercises="a 12.2 MiB fp8 pool, 14 sessions"),
+    Scenario("h86-neg-short-68sess", ("--max-num-seqs", "128"),
+             ("--sessions", "68", "--short-prompt-tokens", "29", "--max-tokens", "32") + SHORT_ONLY, seed=869,
+             held_out=86,
+             exercises="negative: 68 sessions of 29-token prompts"),
+    Scenario("h86-end-in-stall-tiny-1500-scrape1s", OFF, _h2(4, 1500, "{half}"), seed=870, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=86,
+             exercises="`tiny`: the data ends 2 s after a whole 1,500-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2231,4 +2261,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
-             + HELD_OUT_84 + HELD_OUT_85)
+             + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86)
