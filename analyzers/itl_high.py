@@ -55,8 +55,8 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
         if budget is not None:
             ev["max_num_batched_tokens_in_use_estimated"] = budget
             floor = _budget_floor(budget, chunking)
-        if floor is not None:
-            ev["max_num_batched_tokens_in_use_floor"] = floor
+            if floor is not None:
+                ev["max_num_batched_tokens_in_use_floor"] = floor
     free = ep.evidence["windows_prefill_free"]
     decode_is = "the median gap between tokens is" if cost.get("decode_step_from") == "itl_p50" else "decode steps take"
     unsettled = chunking.estimate_unsettled()   # an estimate either side of 512 could be: say so
