@@ -2246,6 +2246,38 @@ HELD_OUT_86 = [
              exercises="`tiny`: the data ends 2 s after a whole 1,500-token prefill starts"),
 ]
 
+# held-out 87: a general draw, drawn after the gaps-per-stream count learnt the streams around each long prefill
+# (draw_scenarios.py --seed 202612108 --held-out 87 --first-seed 871), committed before its first run
+HELD_OUT_87 = [
+    Scenario("h87-small-nochunk-1150-s11", OFF, _h2(11, 1150, 8.6), model="small", seed=871, held_out=87,
+             exercises="`small`, 11 sessions, whole 1,150-token prefills every 8.6 s"),
+    Scenario("h87-tiny-nochunk-850-s15", OFF, _h2(15, 850, 7.2), seed=872, held_out=87,
+             exercises="15 sessions, whole 850-token prefills every 7.2 s"),
+    Scenario("h87-tiny-chunk1536-s2", chunked(1536), _h2(2, 750, 5.7), seed=873, held_out=87,
+             exercises="budget 1536, 2 sessions, 750-token prompts every 5.7 s"),
+    Scenario("h87-tiny-nochunk-700-s9-scrape1s", OFF, _h2(9, 700, 4.6), seed=874, interval="1s", held_out=87,
+             exercises="9 sessions, whole 700-token prefills every 4.6 s, 1 s scrapes"),
+    Scenario("h87-small-nochunk-550-s8-scrape1s", OFF, _h2(8, 550, 8.3), model="small", seed=875, interval="1s",
+             held_out=87,
+             exercises="`small`, 8 sessions, whole 550-token prefills every 8.3 s, 1 s scrapes"),
+    Scenario("h87-tiny-chunk768-s11-scrape1s", chunked(768), _h2(11, 1000, 4.1), seed=876, interval="1s", held_out=87,
+             exercises="budget 768, 11 sessions, 1,000-token prompts every 4.1 s, 1 s scrapes"),
+    Scenario("h87-kv-fp8-12.6mb-21sess", KV + ("--kv-cache-mb", "12.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "21") + KV_LOAD[2:], seed=877, held_out=87,
+             exercises="a 12.6 MiB fp8 pool, 21 sessions"),
+    Scenario("h87-kv-fp8-1.0mb-32sess", KV + ("--kv-cache-mb", "1.0", "--kv-cache-dtype", "fp8", "--max-model-len", "2032"),
+             ("--sessions", "32") + KV_LOAD[2:], seed=878, held_out=87,
+             exercises="a 1.0 MiB fp8 pool, 32 sessions"),
+    Scenario("h87-neg-short-125sess", ("--max-num-seqs", "128"),
+             ("--sessions", "125", "--short-prompt-tokens", "61", "--max-tokens", "32") + SHORT_ONLY, seed=879,
+             held_out=87,
+             exercises="negative: 125 sessions of 61-token prompts"),
+    Scenario("h87-end-in-stall-small-750-scrape1s", OFF, _h2(4, 750, "{half}"), model="small", seed=880, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=87,
+             exercises="`small`: the data ends 2 s after a whole 750-token prefill starts"),
+]
+
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2261,4 +2293,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
-             + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86)
+             + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87)
