@@ -84,6 +84,7 @@ class Episode:
     evidence: dict = field(default_factory=dict)
     timeline: list = field(default_factory=list)
     ongoing: bool = False
+    reading: str | None = None   # where the configuration decided: `decided_by` after its description
 
 
 def _col(sig: pd.DataFrame, name: str, fill: float = np.nan) -> np.ndarray:
@@ -202,16 +203,18 @@ def _reference(sig: pd.DataFrame, i: int, j: int) -> dict:
             "reference_stream_time_above_slo": float(np.nanmax(_col(sig, "itl_ref_share", 0.0)[i:j + 1]))}
 
 
-def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: bool) -> tuple[str, str]:
-    """(cause, the evidence that decided it), first match of module docstring 3."""
+def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
+           ongoing_nothing: bool) -> tuple[str, str, str | None]:
+    """(cause, the evidence that decided it, and where the configuration decided, that evidence after its
+    description), first match of module docstring 3."""
     known_chunked = chunking.enabled is True and chunking.source != "inferred from metrics"
     stuck_bound = 2 * ev["window_s"] if known_chunked else stuck_after_s
     if ev["windows_nothing_moves"] >= 2 and ev["nothing_moves_s"] > stuck_bound:
         return "stuck", (f"no output and no computed prompt token for {ev['nothing_moves_s']:.0f} s with "
-                         f"{ev['running_median']:.0f} requests RUNNING, longer than {stuck_bound:.0f} s")
+                         f"{ev['running_median']:.0f} requests RUNNING, longer than {stuck_bound:.0f} s"), None
     above, pre = ev["itl_samples_above_slo"], ev["preemptions"]
     if pre > 0 and pre >= 0.5 * above and ev["windows_frozen_computing_prompts"] == 0:
-        return "preemption", f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO"
+        return "preemption", f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO", None
     prefill_work = ev["long_prefills"] > 0 or ev["windows_frozen_computing_prompts"] > 0
     running = ev["running_median"]
     # the running requests less the one prefilling decode beside every chunk (at least one: a stream to starve)
@@ -227,37 +230,38 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float, ongoing_nothing: 
     if prefill_work and (holds is False or (holds is None and not whole_steps
                                             and (per > STALLS_PER_PREFILL_CHUNKED or elsewhere))):
         beside = f" beside {decodes} running decodes" if (chunking.budget or 0) >= LONG_PREFILL_TOKENS else ""
-        if holds is False and chunking.estimate_unsettled():
-            why = (f"{chunking.describe()}: no step is taken to compute {LONG_PREFILL_TOKENS}+ prompt tokens; "
-                   f"{chunking.unsettled_reading()}, a band the metrics cannot settle")
-        elif holds is False:
-            why = f"{chunking.describe()}: no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}"
-        elif per > STALLS_PER_PREFILL_CHUNKED:
+        if holds is False:
+            reading = (f"no step is taken to compute {LONG_PREFILL_TOKENS}+ prompt tokens; "
+                       f"{chunking.unsettled_reading()}, a band the metrics cannot settle"
+                       if chunking.estimate_unsettled() else
+                       f"no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}")
+            return "prefill_chunks", f"{chunking.describe()}: {reading}", reading
+        if per > STALLS_PER_PREFILL_CHUNKED:
             why = (f"{per:.1f} ITL samples above the SLO per long prefill per stream: every chunk step of a "
                    "prompt was slow, so its steps were chunks")
         else:
             why = (f"{at_prefills:.0f} of the {above:.0f} ITL samples above the SLO came at the "
                    f"{ev['long_prefills']:.1f} long prefills, under {PREFILL_SHARE_MIN:.0%}: the steady steps, "
                    "with prompt work in them, made most stalls, not a long prompt's step")
-        return "prefill_chunks", why
+        return "prefill_chunks", why, None
     if prefill_work:
         if ev["long_prefills"] > 0 and whole_steps:
             return "prefill", (f"{ev['long_prefills']:.1f} long prefills completed after the streams froze with "
                                f"nothing moving for {ev['nothing_moves_s']:.1f} s: one step held "
-                               f"{chunking.step_held()}")
+                               f"{chunking.step_held()}"), None
         if ev["long_prefills"] > 0:
             return "prefill", (f"{ev['long_prefills']:.1f} long prefills completed"
                                + (f", {per:.1f} ITL samples above the SLO per long prefill per stream (one "
                                   f"stall per prompt: its slowest step held {chunking.step_held()})" if per == per
-                                  else ""))
+                                  else "")), None
         return "prefill", (f"{ev['windows_frozen_computing_prompts']} windows with streams frozen while a long "
-                           "prompt's worth of prompt tokens was computed")
+                           "prompt's worth of prompt tokens was computed"), None
     if ongoing_nothing:
         return "prefill", (f"streams frozen with nothing moving for {ev['nothing_moves_s']:.1f} s (under the "
                            f"{stuck_bound:.0f} s stuck bound): one engine step is in progress, and "
                            + ("with chunked prefill off such a step prefills whole prompts"
-                              if holds else "a prompt's tokens are counted only when its prefill completes"))
-    return "slow_decode", "no prefill work and no preemption in the episode"
+                              if holds else "a prompt's tokens are counted only when its prefill completes")), None
+    return "slow_decode", "no prefill work and no preemption in the episode", None
 
 
 def _frozen_long(sig: pd.DataFrame, frozen: np.ndarray, bound_s: float) -> np.ndarray:
@@ -288,7 +292,7 @@ def _episode(sig, st, i, j, *, slo, thresholds, chunking, window_ns, step_ns, li
     stuck_after = parse_duration(thresholds.get("for", {}).get("VLLMSchedulerStalled", "2m"))
     ongoing = j == len(sig) - 1
     nothing_now = bool(st["nothing_moves"][j]) and ongoing
-    cause, decided = _cause(ev, chunking, stuck_after, nothing_now)
+    cause, decided, reading = _cause(ev, chunking, stuck_after, nothing_now)
     ts = sig["ts"].to_numpy(dtype=np.int64)
     cols = [c for c in TIMELINE if c in sig]
     rows = np.arange(i, j + 1)
@@ -299,4 +303,4 @@ def _episode(sig, st, i, j, *, slo, thresholds, chunking, window_ns, step_ns, li
                 for row in sig[cols].iloc[rows].itertuples(index=False)]
     target = str(sig["target"].iloc[0]) if "target" in sig and len(sig) else ""
     return Episode(target, i, j, int(ts[i] - window_ns), int(ts[j]), cause, _severity(cause, st, i, j), decided,
-                   ev, timeline, ongoing)
+                   ev, timeline, ongoing, reading)

@@ -68,7 +68,7 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     explanation = (f"{tail}. {chunking.sentence()}: {verdict}; the chunk steps themselves are slower than the SLO "
                    f"here ({decode_is} about {d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and "
                    f"every running stream waits for each of them. "
-                   f"Decided by: {_decided_by(ep.decided_by, chunking, unsettled)}.")
+                   f"Decided by: {_decided_by(ep, unsettled)}.")
     if unsettled:
         explanation += f" {SETTLE_IT}"
     if free:
@@ -109,15 +109,17 @@ def _budget_floor(quoted: int, chunking: Chunking) -> int | None:
     return floor if 1 <= floor < quoted else None
 
 
-def _decided_by(why: str, chunking: Chunking, unsettled: bool) -> str:
-    """The episode's deciding evidence without the configuration the explanation has just stated: `why` opens with
-    `chunking.describe()` when the configuration decided, and an unsettled reading is in the verdict already.
+def _decided_by(ep, unsettled: bool) -> str:
+    """The episode's deciding evidence without the configuration the explanation has just stated (where the
+    configuration decided, the episode carries the reading after it), and an unsettled reading is in the
+    verdict already.
 
-    >>> _decided_by("chunked prefill on, --max-num-batched-tokens 64 (flags): no step computes 512+ prompt tokens",
-    ...             Chunking(True, 64, "flags"), False)
+    >>> from stallscope.analyzers.episodes import Episode
+    >>> _decided_by(Episode("", 0, 0, 0, 0, "prefill_chunks", "warning", "chunked prefill on, "
+    ...                     "--max-num-batched-tokens 64 (flags): no step computes 512+ prompt tokens",
+    ...                     reading="no step computes 512+ prompt tokens"), False)
     'the configuration above: no step computes 512+ prompt tokens'
     """
-    head = chunking.describe()
-    if not why.startswith(head):
-        return why
-    return "the configuration and the reading above" if unsettled else "the configuration above" + why[len(head):]
+    if ep.reading is None:
+        return ep.decided_by
+    return "the configuration and the reading above" if unsettled else f"the configuration above: {ep.reading}"

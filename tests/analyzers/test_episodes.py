@@ -371,7 +371,7 @@ def test_inferred_whole_prompt_steps_name_the_budget_that_reads_the_same_and_chu
     on = C.Chunking(True, None, "inferred from metrics", "a test", budget_estimate=784.5)
     assert _cause(frozen, on, 30.0, False) == (
         "prefill", "14.0 long prefills completed after the streams froze with nothing moving for 2.0 s: one step "
-        "held a chunk of about 784 prompt tokens")
+        "held a chunk of about 784 prompt tokens", None)
     assert _cause(frozen, C.from_flags(True, 768), 30.0, False)[1].endswith("one step held a chunk of up to 768 "
                                                                              "prompt tokens")
     assert _cause(frozen, off, 30.0, False)[1].endswith("one step held the whole prompt, or most of it")
@@ -405,8 +405,9 @@ def test_a_budget_of_512_computes_no_long_prompt_beside_running_decodes():
     from stallscope.analyzers.episodes import _cause
 
     ev = CHUNK_STEPS_EV
-    cause, why = _cause(ev, C.from_flags(True, 512), 60.0, False)
+    cause, why, reading = _cause(ev, C.from_flags(True, 512), 60.0, False)
     assert cause == "prefill_chunks" and "no step computes 512+ prompt tokens beside 7 running decodes" in why
+    assert why == f"{C.from_flags(True, 512).describe()}: {reading}"   # the configuration decided
     assert _cause(ev, C.from_flags(True, 520), 60.0, False)[0] == "prefill"
     assert C.from_flags(True, 512).holds_long_prefills() is True
     assert C.from_flags(True, 512).holds_long_prefills(decodes=1) is False
@@ -448,7 +449,7 @@ def test_stalls_that_do_not_cluster_at_long_prefills_are_the_steady_steps_not_st
           "long_prefills": 3.0, "running_median": 5.0, "stalls_per_long_prefill_per_stream": 0.1}
     on = CI.infer(59.3, 3.0)
     assert on.enabled is True and on.holds_long_prefills() is None
-    cause, why = _cause(ev, on, 120.0, False)
+    cause, why, _ = _cause(ev, on, 120.0, False)
     assert cause == "prefill_chunks"
     assert why == ("2 of the 889 ITL samples above the SLO came at the 3.0 long prefills, under 50%: the steady "
                    "steps, with prompt work in them, made most stalls, not a long prompt's step")
@@ -486,7 +487,7 @@ def test_an_estimate_between_the_cut_and_the_margin_is_said_to_be_unsettled(slow
         assert "Pass `--enable-chunked-prefill --max-num-batched-tokens N`, the server's log (`--server-log`) or a run directory" in f.explanation
     assert all("no step computed a long prompt, so this is not decode starvation" in f.explanation for f in plain)
     ev = CHUNK_STEPS_EV
-    cause, why = _cause(ev, inferred[600.0], 60.0, False)
+    cause, why, _ = _cause(ev, inferred[600.0], 60.0, False)
     assert cause == "prefill_chunks" and why.endswith("the estimate, about 600 prompt tokens per slow step, falls "
                                                       "between 512 and 768, a band the metrics cannot settle")
     assert "no step computes 512+ prompt tokens" in _cause(ev, inferred[400.0], 60.0, False)[1]
@@ -504,7 +505,7 @@ def test_an_exactly_sized_step_just_under_the_cut_is_said_to_be_unsettled(slow_c
     assert [exact[e].estimate_unsettled() for e in (420.0, 470.0, 540.0)] == [False, True, False]
     assert exact[540.0].holds_long_prefills() is True
     ev = CHUNK_STEPS_EV
-    cause, why = _cause(ev, exact[470.0], 60.0, False)
+    cause, why, _ = _cause(ev, exact[470.0], 60.0, False)
     assert cause == "prefill_chunks" and why.endswith("the estimate, about 470 prompt tokens per slow step, falls "
                                                       "between 435 and 538, a band the metrics cannot settle")
     assert "no step computes 512+ prompt tokens" in _cause(ev, exact[420.0], 60.0, False)[1]
@@ -526,7 +527,7 @@ def test_a_bucket_estimate_whose_bucket_reaches_under_the_cut_is_unsettled(slow_
     narrow = C.Chunking(True, None, "inferred from metrics", "test", budget_estimate=900.0, budget_floor=600.0)
     assert (wide.holds_long_prefills(), wide.estimate_unsettled()) == (False, True)
     assert (narrow.holds_long_prefills(), narrow.estimate_unsettled()) == (True, False)
-    cause, why = _cause(CHUNK_STEPS_EV, wide, 60.0, False)
+    cause, why, _ = _cause(CHUNK_STEPS_EV, wide, 60.0, False)
     assert cause == "prefill_chunks" and why.endswith("the estimate, about 900 prompt tokens per slow step, could be as "
                                                       "low as 360 (the ITL bucket of the slowest gaps is that wide), a "
                                                       "band the metrics cannot settle")
