@@ -194,7 +194,8 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
              "budget_source": source, "prefill_s_per_token": prefill_s_per_token}
     if inside:
         extra["max_num_batched_tokens_if_more_in_use"] = fits_at
-    return text + "; ".join(_levers(slo_s, decode_step_s, running, bound_only)) + ".", extra
+    levers, extra["max_num_seqs"] = _levers(slo_s, decode_step_s, running, bound_only)
+    return text + "; ".join(levers) + ".", extra
 
 
 def _step_facts(decode_step_s: float, running: float | None, decode_from: str | None, bound_only: bool,
@@ -221,9 +222,11 @@ def _step_facts(decode_step_s: float, running: float | None, decode_from: str | 
     return facts
 
 
-def _levers(slo_s: float, decode_step_s: float, running: float | None, bound_only: bool) -> list[str]:
-    """The levers beyond the token budget, with a `--max-num-seqs` figure where the decode step was measured."""
-    levers = []
+def _levers(slo_s: float, decode_step_s: float, running: float | None,
+            bound_only: bool) -> tuple[list[str], int | None]:
+    """The levers beyond the token budget, and the `--max-num-seqs` figure given where the decode step was
+    measured (else None)."""
+    levers, seqs = [], None
     if running and running >= 2 and bound_only:
         levers.append(f"a smaller `--max-num-seqs` (fewer than the {running:.0f} running now: a memory-bound decode "
                       "step shrinks with the batch)")
@@ -233,7 +236,7 @@ def _levers(slo_s: float, decode_step_s: float, running: float | None, bound_onl
                       "memory-bound decode step shrinks with the batch)")
     return levers + ["prefill/decode disaggregation (prefill on separate instances, KV transferred to decode ones)",
                      "more replicas to spread the long prompts", "faster hardware (the decode step is bandwidth-bound, "
-                     "the chunks compute-bound)"]
+                     "the chunks compute-bound)"], seqs
 
 
 def _in_use_fact(budget_in_use: int, estimated: bool, in_use_floor: int | None) -> str:

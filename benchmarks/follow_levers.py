@@ -9,7 +9,9 @@ user runs `stallscope analyze --db`), the same seeded load is run again against 
 prompt tokens beside decodes (each a chunk of what the budget leaves after the decodes), the decode-only steps and
 each long prompt's slowest step, and from its client the ITL P99. The claim holds when the ITL P99 stays over the
 SLO; the step time is compared with the median chunk step (a chunk's time alone with the median chunk step less
-the median decode-only step), with the 25 % limit beside.
+the median decode-only step), with the 25 % limit beside. With `--with-seqs`, the followed server also runs at
+the `--max-num-seqs` figure the levers give (`max_num_seqs` in the evidence): does that lever, beside the 64-token
+budget, bring the ITL P99 under the SLO?
 
     python benchmarks/follow_levers.py --runs runs/h84-full/h84-small-nochunk-900-s3 --out runs/follow-levers
 """
@@ -35,7 +37,7 @@ def levers_claim(run: Path, slo: float) -> dict | None:
         ev = f["evidence"]
         if ev.get("chunking_meets_slo") is False and (ev.get("expected_step_s") or ev.get("smallest_budget_chunk_s")):
             return {"kind": f["kind"], "predicted_step_s": ev.get("expected_step_s"),
-                    "predicted_chunk_s": ev.get("smallest_budget_chunk_s")}
+                    "predicted_chunk_s": ev.get("smallest_budget_chunk_s"), "max_num_seqs": ev.get("max_num_seqs")}
     return None
 
 
@@ -57,18 +59,22 @@ def chunk_steps(run: Path) -> dict:
             "itl_p99_s": load.get("p99"), "itl_p50_s": load.get("p50")}
 
 
-def follow(run: Path, out: Path, duration: float, slo: float) -> dict:
+def follow(run: Path, out: Path, duration: float, slo: float, with_seqs: bool = False) -> dict:
+    """`run`'s levers claim followed at budget 64; `with_seqs`: with the `--max-num-seqs` figure the levers give
+    as well (a run whose levers give none is not recorded)."""
     sc = next(s for s in SCENARIOS if s.name == run.name)
     claim = levers_claim(run, slo)
-    if claim is None:
+    if claim is None or (with_seqs and not claim.get("max_num_seqs")):
         return {"run": str(run), "claim": None}
-    target = record_at_budget(sc, out, run.name, SMALLEST, duration)
+    extra = ("--max-num-seqs", str(claim["max_num_seqs"])) if with_seqs else ()
+    target = record_at_budget(sc, out, run.name, SMALLEST, duration, extra)
     got = chunk_steps(target)
     if claim["predicted_step_s"]:
         ratio = claim["predicted_step_s"] / got["chunk_step_median_s"]
     else:   # the decode step only bounded: the chunk's own time against a chunk step less a decode-only step
         ratio = claim["predicted_chunk_s"] / (got["chunk_step_median_s"] - got["decode_step_median_s"])
-    return {"run": str(run), "claim": claim, "followed": str(target), "measured": got, "ratio": ratio,
+    return {"run": str(run), "claim": claim, "followed": str(target), "with_seqs": with_seqs, "measured": got,
+            "ratio": ratio,
             "within_25pct": bool(abs(ratio - 1) <= LIMIT),
             "slo_missed": bool(got["itl_p99_s"] is not None and got["itl_p99_s"] > slo),
             "machine_drift": decode_drift(run, target)}
@@ -81,12 +87,14 @@ def main() -> int:
     ap.add_argument("--out", default="runs/follow-levers")
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load (else {FULL_S:.0f} s)")
     ap.add_argument("--itl-slo", type=float, default=0.2)
+    ap.add_argument("--with-seqs", action="store_true",
+                    help="also run the followed server at the levers' --max-num-seqs figure (does that lever meet the SLO?)")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     if args.from_json:
         rows = json.loads(Path(args.from_json).read_text())
     elif args.runs:
-        rows = [follow(Path(r), Path(args.out), QUICK_S if args.quick else FULL_S, args.itl_slo)
+        rows = [follow(Path(r), Path(args.out), QUICK_S if args.quick else FULL_S, args.itl_slo, args.with_seqs)
                 for r in args.runs.split(",")]
     else:
         ap.error("give --runs or --from-json")
@@ -105,8 +113,7 @@ def main() -> int:
               f"{m['decodes_median']:.0f} | {m.get('decode_step_median_s', float('nan')) * 1e3:.0f} ms | "
               f"{_verdict(r['ratio'], r['within_25pct'])} | "
               f"{1 - LIMIT:.2f}-{1 + LIMIT:.2f} | {m['slowest_step_median_s'] * 1e3:.0f} ms{_beside(c, m)} | "
-              f"{m['itl_p99_s'] * 1e3:.0f} ms ({args.itl_slo * 1e3:.0f} ms) | "
-              f"{'held: SLO missed' if r['slo_missed'] else 'wrong: SLO met'} | {r['machine_drift']:.2f} |")
+              f"{m['itl_p99_s'] * 1e3:.0f} ms ({args.itl_slo * 1e3:.0f} ms) | {_claim(r)} | {r['machine_drift']:.2f} |")
     if args.json_out and not args.from_json:
         Path(args.json_out).write_text(json.dumps(rows, indent=1, default=float))
     return 0
@@ -118,6 +125,15 @@ def _beside(claim: dict, m: dict) -> str:
     if not claim.get("predicted_step_s") or not m["slowest_step_median_s"] > 0:
         return ""
     return f" (predicted / it {claim['predicted_step_s'] / m['slowest_step_median_s']:.2f})"
+
+
+def _claim(r: dict) -> str:
+    """Chunking alone: the claim holds when the SLO is still missed; with the `--max-num-seqs` figure too, whether
+    that lever met the SLO."""
+    if r.get("with_seqs"):
+        seqs = r["claim"]["max_num_seqs"]
+        return f"--max-num-seqs {seqs}: {'SLO still missed' if r['slo_missed'] else 'SLO met'}"
+    return "held: SLO missed" if r["slo_missed"] else "wrong: SLO met"
 
 
 def _verdict(ratio: float, met: bool) -> str:
