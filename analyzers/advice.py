@@ -194,8 +194,12 @@ def slo_levers(slo_s: float, decode_step_s: float, running: float | None, prefil
              "budget_source": source, "prefill_s_per_token": prefill_s_per_token}
     if inside:
         extra["max_num_batched_tokens_if_more_in_use"] = fits_at
-    levers, extra["max_num_seqs"] = _levers(slo_s, decode_step_s, running, bound_only)
-    return text + "; ".join(levers) + ".", extra
+    alone = (chunk_cost.slowest(SMALLEST_BUDGET, 1)[0] if chunk_cost is not None and decodes
+             else chunk64 if prefill_s_per_token else float("nan"))   # fewer seqs, fewer decodes: a larger chunk
+    seqs, note, more = _seqs_lever(slo_s, decode_step_s, running, bound_only, alone,
+                                   chunk_cost is not None and decodes > 0)
+    extra.update({"max_num_seqs": None, **more})
+    return text + "; ".join(([seqs] if seqs else []) + OTHER_LEVERS) + "." + (f" {note}" if note else ""), extra
 
 
 def _step_facts(decode_step_s: float, running: float | None, decode_from: str | None, bound_only: bool,
@@ -222,21 +226,42 @@ def _step_facts(decode_step_s: float, running: float | None, decode_from: str | 
     return facts
 
 
-def _levers(slo_s: float, decode_step_s: float, running: float | None,
-            bound_only: bool) -> tuple[list[str], int | None]:
-    """The levers beyond the token budget, and the `--max-num-seqs` figure given where the decode step was
-    measured (else None)."""
-    levers, seqs = [], None
-    if running and running >= 2 and bound_only:
-        levers.append(f"a smaller `--max-num-seqs` (fewer than the {running:.0f} running now: a memory-bound decode "
-                      "step shrinks with the batch)")
-    elif running and running >= 2 and decode_step_s > 0:
-        seqs = max(1, min(int(running * min(1.0, 0.5 * slo_s / decode_step_s)), math.ceil(running) - 1))
-        levers.append(f"a smaller `--max-num-seqs` (e.g. {seqs} instead of the {running:.0f} running now: a "
-                      "memory-bound decode step shrinks with the batch)")
-    return levers + ["prefill/decode disaggregation (prefill on separate instances, KV transferred to decode ones)",
-                     "more replicas to spread the long prompts", "faster hardware (the decode step is bandwidth-bound, "
-                     "the chunks compute-bound)"], seqs
+OTHER_LEVERS = ["prefill/decode disaggregation (prefill on separate instances, KV transferred to decode ones)",
+                "more replicas to spread the long prompts",
+                "faster hardware (the decode step is bandwidth-bound, the chunks compute-bound)"]
+
+
+def _seqs_lever(slo_s: float, decode_step_s: float, running: float | None, bound_only: bool, alone: float,
+                beside_one: bool) -> tuple[str | None, str | None, dict]:
+    """(the `--max-num-seqs` lever, a note where it cannot meet the SLO, its evidence). A smaller batch shortens
+    only a step's decode part: the 64-token budget's chunk (`alone`, priced beside one decode when `beside_one`,
+    the largest chunk that budget gives) stays, so the SLO needs the decode step under the SLO less that chunk.
+    The figure is the most sequences a decode step shrinking in proportion to the batch would allow; weights read
+    once per step keep it from shrinking that far, so it is a ceiling, not a promise (followed at the running
+    count less one, the old figure, it missed the SLO in 5 of 5 runs: docs/accuracy.md)."""
+    if not running or running < 2:
+        return None, None, {}
+    generic = "a smaller `--max-num-seqs` (a memory-bound decode step shrinks with the batch)"
+    if not (alone > 0 and math.isfinite(alone)):
+        return generic, None, {}
+    room = slo_s - alone
+    chunk = (f"the {SMALLEST_BUDGET - 1}-token chunk a {SMALLEST_BUDGET}-token budget gives beside one decode"
+             if beside_one else f"a {SMALLEST_BUDGET}-token chunk")
+    if room <= 0:
+        return None, (f"A smaller `--max-num-seqs` cannot meet it either: it shortens only a step's decode part, and "
+                      f"{chunk} takes about {alone * 1e3:.0f} ms by itself."), {"decode_step_needed_s": 0.0}
+    need = {"decode_step_needed_s": room}
+    if bound_only:
+        return (f"a smaller `--max-num-seqs`, if it brings the decode step (at most the ITL P50) under "
+                f"{room * 1e3:.0f} ms ({chunk} takes about {alone * 1e3:.0f} ms by itself)"), None, need
+    if decode_step_s <= room:
+        return generic, None, {}
+    seqs = max(1, min(int(running * room / decode_step_s), math.ceil(running) - 1))
+    return (f"a smaller `--max-num-seqs`: at most {seqs} instead of the {running:.0f} running now, and only if the "
+            f"decode step falls with the batch from about {decode_step_s * 1e3:.0f} ms to under {room * 1e3:.0f} ms "
+            f"({chunk} takes about {alone * 1e3:.0f} ms by itself; {seqs} is as far as a decode step shrinking in "
+            "proportion to the batch would allow, and the weights it reads once per step keep it from shrinking "
+            "that far), at the cost of queueing the requests it turns away"), None, {**need, "max_num_seqs": seqs}
 
 
 def _in_use_fact(budget_in_use: int, estimated: bool, in_use_floor: int | None) -> str:

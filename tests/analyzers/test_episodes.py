@@ -428,10 +428,12 @@ def test_levers_say_an_itl_p50_only_bounds_the_decode_step_when_prefill_fills_mo
     # decode part the metrics only bound, is neither stated nor put in evidence
     assert "a 64-token chunk adds about 154 ms to a step" in text
     assert extra["expected_step_s"] is None and extra["smallest_budget_chunk_s"] == pytest.approx(64 * 0.0024)
+    assert "`--max-num-seqs`, if it brings the decode step (at most the ITL P50) under 46 ms" in text   # 200 - 154
     # under the SLO the median gap is the decode step's figure, and the --max-num-seqs figure stays
     text, _ = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=0.002,
                                              source="the metrics", budget_in_use=64, running=16, decode_from="itl_p50")
-    assert "(ITL P50) is about 150 ms at 16 running requests" in text and "`--steps`" not in text and "e.g. 10" in text
+    assert "(ITL P50) is about 150 ms at 16 running requests" in text and "`--steps`" not in text
+    assert "at most 7 instead of the 16 running now" in text
     text, _ = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=0.002,
                                              source="a trace", budget_in_use=64, running=16, decode_from="trace")
     assert "a decode step alone takes about 150 ms at 16 running requests" in text
@@ -583,3 +585,25 @@ def test_a_budget_in_use_read_off_a_wide_bucket_is_quoted_as_its_range_and_only_
         assert chunked_prefill_recommendation(**ask, in_use_floor=floor)[1]["max_num_batched_tokens"] == 640
     text, extra = chunked_prefill_recommendation(**{**ask, "prefill_s_per_token": 0.004}, in_use_floor=360)
     assert extra["chunking_meets_slo"] is False and "the budget in use is about 360-841 tokens" in text
+
+
+@pytest.mark.parametrize("per_token_s,seqs,needed_ms", [(0.002, 7, 72), (0.004, None, 0)])
+def test_the_max_num_seqs_lever_leaves_the_chunk_and_says_so_with_the_decode_step_it_needs(per_token_s, seqs,
+                                                                                         needed_ms):
+    """A smaller batch shortens only a step's decode part. At 2 ms per prompt token a 64-token chunk takes 128 ms,
+    so a 200 ms SLO needs the decode step (150 ms at 16 running) under 72 ms: 7 sequences at most, even if it
+    shrank in proportion to the batch (the old figure, 10, came from halving the SLO over the decode step and
+    could not get there under its own assumption). At 4 ms per token the chunk alone takes 256 ms: no
+    `--max-num-seqs` meets the SLO, and the advice says so instead of naming it as a lever."""
+    text, extra = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=per_token_s,
+                                                 source="test", budget_in_use=64, running=16)
+    assert extra["max_num_seqs"] == seqs
+    assert extra["decode_step_needed_s"] * 1e3 == pytest.approx(needed_ms)
+    levers = text.split("Levers that remain: ")[1]
+    if seqs:
+        assert levers.startswith("a smaller `--max-num-seqs`: at most 7 instead of the 16 running now, and only if "
+                                 "the decode step falls with the batch from about 150 ms to under 72 ms")
+    else:
+        assert "--max-num-seqs" not in levers.split(". ")[0]
+        assert text.endswith("A smaller `--max-num-seqs` cannot meet it either: it shortens only a step's decode "
+                             "part, and a 64-token chunk takes about 256 ms by itself.")
