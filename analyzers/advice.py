@@ -238,7 +238,9 @@ def _seqs_lever(slo_s: float, decode_step_s: float, running: float | None, bound
     the largest chunk that budget gives) stays, so the SLO needs the decode step under the SLO less that chunk.
     The figure is the most sequences a decode step shrinking in proportion to the batch would allow; weights read
     once per step keep it from shrinking that far, so it is a ceiling, not a promise (followed at the running
-    count less one, the old figure, it missed the SLO in 5 of 5 runs: docs/accuracy.md)."""
+    count less one, the old figure, it missed the SLO in 5 of 5 runs: docs/accuracy.md). At 1 the condition
+    does not apply: no decode runs beside a chunk, so a stream's gaps are its own decode steps (held-out 72's
+    follow met the SLO at 1 with a 20 ms decode step over the 15 ms a second sequence would have needed)."""
     if not running or running < 2:
         return None, None, {}
     generic = "a smaller `--max-num-seqs` (a memory-bound decode step shrinks with the batch)"
@@ -257,6 +259,11 @@ def _seqs_lever(slo_s: float, decode_step_s: float, running: float | None, bound
     if decode_step_s <= room:
         return generic, None, {}
     seqs = max(1, min(int(running * room / decode_step_s), math.ceil(running) - 1))
+    if seqs == 1:   # one request at a time: no stream waits beside another's chunk, whatever its decode step
+        return (f"`--max-num-seqs 1`, one request at a time, so that no stream waits beside another's chunk (every "
+                f"other request queues): at 2 or more the decode step would have to fall from about "
+                f"{decode_step_s * 1e3:.0f} ms to under {room * 1e3:.0f} ms beside {chunk} ({alone * 1e3:.0f} ms), "
+                "further than one shrinking in proportion to the batch would"), None, {**need, "max_num_seqs": 1}
     return (f"a smaller `--max-num-seqs`: at most {seqs} instead of the {running:.0f} running now, and only if the "
             f"decode step falls with the batch from about {decode_step_s * 1e3:.0f} ms to under {room * 1e3:.0f} ms "
             f"({chunk} takes about {alone * 1e3:.0f} ms by itself; {seqs} is as far as a decode step shrinking in "

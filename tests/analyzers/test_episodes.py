@@ -587,20 +587,25 @@ def test_a_budget_in_use_read_off_a_wide_bucket_is_quoted_as_its_range_and_only_
     assert extra["chunking_meets_slo"] is False and "the budget in use is about 360-841 tokens" in text
 
 
-@pytest.mark.parametrize("per_token_s,seqs,needed_ms", [(0.002, 7, 72), (0.004, None, 0)])
+@pytest.mark.parametrize("per_token_s,seqs,needed_ms", [(0.002, 7, 72), (0.003, 1, 8), (0.004, None, 0)])
 def test_the_max_num_seqs_lever_leaves_the_chunk_and_says_so_with_the_decode_step_it_needs(per_token_s, seqs,
                                                                                          needed_ms):
     """A smaller batch shortens only a step's decode part. At 2 ms per prompt token a 64-token chunk takes 128 ms,
     so a 200 ms SLO needs the decode step (150 ms at 16 running) under 72 ms: 7 sequences at most, even if it
     shrank in proportion to the batch (the old figure, 10, came from halving the SLO over the decode step and
-    could not get there under its own assumption). At 4 ms per token the chunk alone takes 256 ms: no
+    could not get there under its own assumption). At 3 ms per token (a 192 ms chunk) only one sequence at a time
+    keeps the decode steps clear of chunks. At 4 ms per token the chunk alone takes 256 ms: no
     `--max-num-seqs` meets the SLO, and the advice says so instead of naming it as a lever."""
     text, extra = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=per_token_s,
                                                  source="test", budget_in_use=64, running=16)
     assert extra["max_num_seqs"] == seqs
     assert extra["decode_step_needed_s"] * 1e3 == pytest.approx(needed_ms)
     levers = text.split("Levers that remain: ")[1]
-    if seqs:
+    if seqs == 1:
+        assert levers.startswith("`--max-num-seqs 1`, one request at a time, so that no stream waits beside another's "
+                                 "chunk (every other request queues): at 2 or more the decode step would have to "
+                                 "fall from about 150 ms to under 8 ms beside a 64-token chunk (192 ms)")
+    elif seqs:
         assert levers.startswith("a smaller `--max-num-seqs`: at most 7 instead of the 16 running now, and only if "
                                  "the decode step falls with the batch from about 150 ms to under 72 ms")
     else:
