@@ -2278,6 +2278,29 @@ HELD_OUT_87 = [
 ]
 
 
+# held-out 88: the band, drawn after the --max-num-seqs lever was mended and held-out 87 scored
+# (draw_scenarios.py --seed 202612109 --band 8 --held-out 88 --first-seed 881), committed before its first run
+HELD_OUT_88 = [
+    Scenario("h88-small-chunk768-s5-scrape1s", chunked(768), _h2(5, 1800, 9.5), model="small", seed=881, interval="1s",
+             held_out=88,
+             exercises="`small`, budget 768, 5 sessions, 1,800-token prompts every 9.5 s, 1 s scrapes"),
+    Scenario("h88-tiny-chunk384-s15", chunked(384), _h2(15, 1150, 9.5), seed=882, held_out=88,
+             exercises="budget 384, 15 sessions, 1,150-token prompts every 9.5 s"),
+    Scenario("h88-small-chunk320-s6", chunked(320), _h2(6, 1350, 3.5), model="small", seed=883, held_out=88,
+             exercises="`small`, budget 320, 6 sessions, 1,350-token prompts every 3.5 s"),
+    Scenario("h88-tiny-chunk320-s4-scrape1s", chunked(320), _h2(4, 1500, 3.7), seed=884, interval="1s", held_out=88,
+             exercises="budget 320, 4 sessions, 1,500-token prompts every 3.7 s, 1 s scrapes"),
+    Scenario("h88-small-chunk576-s2", chunked(576), _h2(2, 1050, 4.5), model="small", seed=885, held_out=88,
+             exercises="`small`, budget 576, 2 sessions, 1,050-token prompts every 4.5 s"),
+    Scenario("h88-small-chunk704-s13", chunked(704), _h2(13, 1750, 9.9), model="small", seed=886, held_out=88,
+             exercises="`small`, budget 704, 13 sessions, 1,750-token prompts every 9.9 s"),
+    Scenario("h88-tiny-chunk832-s10", chunked(832), _h2(10, 850, 7.6), seed=887, held_out=88,
+             exercises="budget 832, 10 sessions, 850-token prompts every 7.6 s"),
+    Scenario("h88-small-chunk832-s9", chunked(832), _h2(9, 1300, 9.4), model="small", seed=888, held_out=88,
+             exercises="`small`, budget 832, 9 sessions, 1,300-token prompts every 9.4 s"),
+]
+
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2293,4 +2316,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_70 + HELD_OUT_71 + HELD_OUT_72 + HELD_OUT_73 + HELD_OUT_74
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
-             + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87)
+             + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
+             + HELD_OUT_88)
