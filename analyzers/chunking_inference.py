@@ -155,9 +155,9 @@ class _LongPrompts:
 
     def more_than_whole_steps(self) -> bool:
         """K above its limit, counted per stream both ways: per median running stream, and per stream the running
-        gauge showed around each long prefill (its most there: `whole_step_gaps`). The median alone reads K high when the
-        long prompts came while more streams ran than usual (held-out 86: 3 gaps from 2 long prompts read 1.5 per
-        stream with a median of 1 running; 3 and 2 ran beside them)."""
+        gauge showed around each long prefill (its most there: `whole_step_gaps`). The median alone reads K high
+        when the long prompts came while more streams ran than usual (held-out 86: 3 gaps from 2 long prompts read
+        1.5 per stream with a median of 1 running; 3 and 2 ran beside them)."""
         return (self.top_share() > STALLS_PER_PREFILL_CHUNKED
                 and (self.whole_step_gaps is None
                      or self.top_gaps() > STALLS_PER_PREFILL_CHUNKED * self.whole_step_gaps))

@@ -92,7 +92,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_S:.0f} s of load (else {FULL_S:.0f} s)")
     ap.add_argument("--itl-slo", type=float, default=0.2)
     ap.add_argument("--with-seqs", action="store_true",
-                    help="also run the followed server at the levers' --max-num-seqs figure (does that lever meet the SLO?)")
+                    help="also run the followed server at the levers' --max-num-seqs figure "
+                         "(does that lever meet the SLO?)")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     if args.from_json:

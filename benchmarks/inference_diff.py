@@ -56,7 +56,8 @@ def main() -> int:
     changed = 0
     for run in runs:
         samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
-        old, new = base.infer_from_histograms(samples, args.itl_slo), current.infer_from_histograms(samples, args.itl_slo)
+        old = base.infer_from_histograms(samples, args.itl_slo)
+        new = current.infer_from_histograms(samples, args.itl_slo)
         if reading(old) == reading(new):
             continue
         changed += 1
