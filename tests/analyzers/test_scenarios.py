@@ -325,6 +325,23 @@ def test_chunking_estimates_pools_the_files_counts():
                     "precision 0.889, recall 0.800 (target 0.95: 0.94x, 0.84x)")
 
 
+def test_chunking_estimates_counts_the_runs_read_as_chunk_steps_while_asking_for_the_budget_by_truth():
+    """Only a run whose findings read chunk steps (`itl_high`, no starvation flagged) and ask for the budget
+    counts; a found run that also asks for it, and one that asks nothing, do not."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import chunking_estimates
+
+    def run(truth, flagged, findings, asks):
+        return {"truth": truth, "flagged": flagged, "all_findings": findings, "asks_for_config": asks}
+
+    true, none = ["decode_starvation"], []
+    scenarios = [run(true, none, ["itl_high"], ["itl_high"]), run(none, none, ["itl_high"], ["itl_high"]),
+                 run(none, none, ["itl_high"], ["itl_high"]), run(true, true, ["decode_starvation"], ["decode_starvation"]),
+                 run(true, none, ["itl_high"], [])]
+    assert chunking_estimates.unsettled([{"scenarios": scenarios}]) == (
+        "read as chunk steps while asking for the budget: 3 runs, 1 of them true decode_starvation (missed), 2 not")
+
+
 def test_chunking_estimates_exact_share_reads_a_two_chunk_prompt_low():
     """P x G / T from the trace: a 750-token prompt as 562 + 188-token steps of 1.0 s and 0.5 s reads
     750 x 1.0 / 1.5 = 500 tokens, 0.89 of its 562-token chunk; a 40-token prompt is not a long one."""
