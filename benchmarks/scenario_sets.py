@@ -2301,6 +2301,44 @@ HELD_OUT_88 = [
 ]
 
 
+# held-out 89: KV pools only, drawn after held-out 88 was scored (the kv_pressure targets are the ones least
+# sampled; draw_scenarios.py --seed 202612110 --kv 8 --held-out 89 --first-seed 891), committed before its first run
+HELD_OUT_89 = [
+    Scenario("h89-kv-fp8-2.7mb-27sess", KV + ("--kv-cache-mb", "2.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "27", "--short-prompt-tokens", "32", "--max-tokens", "153", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "950", "--long-every", "4.7"), seed=891, held_out=89,
+             exercises="a 2.7 MiB fp8 pool, 27 sessions of 153 output tokens, 950-token prompts every 4.7 s"),
+    Scenario("h89-kv-auto-3.7mb-29sess-scrape1s", KV + ("--kv-cache-mb", "3.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "29", "--short-prompt-tokens", "32", "--max-tokens", "157", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1400", "--long-every", "1.6"), seed=892, interval="1s", held_out=89,
+             exercises="a 3.7 MiB auto pool, 29 sessions of 157 output tokens, 1,400-token prompts every 1.6 s"),
+    Scenario("h89-kv-auto-10.6mb-23sess", KV + ("--kv-cache-mb", "10.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "23", "--short-prompt-tokens", "32", "--max-tokens", "146", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "1.4"), seed=893, held_out=89,
+             exercises="a 10.6 MiB auto pool, 23 sessions of 146 output tokens, 1,750-token prompts every 1.4 s"),
+    Scenario("h89-kv-fp8-4.7mb-30sess-scrape1s", KV + ("--kv-cache-mb", "4.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "30", "--short-prompt-tokens", "32", "--max-tokens", "179", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1650", "--long-every", "1.9"), seed=894, interval="1s", held_out=89,
+             exercises="a 4.7 MiB fp8 pool, 30 sessions of 179 output tokens, 1,650-token prompts every 1.9 s"),
+    Scenario("h89-kv-fp8-3.8mb-35sess-scrape1s", KV + ("--kv-cache-mb", "3.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "35", "--short-prompt-tokens", "32", "--max-tokens", "104", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "1.9"), seed=895, interval="1s", held_out=89,
+             exercises="a 3.8 MiB fp8 pool, 35 sessions of 104 output tokens, 1,350-token prompts every 1.9 s"),
+    Scenario("h89-kv-auto-4.3mb-29sess", KV + ("--kv-cache-mb", "4.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "29", "--short-prompt-tokens", "32", "--max-tokens", "183", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1700", "--long-every", "3.0"), seed=896, held_out=89,
+             exercises="a 4.3 MiB auto pool, 29 sessions of 183 output tokens, 1,700-token prompts every 3.0 s"),
+    Scenario("h89-kv-fp8-3.1mb-33sess", KV + ("--kv-cache-mb", "3.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "33", "--short-prompt-tokens", "32", "--max-tokens", "138", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1500", "--long-every", "1.2"), seed=897, held_out=89,
+             exercises="a 3.1 MiB fp8 pool, 33 sessions of 138 output tokens, 1,500-token prompts every 1.2 s"),
+    Scenario("h89-kv-auto-2.4mb-10sess", KV + ("--kv-cache-mb", "2.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "10", "--short-prompt-tokens", "32", "--max-tokens", "157", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "1.6"), seed=898, held_out=89,
+             exercises="a 2.4 MiB auto pool, 10 sessions of 157 output tokens, 1,450-token prompts every 1.6 s"),
+]
+
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2317,4 +2355,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
-             + HELD_OUT_88)
+             + HELD_OUT_88 + HELD_OUT_89)
