@@ -241,7 +241,7 @@ def _seqs_lever(slo_s: float, decode_step_s: float, running: float | None, bound
     count less one, the old figure, it missed the SLO in 5 of 5 runs: docs/accuracy.md). At 1 the condition
     does not apply: no decode runs beside a chunk, so a stream's gaps are its own decode steps (held-out 72's
     follow met the SLO at 1 with a 20 ms decode step over the 15 ms a second sequence would have needed)."""
-    if not running or running < 2:
+    if not (running and math.isfinite(running) and running >= 2):   # a gauge read NaN or overflowed: no batch to shrink
         return None, None, {}
     generic = "a smaller `--max-num-seqs` (a memory-bound decode step shrinks with the batch)"
     if not (alone > 0 and math.isfinite(alone)):

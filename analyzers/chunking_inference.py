@@ -255,7 +255,7 @@ def _whole_step_gaps(intervals: pd.DataFrame | None, running: pd.Series | None, 
     for end, n in intervals.loc[intervals["long"] >= 0.5, "long"].items():
         near = running[(ts >= int(end) - step - int(t_long * 1e9)) & (ts <= int(end))]
         total += float(n) * float(near.max() if len(near) else running.max())
-    return total
+    return total if np.isfinite(total) else None   # a gauge read NaN or overflowed bounds nothing
 
 
 def _prompt_size(tl: np.ndarray, tc: np.ndarray, rank: float, intervals: pd.DataFrame | None) -> float:

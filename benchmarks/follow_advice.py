@@ -142,15 +142,17 @@ def follow(run: Path, out: Path, duration: float, slo: float, fresh: bool = Fals
 
 def record_at_budget(sc, out: Path, name: str, budget: int, duration: float, extra: tuple[str, ...] = ()) -> Path:
     """The scenario `sc` run again with `--enable-chunked-prefill --max-num-batched-tokens budget` in place of its
-    own chunked-prefill flags (and the server flags `extra` after its own), recorded once per budget
-    (`_followed_dir`); its directory."""
+    own chunked-prefill flags (and the server flags `extra` after its own), recorded once per budget and `extra`
+    (`_followed_dir`; a run with `extra` in a directory named by them, so a plain follow is never taken for it);
+    its directory."""
     server = [f for f in sc.server if f not in ("--no-enable-chunked-prefill", "--enable-chunked-prefill")]
     if "--max-num-batched-tokens" in server:
         k = server.index("--max-num-batched-tokens")
         server = server[:k] + server[k + 2:]
     followed = type(sc)(**{**sc.__dict__, "server": (*server, "--enable-chunked-prefill", "--max-num-batched-tokens",
                                                      str(budget), *extra)})
-    target = _followed_dir(out, name, budget)
+    target = (out / f"{name}-b{budget}-{'-'.join(f.lstrip('-') for f in extra)}" if extra
+              else _followed_dir(out, name, budget))
     if not (target / "store.db").exists():
         record(followed, target, duration, [] if sc.prefix_caching else ["--no-enable-prefix-caching"])
     return target

@@ -612,3 +612,13 @@ def test_the_max_num_seqs_lever_leaves_the_chunk_and_says_so_with_the_decode_ste
         assert "--max-num-seqs" not in levers.split(". ")[0]
         assert text.endswith("A smaller `--max-num-seqs` cannot meet it either: it shortens only a step's decode "
                              "part, and a 64-token chunk takes about 256 ms by itself.")
+
+
+@pytest.mark.parametrize("running", [float("nan"), float("inf")])
+def test_the_levers_name_no_max_num_seqs_figure_for_a_running_gauge_read_nan_or_overflowed(running):
+    """The running gauge of a fuzzed exposition reads NaN or overflows to inf: there is no batch to shrink, so no
+    `--max-num-seqs` lever (this raised converting NaN to an integer), and the other levers stand."""
+    text, extra = chunked_prefill_recommendation(slo_s=0.2, decode_step_s=0.15, prefill_s_per_token=0.002,
+                                                 source="test", budget_in_use=64, running=running)
+    assert extra["max_num_seqs"] is None and "--max-num-seqs" not in text
+    assert "Levers that remain: prefill/decode disaggregation" in text
