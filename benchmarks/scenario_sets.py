@@ -2339,6 +2339,44 @@ HELD_OUT_89 = [
 ]
 
 
+# held-out 90: KV pools only, drawn at the start of the 2026-12-06 evening session with the detector unchanged since
+# held-out 89 was scored (draw_scenarios.py --seed 202612111 --kv 8 --held-out 90 --first-seed 901), committed before its first run
+HELD_OUT_90 = [
+    Scenario("h90-kv-auto-3.5mb-23sess", KV + ("--kv-cache-mb", "3.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "23", "--short-prompt-tokens", "32", "--max-tokens", "175", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "750", "--long-every", "4.4"), seed=901, held_out=90,
+             exercises="a 3.5 MiB auto pool, 23 sessions of 175 output tokens, 750-token prompts every 4.4 s"),
+    Scenario("h90-kv-fp8-5.7mb-43sess-scrape1s", KV + ("--kv-cache-mb", "5.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "43", "--short-prompt-tokens", "32", "--max-tokens", "86", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1700", "--long-every", "1.8"), seed=902, interval="1s", held_out=90,
+             exercises="a 5.7 MiB fp8 pool, 43 sessions of 86 output tokens, 1,700-token prompts every 1.8 s"),
+    Scenario("h90-kv-fp8-4.7mb-30sess", KV + ("--kv-cache-mb", "4.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "30", "--short-prompt-tokens", "32", "--max-tokens", "80", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "650", "--long-every", "4.6"), seed=903, held_out=90,
+             exercises="a 4.7 MiB fp8 pool, 30 sessions of 80 output tokens, 650-token prompts every 4.6 s"),
+    Scenario("h90-kv-fp8-2.3mb-48sess", KV + ("--kv-cache-mb", "2.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "48", "--short-prompt-tokens", "32", "--max-tokens", "82", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1650", "--long-every", "1.5"), seed=904, held_out=90,
+             exercises="a 2.3 MiB fp8 pool, 48 sessions of 82 output tokens, 1,650-token prompts every 1.5 s"),
+    Scenario("h90-kv-auto-3.4mb-27sess", KV + ("--kv-cache-mb", "3.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "27", "--short-prompt-tokens", "32", "--max-tokens", "129", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "3.1"), seed=905, held_out=90,
+             exercises="a 3.4 MiB auto pool, 27 sessions of 129 output tokens, 1,750-token prompts every 3.1 s"),
+    Scenario("h90-kv-fp8-2.3mb-29sess", KV + ("--kv-cache-mb", "2.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "29", "--short-prompt-tokens", "32", "--max-tokens", "178", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1000", "--long-every", "1.4"), seed=906, held_out=90,
+             exercises="a 2.3 MiB fp8 pool, 29 sessions of 178 output tokens, 1,000-token prompts every 1.4 s"),
+    Scenario("h90-kv-auto-3.7mb-36sess-scrape1s", KV + ("--kv-cache-mb", "3.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "36", "--short-prompt-tokens", "32", "--max-tokens", "246", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1200", "--long-every", "1.5"), seed=907, interval="1s", held_out=90,
+             exercises="a 3.7 MiB auto pool, 36 sessions of 246 output tokens, 1,200-token prompts every 1.5 s"),
+    Scenario("h90-kv-auto-2.3mb-40sess", KV + ("--kv-cache-mb", "2.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "40", "--short-prompt-tokens", "32", "--max-tokens", "184", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1300", "--long-every", "2.9"), seed=908, held_out=90,
+             exercises="a 2.3 MiB auto pool, 40 sessions of 184 output tokens, 1,300-token prompts every 2.9 s"),
+]
+
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2355,4 +2393,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
-             + HELD_OUT_88 + HELD_OUT_89)
+             + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90)
