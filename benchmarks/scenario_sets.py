@@ -2377,6 +2377,37 @@ HELD_OUT_90 = [
 ]
 
 
+# held-out 91: a general draw, drawn after held-out 90 was scored, the detector unchanged
+# (draw_scenarios.py --seed 202612112 --held-out 91 --first-seed 911), committed before its first run
+HELD_OUT_91 = [
+    Scenario("h91-tiny-nochunk-1500-s6-scrape1s", OFF, _h2(6, 1500, 9.1), seed=911, interval="1s", held_out=91,
+             exercises="6 sessions, whole 1,500-token prefills every 9.1 s, 1 s scrapes"),
+    Scenario("h91-tiny-nochunk-1600-s14", OFF, _h2(14, 1600, 4.7), seed=912, held_out=91,
+             exercises="14 sessions, whole 1,600-token prefills every 4.7 s"),
+    Scenario("h91-small-chunk640-s12", chunked(640), _h2(12, 1000, 1.1), model="small", seed=913, held_out=91,
+             exercises="`small`, budget 640, 12 sessions, 1,000-token prompts every 1.1 s"),
+    Scenario("h91-tiny-nochunk-1400-s13", OFF, _h2(13, 1400, 4.2), seed=914, held_out=91,
+             exercises="13 sessions, whole 1,400-token prefills every 4.2 s"),
+    Scenario("h91-tiny-chunk128-s10-scrape1s", chunked(128), _h2(10, 1150, 9.5), seed=915, interval="1s", held_out=91,
+             exercises="budget 128, 10 sessions, 1,150-token prompts every 9.5 s, 1 s scrapes"),
+    Scenario("h91-small-chunk64-s5", chunked(64), _h2(5, 400, 3.5), model="small", seed=916, held_out=91,
+             exercises="`small`, budget 64, 5 sessions, 400-token prompts every 3.5 s"),
+    Scenario("h91-kv-fp8-19.1mb-35sess", KV + ("--kv-cache-mb", "19.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "35") + KV_LOAD[2:], seed=917, held_out=91,
+             exercises="a 19.1 MiB fp8 pool, 35 sessions"),
+    Scenario("h91-kv-fp8-4.5mb-30sess", KV + ("--kv-cache-mb", "4.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "30") + KV_LOAD[2:], seed=918, held_out=91,
+             exercises="a 4.5 MiB fp8 pool, 30 sessions"),
+    Scenario("h91-neg-short-42sess", ("--max-num-seqs", "128"),
+             ("--sessions", "42", "--short-prompt-tokens", "32", "--max-tokens", "32") + SHORT_ONLY, seed=919,
+             held_out=91,
+             exercises="negative: 42 sessions of 32-token prompts"),
+    Scenario("h91-end-in-stall-tiny-1250-scrape1s", OFF, _h2(4, 1250, "{half}"), seed=920, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=91,
+             exercises="`tiny`: the data ends 2 s after a whole 1,250-token prefill starts"),
+]
+
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2393,4 +2424,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
-             + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90)
+             + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91)
