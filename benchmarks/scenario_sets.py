@@ -2408,6 +2408,29 @@ HELD_OUT_91 = [
 ]
 
 
+# held-out 92: the band, drawn after held-out 91 was scored, the detector unchanged
+# (draw_scenarios.py --seed 202612113 --band 8 --held-out 92 --first-seed 921), committed before its first run
+HELD_OUT_92 = [
+    Scenario("h92-small-chunk768-s5", chunked(768), _h2(5, 1700, 9.2), model="small", seed=921, held_out=92,
+             exercises="`small`, budget 768, 5 sessions, 1,700-token prompts every 9.2 s"),
+    Scenario("h92-small-chunk320-s15-scrape1s", chunked(320), _h2(15, 650, 4.1), model="small", seed=922, interval="1s",
+             held_out=92,
+             exercises="`small`, budget 320, 15 sessions, 650-token prompts every 4.1 s, 1 s scrapes"),
+    Scenario("h92-small-chunk320-s2", chunked(320), _h2(2, 650, 8.1), model="small", seed=923, held_out=92,
+             exercises="`small`, budget 320, 2 sessions, 650-token prompts every 8.1 s"),
+    Scenario("h92-small-chunk384-s2", chunked(384), _h2(2, 650, 9.6), model="small", seed=924, held_out=92,
+             exercises="`small`, budget 384, 2 sessions, 650-token prompts every 9.6 s"),
+    Scenario("h92-small-chunk704-900-s4", chunked(704), _h2(4, 900, 5.8), model="small", seed=925, held_out=92,
+             exercises="`small`, budget 704, 4 sessions, 900-token prompts every 5.8 s"),
+    Scenario("h92-small-chunk576-s10", chunked(576), _h2(10, 1400, 9.1), model="small", seed=926, held_out=92,
+             exercises="`small`, budget 576, 10 sessions, 1,400-token prompts every 9.1 s"),
+    Scenario("h92-small-chunk448-s9", chunked(448), _h2(9, 1400, 9.6), model="small", seed=927, held_out=92,
+             exercises="`small`, budget 448, 9 sessions, 1,400-token prompts every 9.6 s"),
+    Scenario("h92-small-chunk704-1500-s4", chunked(704), _h2(4, 1500, 1.6), model="small", seed=928, held_out=92,
+             exercises="`small`, budget 704, 4 sessions, 1,500-token prompts every 1.6 s"),
+]
+
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2424,4 +2447,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_75 + HELD_OUT_76 + HELD_OUT_77 + HELD_OUT_78
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
-             + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91)
+             + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
+             + HELD_OUT_92)
