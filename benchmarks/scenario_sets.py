@@ -2431,6 +2431,44 @@ HELD_OUT_92 = [
 ]
 
 
+# held-out 93: KV pools only, drawn after held-out 92 was scored, the detector unchanged
+# (draw_scenarios.py --seed 202612114 --kv 8 --held-out 93 --first-seed 931), committed before its first run
+HELD_OUT_93 = [
+    Scenario("h93-kv-auto-2.2mb-32sess-scrape1s", KV + ("--kv-cache-mb", "2.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "32", "--short-prompt-tokens", "32", "--max-tokens", "241", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "900", "--long-every", "2.4"), seed=931, interval="1s", held_out=93,
+             exercises="a 2.2 MiB auto pool, 32 sessions of 241 output tokens, 900-token prompts every 2.4 s"),
+    Scenario("h93-kv-fp8-2.9mb-8sess", KV + ("--kv-cache-mb", "2.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "8", "--short-prompt-tokens", "32", "--max-tokens", "187", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "900", "--long-every", "3.0"), seed=932, held_out=93,
+             exercises="a 2.9 MiB fp8 pool, 8 sessions of 187 output tokens, 900-token prompts every 3.0 s"),
+    Scenario("h93-kv-auto-2.5mb-24sess", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "24", "--short-prompt-tokens", "32", "--max-tokens", "238", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "3.1"), seed=933, held_out=93,
+             exercises="a 2.5 MiB auto pool, 24 sessions of 238 output tokens, 1,350-token prompts every 3.1 s"),
+    Scenario("h93-kv-auto-5.7mb-8sess", KV + ("--kv-cache-mb", "5.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "8", "--short-prompt-tokens", "32", "--max-tokens", "243", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "650", "--long-every", "2.0"), seed=934, held_out=93,
+             exercises="a 5.7 MiB auto pool, 8 sessions of 243 output tokens, 650-token prompts every 2.0 s"),
+    Scenario("h93-kv-auto-4.4mb-25sess-scrape1s", KV + ("--kv-cache-mb", "4.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "25", "--short-prompt-tokens", "32", "--max-tokens", "134", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "650", "--long-every", "2.7"), seed=935, interval="1s", held_out=93,
+             exercises="a 4.4 MiB auto pool, 25 sessions of 134 output tokens, 650-token prompts every 2.7 s"),
+    Scenario("h93-kv-fp8-2.7mb-21sess-scrape1s", KV + ("--kv-cache-mb", "2.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "21", "--short-prompt-tokens", "32", "--max-tokens", "167", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "2.8"), seed=936, interval="1s", held_out=93,
+             exercises="a 2.7 MiB fp8 pool, 21 sessions of 167 output tokens, 1,250-token prompts every 2.8 s"),
+    Scenario("h93-kv-auto-6.7mb-23sess", KV + ("--kv-cache-mb", "6.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "23", "--short-prompt-tokens", "32", "--max-tokens", "90", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1300", "--long-every", "4.9"), seed=937, held_out=93,
+             exercises="a 6.7 MiB auto pool, 23 sessions of 90 output tokens, 1,300-token prompts every 4.9 s"),
+    Scenario("h93-kv-fp8-4.0mb-44sess", KV + ("--kv-cache-mb", "4.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "44", "--short-prompt-tokens", "32", "--max-tokens", "158", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "3.6"), seed=938, held_out=93,
+             exercises="a 4.0 MiB fp8 pool, 44 sessions of 158 output tokens, 1,450-token prompts every 3.6 s"),
+]
+
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2448,4 +2486,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
              + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
-             + HELD_OUT_92)
+             + HELD_OUT_92 + HELD_OUT_93)
