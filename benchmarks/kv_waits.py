@@ -5,8 +5,10 @@ a preemption or a pool at 0.95, so a pool that queues prompts near 0.9 is a fals
 For every run that was truly under pressure or flagged, this prints what the scrapes saw: the pool's peak, the
 preemption rate's peak, and at the scrapes that had it >= `kv_usage_high` with requests waiting, the fewest free
 tokens ((1 - usage) x capacity from `vllm:cache_config_info`) beside the scenario's long prompt (vLLM 0.33 admits a
-prompt only when it fits whole, `scheduler_reserve_full_isl`). Then it scores, at run level, the detector as it is
-and a stricter rule that also asks a scrape at `kv_usage_full` or a preemption.
+prompt only when it fits whole, `scheduler_reserve_full_isl`); beside them, from the run's step trace (what the
+truth reads, never the detector), the pool's peak and the seconds its steps held it at the truth's 0.95. Then it
+scores, at run level, the detector as it is and a stricter rule that also asks a scrape at `kv_usage_full` or a
+preemption.
 
     python benchmarks/kv_waits.py runs/h6[1-9]*-first.json runs/h7?*-first.json runs/h8?*-first.json
 """
@@ -45,6 +47,18 @@ def reading(run: Path, slo: float) -> dict:
             "capacity": cap, "full": bool(sig["kv_usage"].max() >= float(th["kv_usage_full"]))}
 
 
+def step_trace_peak(run: Path) -> dict:
+    """The pool's peak in the step trace and the seconds of steps that left it at or above the truth's 0.95."""
+    from stallscope.analyzers import truth
+    from stallscope.analyzers.step_cost import read_step_trace
+
+    st = read_step_trace(run / "steps.jsonl")
+    usage = st["kv_blocks_used"].to_numpy(dtype=float) / (st["num_gpu_blocks"].to_numpy(dtype=float) - 1)
+    at = usage >= truth.KV_USAGE_HIGH
+    dur = (st["end_ns"] - st["start_ns"]).to_numpy(dtype=float) / 1e9
+    return {"trace_peak": float(usage.max()), "trace_s_full": float(dur[at].sum())}
+
+
 def rows(results: list[Path]) -> list[dict]:
     out = []
     for path in results:
@@ -56,7 +70,7 @@ def rows(results: list[Path]) -> list[dict]:
             sc = BY_NAME.get(Path(r["run"]).name)
             out.append({"run": f"{path.stem.removesuffix('-first')}/{Path(r['run']).name}", "true": true,
                         "flagged": flagged, "long_prompt": long_prompt_tokens(sc) if sc else None,
-                        **reading(Path(r["run"]), float(data["itl_slo_s"]))})
+                        **reading(Path(r["run"]), float(data["itl_slo_s"])), **step_trace_peak(Path(r["run"]))})
     return out
 
 
@@ -73,13 +87,14 @@ def main() -> int:
     ap.add_argument("results", nargs="+", type=Path, help="benchmarks/scenarios.py --json files")
     rs = rows(ap.parse_args().results)
     print("| run | truth | flagged | peak usage scraped | peak preemptions / s | scrapes >= high with waiting "
-          "| fewest free tokens then | long prompt | capacity |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| fewest free tokens then | long prompt | capacity | peak in the step trace | seconds at 0.95 there |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rs:
         free = "-" if r["free_min"] is None else f"{r['free_min']:.0f}"
         cap = "-" if r["capacity"] is None else f"{r['capacity']:.0f}"
         print(f"| {r['run']} | {r['true']} | {r['flagged']} | {r['kv_max']:.3f} | {r['preempt_max']:.2f} | "
-              f"{r['waiting_scrapes']} | {free} | {r['long_prompt']} | {cap} |")
+              f"{r['waiting_scrapes']} | {free} | {r['long_prompt']} | {cap} | {r['trace_peak']:.3f} | "
+              f"{r['trace_s_full']:.2f} |")
     print(f"{len(rs)} runs truly under pressure or flagged")
     print("as detected:                            " + score(rs, lambda r: r["flagged"]))
     stricter = score(rs, lambda r: r["flagged"] and (r["full"] or r["preempt_max"] > 0))
