@@ -287,8 +287,10 @@ def _in_use_fact(budget_in_use: int, estimated: bool, in_use_floor: int | None) 
 
 
 def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, peak_usage: float,
-                      kv_usage_high: float, cache_dtype: str | None = None) -> tuple[str, dict]:
-    """`--kv-cache-dtype fp8` (capacity N -> 2N tokens) and a lower `--max-num-seqs`."""
+                      kv_usage_high: float, cache_dtype: str | None = None,
+                      preempted: bool = True) -> tuple[str, dict]:
+    """`--kv-cache-dtype fp8` (capacity N -> 2N tokens) and, where requests were preempted, a lower
+    `--max-num-seqs`: without preemptions the harm is the queue, which fewer running requests only lengthen."""
     parts, extra = [], {}
     if cache_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
         if capacity_tokens and math.isfinite(capacity_tokens):
@@ -300,12 +302,16 @@ def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, pea
         else:
             parts.append("`--kv-cache-dtype fp8` halves the bytes per cached token, doubling the KV capacity "
                          "from N to 2N tokens (check accuracy for your model)")
-    if peak_running and peak_running >= 2 and peak_usage > 0:
+    if preempted and peak_running and peak_running >= 2 and peak_usage > 0:
         seqs = max(1, int(math.floor(peak_running * kv_usage_high / peak_usage)))
         parts.append(f"lowering `--max-num-seqs` from the observed peak of {peak_running:.0f} running requests to "
                      f"{seqs} keeps peak KV usage near {kv_usage_high:.0%} (fewer preemptions, more queueing)")
         extra["max_num_seqs"] = seqs
-    parts.append("or raise `--gpu-memory-utilization` / add GPUs (`--tensor-parallel-size`) for more KV blocks")
+    parts.append(("or raise" if parts else "raise") + " `--gpu-memory-utilization` / add GPUs "
+                 "(`--tensor-parallel-size`) for more KV blocks")
+    if not preempted:
+        parts.append("a lower `--max-num-seqs` would not help: nothing was preempted, and fewer running requests "
+                     "only lengthen the queue")
     return "; ".join(parts) + ".", extra
 
 

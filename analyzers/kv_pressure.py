@@ -16,8 +16,10 @@ Method, per target, on the signals grid (stallscope.analyzers.signals):
 3. Severity is critical when preemptions reach `preemptions_rate_high` per second, else warning.
    A scrape that read the pool at or above `kv_usage_full` outside such an episode is `info`: the pool was
    full then (the gauge is the step's own count), but nobody was measured waiting or preempted for it.
-4. The recommendation quotes the capacity N from `vllm:cache_config_info` (num_gpu_blocks x block_size)
-   when scraped: `--kv-cache-dtype fp8` gives 2N tokens; `--max-num-seqs` sized so peak usage fits.
+4. The explanation says which harm the scrapes show: preemptions, or, with none, a queue for blocks (TTFT only).
+5. The recommendation quotes the capacity N from `vllm:cache_config_info` (num_gpu_blocks x block_size)
+   when scraped: `--kv-cache-dtype fp8` gives 2N tokens; `--max-num-seqs` sized so peak usage fits, only where
+   requests were preempted (with none, fewer running requests only lengthen the queue).
 """
 
 from __future__ import annotations
@@ -90,22 +92,41 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
                         else float("nan"), "windows": int(len(part))}
             recommendation, extra = kv_recommendation(capacity_tokens=cap, peak_running=peak_running,
                                                       peak_usage=peak_usage, kv_usage_high=high,
-                                                      cache_dtype=info.get("cache_dtype"))
+                                                      cache_dtype=info.get("cache_dtype"),
+                                                      preempted=peak_preempt > 0)
             evidence.update(extra)
-            where = f" on {target}" if target else ""
-            explanation = (
-                f"The KV cache{where} ran full for {len(part)} windows (block usage peaked at {peak_usage:.0%} "
-                f"in the scrapes; the threshold is {high:.0%}) while up to {evidence['waiting_max']:.0f} requests waited and preemptions "
-                f"reached {peak_preempt:.2f}/s. New requests cannot be admitted until blocks free up, so they "
-                "queue (TTFT grows), and when a running request needs a new block the scheduler preempts the "
-                "newest one and recomputes it later (a long ITL gap for that stream). Usage counts blocks, not "
-                "tokens: each request's last block is partly empty.")
+            if cap and np.isfinite(cap) and np.isfinite(peak_usage):
+                evidence["kv_capacity_tokens"] = int(cap)
+                evidence["kv_free_tokens_min"] = float(max(0.0, 1.0 - peak_usage) * cap)
+            explanation = _pressure_text(target, evidence)
             severity = "critical" if peak_preempt >= float(th["preemptions_rate_high"]) else "warning"
             out.append(Finding("kv_pressure", severity, int(ts[i]), int(ts[j]), target, evidence,
                                explanation, recommendation))
         full = (kv >= float(th["kv_usage_full"])) & ~covered
         out += [_full_pool(sig.iloc[i:j + 1], target, th) for i, j in episodes(full, min_len=1, merge_gap=gap)]
     return out
+
+
+def _pressure_text(target: str, ev: dict) -> str:
+    """What the episode's scrapes show: the pool's peak and the queue, then preemptions where there were any,
+    else a queue for blocks (vLLM admits a waiting prompt only when free blocks hold all of it)."""
+    where = f" on {target}" if target else ""
+    text = (f"The KV cache{where} held {ev['kv_usage_max']:.0%} of its blocks at the fullest scrape, at or above "
+            f"the {ev['kv_usage_high']:.0%} threshold for {ev['windows']} windows, while up to "
+            f"{ev['waiting_max']:.0f} requests waited for capacity. ")
+    if ev["preemptions_per_s_max"] > 0:
+        text += (f"Preemptions reached {ev['preemptions_per_s_max']:.2f}/s: when a running request needs a new block "
+                 "and none is free, the scheduler preempts the newest one and recomputes it later (a long ITL gap "
+                 "for that stream), and new requests cannot be admitted until blocks free up, so they queue (TTFT "
+                 "grows). ")
+    else:
+        free = ev.get("kv_free_tokens_min")
+        room = (f", with about {free:,.0f} of {ev['kv_capacity_tokens']:,} tokens free at the fullest scrape"
+                if free is not None and ev.get("kv_capacity_tokens") else "")
+        text += (f"No request was preempted: the waiting requests queued for blocks{room} (vLLM admits a prompt "
+                 "only when the whole of it fits, `scheduler_reserve_full_isl`), so the cost is TTFT, not the "
+                 "running streams' ITL. ")
+    return text + "Usage counts blocks, not tokens: each request's last block is partly empty."
 
 
 def _full_pool(part: pd.DataFrame, target: str, th: dict) -> Finding:

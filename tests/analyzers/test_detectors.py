@@ -98,6 +98,25 @@ def test_kv_pressure_flags_the_full_cache_with_capacity_figures():
     assert f["evidence"]["max_num_seqs"] == 20  # floor(24 x 0.8 / 0.95)
 
 
+def test_a_queue_for_blocks_without_preemptions_says_so_and_names_no_max_num_seqs():
+    # held-out 93's pool: 84 % of the blocks with requests waiting and nothing preempted; the harm is the queue
+    f = to_frame(kv_pressure.detect(signals.compute(s := simulate_kv_pressure(usage=0.84, preempt=False)),
+                                    samples=s)).iloc[0]
+    assert (f["kind"], f["severity"]) == ("kv_pressure", "warning")
+    assert f["evidence"]["preemptions_per_s_max"] == 0 and "max_num_seqs" not in f["evidence"]
+    assert f["evidence"]["kv_capacity_tokens"] == 16000
+    assert f["evidence"]["kv_free_tokens_min"] == pytest.approx(0.16 * 16000)
+    assert "held 84% of its blocks" in f["explanation"] and "ran full" not in f["explanation"]
+    assert "No request was preempted" in f["explanation"] and "about 2,560 of 16,000 tokens free" in f["explanation"]
+    assert "preempts the newest" not in f["explanation"]
+    assert f["recommendation"].startswith("`--kv-cache-dtype fp8`")
+    assert "a lower `--max-num-seqs` would not help" in f["recommendation"]
+    # the preempting pool keeps the preemption text and the --max-num-seqs figure
+    g = to_frame(kv_pressure.detect(signals.compute(s := simulate_kv_pressure()), samples=s)).iloc[0]
+    assert "Preemptions reached" in g["explanation"] and "No request was preempted" not in g["explanation"]
+    assert "lowering `--max-num-seqs`" in g["recommendation"] and "would not help" not in g["recommendation"]
+
+
 def test_kv_high_without_waiting_or_preemption_is_not_pressure():
     m = VllmMetrics()
     frames = []
