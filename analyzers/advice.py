@@ -304,9 +304,14 @@ def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, pea
                          "from N to 2N tokens (check accuracy for your model)")
     if preempted and peak_running and peak_running >= 2 and peak_usage > 0:
         seqs = max(1, int(math.floor(peak_running * kv_usage_high / peak_usage)))
-        parts.append(f"lowering `--max-num-seqs` from the observed peak of {peak_running:.0f} running requests to "
-                     f"{seqs} keeps peak KV usage near {kv_usage_high:.0%} (fewer preemptions, more queueing)")
-        extra["max_num_seqs"] = seqs
+        if seqs < peak_running:
+            parts.append(f"lowering `--max-num-seqs` from the observed peak of {peak_running:.0f} running requests "
+                         f"to {seqs} keeps peak KV usage near {kv_usage_high:.0%} (fewer preemptions, more queueing)")
+            extra["max_num_seqs"] = seqs
+        else:   # the scrapes read the pool under the threshold: preemptions alone say it ran out between them
+            parts.append(f"lowering `--max-num-seqs` below the observed peak of {peak_running:.0f} running requests "
+                         "(fewer preemptions, more queueing; the scrapes missed the full pool, so they give no "
+                         "figure)")
     parts.append(("or raise" if parts else "raise") + " `--gpu-memory-utilization` / add GPUs "
                  "(`--tensor-parallel-size`) for more KV blocks")
     if not preempted:

@@ -111,9 +111,18 @@ def _pressure_text(target: str, ev: dict) -> str:
     """What the episode's scrapes show: the pool's peak and the queue, then preemptions where there were any,
     else a queue for blocks (vLLM admits a waiting prompt only when free blocks hold all of it)."""
     where = f" on {target}" if target else ""
-    text = (f"The KV cache{where} held {ev['kv_usage_max']:.0%} of its blocks at the fullest scrape, at or above "
-            f"the {ev['kv_usage_high']:.0%} threshold for {ev['windows']} windows, while up to "
-            f"{ev['waiting_max']:.0f} requests waited for capacity. ")
+    peak, high = ev["kv_usage_max"], ev["kv_usage_high"]
+    if not np.isfinite(peak):
+        text = f"The KV cache{where}'s usage was not scraped in these {ev['windows']} windows"
+    elif peak >= high:
+        text = (f"The KV cache{where} held {peak:.0%} of its blocks at the fullest scrape, at or above the "
+                f"{high:.0%} threshold, over {ev['windows']} windows")
+    else:   # preemptions alone: V1 preempts only when an allocation fails, so the pool ran out between scrapes
+        text = (f"The KV cache{where} read at most {peak:.0%} of its blocks in the scrapes (under the {high:.0%} "
+                f"threshold) over {ev['windows']} windows, yet ran out between them")
+    waited = ev["waiting_max"]
+    text += (f", while up to {waited:.0f} requests waited for capacity. " if waited > 0
+             else ", with no request waiting for capacity. ")
     if ev["preemptions_per_s_max"] > 0:
         text += (f"Preemptions reached {ev['preemptions_per_s_max']:.2f}/s: when a running request needs a new block "
                  "and none is free, the scheduler preempts the newest one and recomputes it later (a long ITL gap "

@@ -166,6 +166,11 @@ def test_frequent_preemptions_are_pressure_even_when_scrapes_miss_the_full_pool(
     assert out.iloc[0]["severity"] == "critical"
     assert out.iloc[0]["evidence"]["preemptions_per_s_max"] >= 0.9
     assert out.iloc[0]["evidence"]["kv_usage_max"] == pytest.approx(0.7)
+    # the text does not claim the scrapes saw the pool over the threshold, and the advice does not "lower"
+    # --max-num-seqs from 12 to floor(12 x 0.8 / 0.7) = 13
+    assert "read at most 70% of its blocks in the scrapes (under the 80% threshold)" in out.iloc[0]["explanation"]
+    assert "max_num_seqs" not in out.iloc[0]["evidence"]
+    assert "below the observed peak of 12 running requests" in out.iloc[0]["recommendation"]
 
 
 def _frozen_run(frozen_from: int, n: int, waiting: int = 3) -> pd.DataFrame:
