@@ -297,7 +297,6 @@ def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, pea
             n = int(capacity_tokens)
             parts.append(f"`--kv-cache-dtype fp8` halves the bytes per cached token, so the same memory holds "
                          f"{2 * n:,} tokens instead of {n:,} (check accuracy for your model)")
-            extra["kv_capacity_tokens"] = n
             extra["kv_capacity_tokens_fp8"] = 2 * n
         else:
             parts.append("`--kv-cache-dtype fp8` halves the bytes per cached token, doubling the KV capacity "

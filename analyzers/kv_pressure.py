@@ -95,9 +95,10 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
                                                       cache_dtype=info.get("cache_dtype"),
                                                       preempted=peak_preempt > 0)
             evidence.update(extra)
-            if cap and np.isfinite(cap) and np.isfinite(peak_usage):
+            if cap and np.isfinite(cap):
                 evidence["kv_capacity_tokens"] = int(cap)
-                evidence["kv_free_tokens_min"] = float(max(0.0, 1.0 - peak_usage) * cap)
+                if np.isfinite(peak_usage):
+                    evidence["kv_free_tokens_min"] = float(max(0.0, 1.0 - peak_usage) * cap)
             explanation = _pressure_text(target, evidence)
             severity = "critical" if peak_preempt >= float(th["preemptions_rate_high"]) else "warning"
             out.append(Finding("kv_pressure", severity, int(ts[i]), int(ts[j]), target, evidence,

@@ -75,6 +75,13 @@ def starvation_episodes(steps: pd.DataFrame, slo_s: float, *, run_end_ns: int | 
     return merge(out)
 
 
+def kv_usage(steps: pd.DataFrame) -> np.ndarray:
+    """Each step's KV usage as the rule reads it: kv_blocks_used / (num_gpu_blocks - 1)."""
+    pool = _col(steps, "num_gpu_blocks", np.nan) - 1      # block 0 is the null block, as in vLLM's BlockPool
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _col(steps, "kv_blocks_used") / pool
+
+
 def kv_episodes(steps: pd.DataFrame, *, run_end_ns: int | None = None,
                 usage_high: float = KV_USAGE_HIGH) -> list[tuple[int, int]]:
     """True `kv_pressure` intervals (ns): steps that preempted or left the pool >= `usage_high` full."""
@@ -83,10 +90,7 @@ def kv_episodes(steps: pd.DataFrame, *, run_end_ns: int | None = None,
     st = steps.sort_values("start_ns", kind="stable").reset_index(drop=True)
     if run_end_ns is not None:
         st = st[st["start_ns"].to_numpy(dtype=np.int64) < int(run_end_ns)].reset_index(drop=True)
-    pool = _col(st, "num_gpu_blocks", np.nan) - 1      # block 0 is the null block, as in vLLM's BlockPool
-    with np.errstate(invalid="ignore", divide="ignore"):
-        usage = _col(st, "kv_blocks_used") / pool
-    hot = (_col(st, "num_preempted") > 0) | (usage >= usage_high)
+    hot = (_col(st, "num_preempted") > 0) | (kv_usage(st) >= usage_high)
     end = st["end_ns"].to_numpy(dtype=np.int64)
     begin = np.concatenate([st["start_ns"].to_numpy(dtype=np.int64)[:1], end[:-1]])
     return merge((begin[i], end[i]) for i in np.flatnonzero(hot))

@@ -6,7 +6,8 @@ For every run that was truly under pressure or flagged, this prints what the scr
 preemption rate's peak, and at the scrapes that had it >= `kv_usage_high` with requests waiting, the fewest free
 tokens ((1 - usage) x capacity from `vllm:cache_config_info`) beside the scenario's long prompt (vLLM 0.33 admits a
 prompt only when it fits whole, `scheduler_reserve_full_isl`); beside them, from the run's step trace (what the
-truth reads, never the detector), the pool's peak and the seconds its steps held it at the truth's 0.95. Then it
+truth reads, never the detector), the pool's peak, the seconds its steps held it at the truth's 0.95 and the
+preemptions it counts. Then it
 scores, at run level, the detector as it is and a stricter rule that also asks a scrape at `kv_usage_full` or a
 preemption.
 
@@ -48,15 +49,16 @@ def reading(run: Path, slo: float) -> dict:
 
 
 def step_trace_peak(run: Path) -> dict:
-    """The pool's peak in the step trace and the seconds of steps that left it at or above the truth's 0.95."""
+    """The pool's peak in the step trace (the truth's own reading, `truth.kv_usage`), the seconds of steps that
+    left it at or above the truth's 0.95, and the preemptions the trace counts."""
     from stallscope.analyzers import truth
     from stallscope.analyzers.step_cost import read_step_trace
 
     st = read_step_trace(run / "steps.jsonl")
-    usage = st["kv_blocks_used"].to_numpy(dtype=float) / (st["num_gpu_blocks"].to_numpy(dtype=float) - 1)
-    at = usage >= truth.KV_USAGE_HIGH
+    usage = truth.kv_usage(st)
     dur = (st["end_ns"] - st["start_ns"]).to_numpy(dtype=float) / 1e9
-    return {"trace_peak": float(usage.max()), "trace_s_full": float(dur[at].sum())}
+    return {"trace_peak": float(np.nanmax(usage)), "trace_s_full": float(dur[usage >= truth.KV_USAGE_HIGH].sum()),
+            "trace_preemptions": int(st["num_preempted"].sum())}
 
 
 def rows(results: list[Path]) -> list[dict]:
@@ -87,14 +89,15 @@ def main() -> int:
     ap.add_argument("results", nargs="+", type=Path, help="benchmarks/scenarios.py --json files")
     rs = rows(ap.parse_args().results)
     print("| run | truth | flagged | peak usage scraped | peak preemptions / s | scrapes >= high with waiting "
-          "| fewest free tokens then | long prompt | capacity | peak in the step trace | seconds at 0.95 there |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| fewest free tokens then | long prompt | capacity | peak in the step trace | seconds at 0.95 there "
+          "| preemptions there |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rs:
         free = "-" if r["free_min"] is None else f"{r['free_min']:.0f}"
         cap = "-" if r["capacity"] is None else f"{r['capacity']:.0f}"
         print(f"| {r['run']} | {r['true']} | {r['flagged']} | {r['kv_max']:.3f} | {r['preempt_max']:.2f} | "
               f"{r['waiting_scrapes']} | {free} | {r['long_prompt']} | {cap} | {r['trace_peak']:.3f} | "
-              f"{r['trace_s_full']:.2f} |")
+              f"{r['trace_s_full']:.2f} | {r['trace_preemptions']} |")
     print(f"{len(rs)} runs truly under pressure or flagged")
     print("as detected:                            " + score(rs, lambda r: r["flagged"]))
     stricter = score(rs, lambda r: r["flagged"] and (r["full"] or r["preempt_max"] > 0))
