@@ -2469,6 +2469,97 @@ HELD_OUT_93 = [
 ]
 
 
+# held-out 94: a general draw, drawn after held-out 93 was scored, the detector unchanged
+# (draw_scenarios.py --seed 202612115 --held-out 94 --first-seed 941), committed before its first run
+HELD_OUT_94 = [
+    Scenario("h94-small-chunk384-s12-scrape1s", chunked(384), _h2(12, 1350, 6.4), model="small", seed=941, interval="1s",
+             held_out=94,
+             exercises="`small`, budget 384, 12 sessions, 1,350-token prompts every 6.4 s, 1 s scrapes"),
+    Scenario("h94-tiny-chunk128-s10", chunked(128), _h2(10, 500, 2.4), seed=942, held_out=94,
+             exercises="budget 128, 10 sessions, 500-token prompts every 2.4 s"),
+    Scenario("h94-tiny-chunk640-s11", chunked(640), _h2(11, 1250, 8.1), seed=943, held_out=94,
+             exercises="budget 640, 11 sessions, 1,250-token prompts every 8.1 s"),
+    Scenario("h94-tiny-chunk128-s6", chunked(128), _h2(6, 1150, 9.4), seed=944, held_out=94,
+             exercises="budget 128, 6 sessions, 1,150-token prompts every 9.4 s"),
+    Scenario("h94-tiny-nochunk-1000-s15-scrape1s", OFF, _h2(15, 1000, 7.8), seed=945, interval="1s", held_out=94,
+             exercises="15 sessions, whole 1,000-token prefills every 7.8 s, 1 s scrapes"),
+    Scenario("h94-small-nochunk-1050-s3", OFF, _h2(3, 1050, 8.7), model="small", seed=946, held_out=94,
+             exercises="`small`, 3 sessions, whole 1,050-token prefills every 8.7 s"),
+    Scenario("h94-kv-fp8-3.2mb-8sess", KV + ("--kv-cache-mb", "3.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "8") + KV_LOAD[2:], seed=947, held_out=94,
+             exercises="a 3.2 MiB fp8 pool, 8 sessions"),
+    Scenario("h94-kv-fp8-5.5mb-20sess", KV + ("--kv-cache-mb", "5.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "20") + KV_LOAD[2:], seed=948, held_out=94,
+             exercises="a 5.5 MiB fp8 pool, 20 sessions"),
+    Scenario("h94-neg-short-27sess", ("--max-num-seqs", "128"),
+             ("--sessions", "27", "--short-prompt-tokens", "43", "--max-tokens", "32") + SHORT_ONLY, seed=949,
+             held_out=94,
+             exercises="negative: 27 sessions of 43-token prompts"),
+    Scenario("h94-end-in-stall-small-1350-scrape1s", OFF, _h2(4, 1350, "{half}"), model="small", seed=950, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=94,
+             exercises="`small`: the data ends 2 s after a whole 1,350-token prefill starts"),
+]
+
+# held-out 95: KV pools only, drawn with 94 and 96 after held-out 93 was scored, the detector unchanged
+# (draw_scenarios.py --seed 202612116 --kv 8 --held-out 95 --first-seed 951), committed before its first run
+HELD_OUT_95 = [
+    Scenario("h95-kv-fp8-2.0mb-48sess-scrape1s", KV + ("--kv-cache-mb", "2.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "48", "--short-prompt-tokens", "32", "--max-tokens", "116", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1300", "--long-every", "3.6"), seed=951, interval="1s", held_out=95,
+             exercises="a 2.0 MiB fp8 pool, 48 sessions of 116 output tokens, 1,300-token prompts every 3.6 s"),
+    Scenario("h95-kv-fp8-1.5mb-27sess", KV + ("--kv-cache-mb", "1.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "27", "--short-prompt-tokens", "32", "--max-tokens", "69", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1100", "--long-every", "4.4"), seed=952, held_out=95,
+             exercises="a 1.5 MiB fp8 pool, 27 sessions of 69 output tokens, 1,100-token prompts every 4.4 s"),
+    Scenario("h95-kv-auto-8.4mb-41sess-scrape1s", KV + ("--kv-cache-mb", "8.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "41", "--short-prompt-tokens", "32", "--max-tokens", "97", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "600", "--long-every", "4.8"), seed=953, interval="1s", held_out=95,
+             exercises="a 8.4 MiB auto pool, 41 sessions of 97 output tokens, 600-token prompts every 4.8 s"),
+    Scenario("h95-kv-fp8-5.9mb-8sess", KV + ("--kv-cache-mb", "5.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "8", "--short-prompt-tokens", "32", "--max-tokens", "241", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "600", "--long-every", "4.6"), seed=954, held_out=95,
+             exercises="a 5.9 MiB fp8 pool, 8 sessions of 241 output tokens, 600-token prompts every 4.6 s"),
+    Scenario("h95-kv-auto-6.1mb-15sess", KV + ("--kv-cache-mb", "6.1", "--kv-cache-dtype", "auto"),
+             ("--sessions", "15", "--short-prompt-tokens", "32", "--max-tokens", "100", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1550", "--long-every", "2.4"), seed=955, held_out=95,
+             exercises="a 6.1 MiB auto pool, 15 sessions of 100 output tokens, 1,550-token prompts every 2.4 s"),
+    Scenario("h95-kv-auto-13.6mb-43sess-scrape1s", KV + ("--kv-cache-mb", "13.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "43", "--short-prompt-tokens", "32", "--max-tokens", "126", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "4.0"), seed=956, interval="1s", held_out=95,
+             exercises="a 13.6 MiB auto pool, 43 sessions of 126 output tokens, 1,450-token prompts every 4.0 s"),
+    Scenario("h95-kv-auto-2.6mb-24sess", KV + ("--kv-cache-mb", "2.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "24", "--short-prompt-tokens", "32", "--max-tokens", "206", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1500", "--long-every", "1.7"), seed=957, held_out=95,
+             exercises="a 2.6 MiB auto pool, 24 sessions of 206 output tokens, 1,500-token prompts every 1.7 s"),
+    Scenario("h95-kv-auto-3.3mb-12sess-scrape1s", KV + ("--kv-cache-mb", "3.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "12", "--short-prompt-tokens", "32", "--max-tokens", "208", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "750", "--long-every", "3.2"), seed=958, interval="1s", held_out=95,
+             exercises="a 3.3 MiB auto pool, 12 sessions of 208 output tokens, 750-token prompts every 3.2 s"),
+]
+
+# held-out 96: the band, drawn with 94 and 95 after held-out 93 was scored, the detector unchanged
+# (draw_scenarios.py --seed 202612117 --band 8 --held-out 96 --first-seed 961), committed before its first run
+HELD_OUT_96 = [
+    Scenario("h96-small-chunk576-s3-scrape1s", chunked(576), _h2(3, 700, 9.5), model="small", seed=961, interval="1s",
+             held_out=96,
+             exercises="`small`, budget 576, 3 sessions, 700-token prompts every 9.5 s, 1 s scrapes"),
+    Scenario("h96-small-chunk640-s6", chunked(640), _h2(6, 1700, 7.4), model="small", seed=962, held_out=96,
+             exercises="`small`, budget 640, 6 sessions, 1,700-token prompts every 7.4 s"),
+    Scenario("h96-small-chunk704-s6-scrape1s", chunked(704), _h2(6, 850, 6.2), model="small", seed=963, interval="1s",
+             held_out=96,
+             exercises="`small`, budget 704, 6 sessions, 850-token prompts every 6.2 s, 1 s scrapes"),
+    Scenario("h96-small-chunk448-s6", chunked(448), _h2(6, 1550, 5.4), model="small", seed=964, held_out=96,
+             exercises="`small`, budget 448, 6 sessions, 1,550-token prompts every 5.4 s"),
+    Scenario("h96-small-chunk448-s11", chunked(448), _h2(11, 1750, 9.8), model="small", seed=965, held_out=96,
+             exercises="`small`, budget 448, 11 sessions, 1,750-token prompts every 9.8 s"),
+    Scenario("h96-small-chunk768-s16", chunked(768), _h2(16, 1150, 4.5), model="small", seed=966, held_out=96,
+             exercises="`small`, budget 768, 16 sessions, 1,150-token prompts every 4.5 s"),
+    Scenario("h96-tiny-chunk320-s13", chunked(320), _h2(13, 1800, 1.9), seed=967, held_out=96,
+             exercises="budget 320, 13 sessions, 1,800-token prompts every 1.9 s"),
+    Scenario("h96-tiny-chunk320-s8", chunked(320), _h2(8, 1200, 7.2), seed=968, held_out=96,
+             exercises="budget 320, 8 sessions, 1,200-token prompts every 7.2 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2486,4 +2577,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
              + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
-             + HELD_OUT_92 + HELD_OUT_93)
+             + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96)
