@@ -2,15 +2,17 @@
 
 The idea: the server answers, per replica and grid point, whether streams are impaired (a severity code:
 3 critical, 2 missed the SLO or frozen, 1 interference; analyzers/episodes.py's window states), whether
-prefill load was there, whether the KV cache was under pressure (2 critical, 1 warning; kv_pressure's
-mask), and how many scrapes the window holds (`rules/fleet.py`'s `episode_exprs`). Here the points become
+prefill load was there, whether the KV cache was under pressure (3 critical, 2 warning, 1 near full only;
+kv_pressure.window_codes), and how many scrapes the window holds (`rules/fleet.py`'s `episode_exprs`). Here the
+points become
 episodes with the detectors' own merging (`signals.episodes`):
 
 - impaired windows at most one window apart form one episode (episodes.find); it is `decode_starvation`
   when prefill load shows in it or within one window after it (a prompt is counted when its prefill
   completes), else `stream_stall` (the drill-down's finding names its cause: preemption, prefill chunks,
   slow decode or a stuck engine);
-- `kv_pressure`: at least two consecutive windows, dips shorter than a window do not split;
+- `kv_pressure`: at least two consecutive windows, dips shorter than a window do not split, and the pool ran
+  out in one of them (code 2 or 3);
 - `absent`: grid points where a replica that the fleet knows reported nothing (dead, or not scraped) while
   the fleet's first sample was already in.
 
@@ -100,7 +102,8 @@ def replica_episodes(masks: dict[str, np.ndarray], ts: np.ndarray, window_ns: in
         out.append(FlaggedRun(kind, SEVERITY[int(impaired[i:j + 1].max())], int(ts[i]), int(ts[j])))
     kv = col("kv_pressure")
     for i, j in episodes(kv > 0, min_len=2, merge_gap=gap):
-        out.append(FlaggedRun("kv_pressure", SEVERITY[3 if kv[i:j + 1].max() >= 2 else 2], int(ts[i]), int(ts[j])))
+        if kv[i:j + 1].max() >= 2:   # a queue near a pool that never ran out is the drill-down's kv_near_full
+            out.append(FlaggedRun("kv_pressure", SEVERITY[int(kv[i:j + 1].max())], int(ts[i]), int(ts[j])))
     for i, j in episodes(col("absent") > 0):
         out.append(FlaggedRun("absent", "warning", int(ts[i]), int(ts[j])))
     return out

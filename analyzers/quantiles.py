@@ -155,6 +155,21 @@ def series_instant(ts: np.ndarray, values: np.ndarray, eval_ts: np.ndarray,
     return out
 
 
+def series_max_over_time(ts: np.ndarray, values: np.ndarray, eval_ts: np.ndarray, window_ns: int) -> np.ndarray:
+    """`max_over_time(x[w])` of one gauge series at each eval time: the largest sample in [t - w, t], NaN where
+    the window holds none. Every scrape counts, not only the latest at each eval time.
+
+    >>> ts = np.array([0, 1, 2, 3]) * NS
+    >>> series_max_over_time(ts, np.array([0.5, 0.97, 0.6, 0.7]), np.array([2, 3]) * NS, 1 * NS).tolist()
+    [0.97, 0.7]
+    """
+    ts = np.asarray(ts, dtype=np.int64)
+    v = np.asarray(values, dtype=float)
+    lo, hi = _window_bounds(ts, np.asarray(eval_ts, dtype=np.int64), window_ns, left_open=False)
+    return np.array([np.nanmax(v[a:b + 1]) if b >= a and np.isfinite(v[a:b + 1]).any() else np.nan
+                     for a, b in zip(lo, hi)])
+
+
 def _keys(target, labels: dict, by):
     """(series key, group key) of one label set: the target plus all labels / the `by` labels."""
     skey = (target, tuple(sorted(labels.items())))
@@ -272,6 +287,17 @@ def instant_range(samples: pd.DataFrame, metric: str, eval_ts: np.ndarray, *, by
         val[np.isnan(stack).all(axis=0)] = np.nan
         rows.append(_rows(_label_dict(gkey), eval_ts, value=val))
     return _frame_for(rows, ["value"])
+
+
+def max_over_time_range(samples: pd.DataFrame, metric: str, eval_ts: np.ndarray, window_ns: int, *,
+                        by=("target",)) -> pd.DataFrame:
+    """`max by (by) (max_over_time(metric[window]))` of a gauge at each eval time."""
+    peaks: dict = {}
+    for gkey, _, ts, values in iter_series(select(samples, metric), by):
+        r = series_max_over_time(ts, values, eval_ts, window_ns)
+        acc = peaks.setdefault(gkey, np.full(len(eval_ts), np.nan))
+        peaks[gkey] = np.fmax(acc, r)
+    return _frame_for([_rows(_label_dict(g), eval_ts, value=acc) for g, acc in peaks.items()], ["value"])
 
 
 def bucket_quantile(q: float, les: np.ndarray, counts: np.ndarray):

@@ -35,7 +35,9 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
 5. Gauges as instant values (5 min lookback): running and waiting summed over engines, KV usage max.
    `waiting` is `num_requests_waiting_by_reason{reason="capacity"}` where scraped (0.20+), else
    `num_requests_waiting`, which also counts deferred requests (`waiting_total`); `asleep` is 1 while an
-   engine's `engine_sleep_state` sits on a state other than "awake".
+   engine's `engine_sleep_state` sits on a state other than "awake". `kv_usage_peak` is
+   `max(max_over_time(kv_cache_usage_perc[window]))`: every scrape in the window, not only the latest, so a
+   pool scraped full between two grid points (or in the first window, before the grid starts) is seen.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "it
            "prompt_rate", "gen_rate", "preempt_rate", "prefill_time_rate", "long_prefill_rate", "running",
            "waiting", "kv_usage", "prompt_computed", "waiting_total", "asleep", "tokens_per_output", "live_gen_rate",
            "live_prompt_rate", "live_mean_itl", "prefill_count_rate", "nothing_for_s", "itl_ref_count",
-           "itl_ref_above", "itl_ref_above2", "itl_ref_share"]
+           "itl_ref_above", "itl_ref_above2", "itl_ref_share", "kv_usage_peak"]
 
 
 def scrape_interval_ns(samples: pd.DataFrame) -> int:
@@ -166,6 +168,9 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
                              ("vllm:kv_cache_usage_perc", "kv_usage", "max")):
         for g, v in gauge(metric, agg).items():
             put(tag, g, v)
+    peak = Q.max_over_time_range(rows("vllm:kv_cache_usage_perc"), "vllm:kv_cache_usage_perc", eval_ts, window_ns)
+    for g, v in _by_group(peak, "value").items():
+        put("kv_usage_peak", g, v)
     _put_computed_work(cols, put, rate, gauge, len(eval_ts))
     _put_live(cols, put, rows, eval_ts, live_window(window_ns, scrape_interval_ns(samples)))
     _put_nothing_for(put, rows, eval_ts)

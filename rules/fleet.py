@@ -179,6 +179,7 @@ def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, ma
     out["waiting"] = (f'sum by ({ids}) (vllm:num_requests_waiting_by_reason{{reason="capacity"}}) '
                       f"or sum by ({ids}) (vllm:num_requests_waiting)")
     out["kv_usage"] = f"max by ({ids}) ({R.KV_USAGE})"
+    out["kv_usage_peak"] = " or ".join(f"max by ({ids}) (max_over_time({m}[{w}]))" for m in R.KV_USAGE.split(" or "))
     out["asleep"] = f'max by ({ids}) (vllm:engine_sleep_state{{sleep_state!="awake"}}) >= bool 1'
     drafts = f"sum by ({ids}) (rate(vllm:spec_decode_num_drafts_total[{w}]))"
     out["tokens_per_output"] = (f"1 + sum by ({ids}) (rate(vllm:spec_decode_num_accepted_tokens_total[{w}])) / "
@@ -221,8 +222,9 @@ def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES, window: 
       the ITL P99's bucket is at or above the SLO, 3 at or above 2 x SLO) and `frozen` (2 where requests
       run and the live mean gap per stream, running / live generation rate, is above the SLO; 3 at 2 x);
     - `load`: prompt rate >= prefill_tokens_rate_high or a long prefill completed (the cause's evidence);
-    - `kv_pressure`: 2 where preemptions >= preemptions_rate_high, 1 where KV usage >= kv_usage_high with
-      requests waiting or preemptions. Each signal is evaluated once per test."""
+    - `kv_pressure`: analyzers/kv_pressure.window_codes: 3 where preemptions >= preemptions_rate_high, 2 where
+      KV usage >= kv_usage_high with requests waiting or preemptions and the pool ran out (a scrape of the
+      window at kv_usage_full, or a preemption), 1 where only the former. Each signal is evaluated once per test."""
     ids = ", ".join(label_list(by))
     w = window or R.fmt_duration(parse_duration(th["windows"]["short"]))
     slo = float(th["itl_slo_s"])
@@ -240,10 +242,13 @@ def episode_exprs(th: dict, exprs: dict[str, str], by, itl_les=ITL_LES, window: 
     load = [f"({exprs['prompt_rate']}) >= {float(th['prefill_tokens_rate_high'])!r}"]
     if "long_prefill_rate" in exprs:
         load.append(f"({exprs['long_prefill_rate']}) > 0")
-    kv, waiting, preempt = (f"({exprs[c]})" for c in ("kv_usage", "waiting", "preempt_rate"))
+    kv, waiting, preempt, seen = (f"({exprs[c]})" for c in ("kv_usage", "waiting", "preempt_rate", "kv_usage_peak"))
     hot = (f"(({kv} >= {float(th['kv_usage_high'])!r}) and on ({ids}) "
            f"(({waiting} >= {float(th['waiting_high'])!r}) or ({preempt} > 0)))")
-    pressure = f"(({preempt} >= {float(th['preemptions_rate_high'])!r}) * 0 + 2) or ({hot} * 0 + 1)"
+    full = float(th["kv_usage_full"])
+    ran_out = f"(({preempt} > 0) or ({seen} >= {full!r}) or ({kv} >= {full!r}))"
+    pressure = (f"(({preempt} >= {float(th['preemptions_rate_high'])!r}) * 0 + 3) or "
+                f"(({hot} and on ({ids}) {ran_out}) * 0 + 2) or ({hot} * 0 + 1)")
     return {"impaired": impaired, "load": " or ".join(f"({p})" for p in load), "kv_pressure": pressure}
 
 

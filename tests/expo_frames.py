@@ -185,10 +185,10 @@ def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s
 
 def simulate_kv_pressure(seconds: float = 120.0, *, scrape_s: float = 1.0, t0_ns: int = T0_NS,
                          pressure=(40.0, 90.0), blocks: int = 1000, block_size: int = 16, texts: list | None = None,
-                         usage: float = 0.95, preempt: bool = True):
+                         usage: float = 0.95, preempt: bool = True, spike: tuple[float, float] | None = None):
     """Gauges and counters of a run whose KV cache fills between `pressure` seconds: `usage` (0.95), requests
-    waiting, a preemption every 2 s unless `preempt` is false; usage 0.5 and nothing waiting outside. Also scrapes
-    cache_config_info."""
+    waiting, a preemption every 2 s unless `preempt` is false; usage 0.5 and nothing waiting outside; `spike`
+    (second, usage) sets one scrape's usage. Also scrapes cache_config_info."""
     m = VllmMetrics()
     Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
           ["block_size", "cache_dtype", "num_gpu_blocks", "engine"], registry=m.registry).labels(
@@ -197,7 +197,7 @@ def simulate_kv_pressure(seconds: float = 120.0, *, scrape_s: float = 1.0, t0_ns
     for i in range(int(seconds / scrape_s)):
         now = i * scrape_s
         hot = pressure[0] <= now < pressure[1]
-        m.kv.set(usage if hot else 0.5)
+        m.kv.set(spike[1] if spike and spike[0] == now else usage if hot else 0.5)
         m.waiting.set(4 if hot else 0)
         m.running.set(24 if hot else 16)
         if preempt and hot and i % 2 == 0:

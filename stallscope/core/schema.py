@@ -80,7 +80,7 @@ FRAMES: dict[str, list[Column]] = {
     ],
     # One row per finding of any detector.
     "findings": [
-        Column("kind", "str", "decode_starvation, kv_pressure, scheduler_stall, memory_bound_decode, ..."),
+        Column("kind", "str", "decode_starvation, kv_pressure, kv_near_full, scheduler_stall, memory_bound_decode, ..."),
         Column("severity", "str", "info, warning or critical"),
         Column("start_ns", "int", "window start, ns"),
         Column("end_ns", "int", "window end, ns"),

@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 KIND_COLOURS = {"decode_starvation": "rgba(231,76,60,0.18)", "itl_high": "rgba(241,196,15,0.22)",
-                "kv_pressure": "rgba(142,68,173,0.18)", "scheduler_stall": "rgba(52,73,94,0.2)",
+                "kv_pressure": "rgba(142,68,173,0.18)", "kv_near_full": "rgba(142,68,173,0.07)",
+                "scheduler_stall": "rgba(52,73,94,0.2)",
                 "memory_bound_decode": "rgba(52,152,219,0.15)"}
 _LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.12))
 
@@ -90,8 +91,8 @@ def kv_figure(signals: pd.DataFrame, findings: pd.DataFrame | None = None, *, kv
                       row=3, col=1)
     if kv_high is not None:
         fig.add_hline(y=kv_high, line=dict(color="#8e44ad", dash="dash"), row=1, col=1,
-                      annotation_text=f"pressure at {kv_high:.0%}")
-    _shade_findings(fig, findings, kinds={"kv_pressure", "scheduler_stall"})
+                      annotation_text=f"near full at {kv_high:.0%}")
+    _shade_findings(fig, findings, kinds={"kv_pressure", "kv_near_full", "scheduler_stall"})
     fig.update_layout(title=esc(title), height=640, **_LAYOUT)
     return fig
 

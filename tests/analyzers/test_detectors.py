@@ -99,15 +99,15 @@ def test_kv_pressure_flags_the_full_cache_with_capacity_figures():
 
 
 def test_a_queue_for_blocks_without_preemptions_says_so_and_names_no_max_num_seqs():
-    # held-out 93's pool: 84 % of the blocks with requests waiting and nothing preempted; the harm is the queue
-    f = to_frame(kv_pressure.detect(signals.compute(s := simulate_kv_pressure(usage=0.84, preempt=False)),
+    # a pool scraped at 96 % with requests waiting and nothing preempted: it ran out, and the harm is the queue
+    f = to_frame(kv_pressure.detect(signals.compute(s := simulate_kv_pressure(usage=0.96, preempt=False)),
                                     samples=s)).iloc[0]
     assert (f["kind"], f["severity"]) == ("kv_pressure", "warning")
     assert f["evidence"]["preemptions_per_s_max"] == 0 and "max_num_seqs" not in f["evidence"]
     assert f["evidence"]["kv_capacity_tokens"] == 16000
-    assert f["evidence"]["kv_free_tokens_min"] == pytest.approx(0.16 * 16000)
-    assert "held 84% of its blocks" in f["explanation"] and "ran full" not in f["explanation"]
-    assert "No request was preempted" in f["explanation"] and "about 2,560 of 16,000 tokens free" in f["explanation"]
+    assert f["evidence"]["kv_free_tokens_min"] == pytest.approx(0.04 * 16000)
+    assert "held 96% of its blocks" in f["explanation"] and "ran full" not in f["explanation"]
+    assert "No request was preempted" in f["explanation"] and "about 640 of 16,000 tokens free" in f["explanation"]
     assert "preempts the newest" not in f["explanation"]
     assert f["recommendation"].startswith("`--kv-cache-dtype fp8`")
     assert "a lower `--max-num-seqs` would not help" in f["recommendation"]
@@ -115,6 +115,27 @@ def test_a_queue_for_blocks_without_preemptions_says_so_and_names_no_max_num_seq
     g = to_frame(kv_pressure.detect(signals.compute(s := simulate_kv_pressure()), samples=s)).iloc[0]
     assert "Preemptions reached" in g["explanation"] and "No request was preempted" not in g["explanation"]
     assert "lowering `--max-num-seqs`" in g["recommendation"] and "would not help" not in g["recommendation"]
+
+
+def test_a_queue_beside_a_pool_never_scraped_full_is_near_full_not_pressure():
+    # held-out 93's pool: 84 % of the blocks with requests waiting, nothing preempted; its step trace peaked at
+    # 0.845. The scrapes cannot say it ran out, nor whether the requests waited for blocks or for the budget
+    out = to_frame(kv_pressure.detect(signals.compute(s := simulate_kv_pressure(usage=0.84, preempt=False)),
+                                      samples=s))
+    assert list(out["kind"]) == ["kv_near_full"] and list(out["severity"]) == ["info"]
+    f = out.iloc[0]
+    assert f["evidence"]["kv_usage_max"] == pytest.approx(0.84) and f["evidence"]["waiting_max"] == 4
+    assert f["evidence"]["kv_free_tokens_min"] == pytest.approx(0.16 * 16000)
+    assert "do not show that it ran out" in f["explanation"] and "token budget" in f["explanation"]
+    assert "About 2,560 of 16,000 tokens were free" in f["explanation"]
+    assert f["recommendation"].startswith("none on this evidence")
+    # one scrape at 0.97 among them, off the grid's instants (before its first point): the pool ran out
+    s = simulate_kv_pressure(usage=0.84, preempt=False, pressure=(0.0, 90.0), spike=(1.0, 0.97))
+    sig = signals.compute(s)
+    assert sig["kv_usage"].max() == pytest.approx(0.84)   # the grid's instants miss it
+    out = to_frame(kv_pressure.detect(sig, samples=s))
+    assert list(out["kind"]) == ["kv_pressure"] and list(out["severity"]) == ["warning"]
+    assert out.iloc[0]["evidence"]["kv_usage_max"] == pytest.approx(0.97)
 
 
 def test_kv_high_without_waiting_or_preemption_is_not_pressure():

@@ -20,8 +20,9 @@ def test_episodes_merge_like_the_detectors():
     load = np.zeros(20)
     load[6] = 1                   # prefill load one window after the first episode: decode starvation
     kv = np.zeros(20)
-    kv[[14]] = 1                  # a single window is not KV pressure (at least two)
-    kv[[16, 17]] = 2
+    kv[[7, 8]] = 1                # near full, the pool never ran out: the drill-down's kv_near_full, not pressure
+    kv[[14]] = 2                  # a single window is not KV pressure (at least two)
+    kv[[16, 17]] = 3
     eps = A.replica_episodes({"impaired": impaired, "load": load, "kv_pressure": kv}, TS, 60 * NS, STEP)
     got = [(e.kind, e.severity, e.start_ns // STEP, e.end_ns // STEP) for e in eps]
     assert got == [("decode_starvation", "warning", 2, 5), ("stream_stall", "critical", 10, 10),
@@ -35,9 +36,9 @@ def test_ranking_puts_episode_time_first_then_severity_then_absence():
     masks = {"clean": {}, "dead": {"absent": A.absent_mask(np.r_[np.ones(10), np.zeros(10)], 0)},
              "short-critical": {"impaired": np.r_[np.full(2, 3.0), np.zeros(18)]},
              "short-warning": {"impaired": np.r_[np.full(2, 2.0), np.zeros(18)]},
-             "long": {"kv_pressure": ones}}
+             "long": {"kv_pressure": 2 * ones}, "near-full": {"kv_pressure": ones}}
     ranked = A.triage(masks, {}, TS, 60 * NS, STEP)
-    assert [r.name for r in ranked] == ["long", "short-critical", "short-warning", "dead", "clean"]
+    assert [r.name for r in ranked] == ["long", "short-critical", "short-warning", "dead", "clean", "near-full"]
     assert ranked[3].seconds == {"absent": 600.0} and ranked[3].episode_seconds == 0
 
 
@@ -62,7 +63,7 @@ def test_heat_map_codes_and_html_escape_labels():
     load = np.zeros(20)
     load[3] = 1
     kv = np.zeros(20)
-    kv[[5, 6]] = 1
+    kv[[5, 6]] = 2
     masks = {'pod=<b>x</b>': {"impaired": impaired, "load": load, "kv_pressure": kv,
                               "absent": np.r_[np.zeros(19), 1.0]}}
     ranked = A.triage(masks, {'pod=<b>x</b>': {"pod": "<b>x</b>"}}, TS, 60 * NS, STEP)

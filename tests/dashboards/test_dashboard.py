@@ -56,7 +56,7 @@ def test_fleet_callback(app):
     from stallscope.analyzers import fleet as A
 
     ts = np.arange(10, dtype=np.int64) * 60 * 10**9
-    masks = {"pod=a": {"kv_pressure": np.r_[np.zeros(4), np.full(4, 2.0), np.zeros(2)]}, "pod=b": {}}
+    masks = {"pod=a": {"kv_pressure": np.r_[np.zeros(4), np.full(4, 3.0), np.zeros(2)]}, "pod=b": {}}
     ranked = A.triage(masks, {"pod=a": {"pod": "a"}, "pod=b": {"pod": "b"}}, ts, 60 * 10**9, 60 * 10**9)
     report = A.FleetReport(ranked, int(ts[0]), int(ts[-1]), 60 * 10**9, 60 * 10**9, ("pod",), "raw", masks=masks)
     src = data.use(DataSource.from_frames(F.all_frames(), name="synthetic"))
