@@ -2,7 +2,7 @@
 
 Method, per target, on the signals grid (stallscope.analyzers.signals):
 
-1. A window is under pressure when `kv_cache_usage_perc` >= `kv_usage_high` and requests wait for
+1. A window is hot when `kv_cache_usage_perc` >= `kv_usage_high` and requests wait for
    capacity (`num_requests_waiting_by_reason{reason="capacity"}` >= `waiting_high`; before vLLM 0.20
    `num_requests_waiting`, which also counts requests deferred for a LoRA slot or an async KV load) or
    preemptions rose (`rate(num_preemptions_total)` > 0).
@@ -126,7 +126,7 @@ def _episode(part: pd.DataFrame, seen: np.ndarray, code: int, target: str, th: d
     ts = part["ts"].to_numpy(dtype=np.int64)
     if code < 2:
         return Finding("kv_near_full", "info", int(ts[0]), int(ts[-1]), target, evidence,
-                       _near_full_text(target, evidence), NEAR_FULL_ADVICE)
+                       _near_full_text(target, evidence), _near_full_advice(info.get("cache_dtype")))
     recommendation, extra = kv_recommendation(capacity_tokens=cap, peak_running=peak_running,
                                               peak_usage=peak_usage, kv_usage_high=high,
                                               cache_dtype=info.get("cache_dtype"), preempted=peak_preempt > 0)
@@ -135,9 +135,12 @@ def _episode(part: pd.DataFrame, seen: np.ndarray, code: int, target: str, th: d
                    evidence, _pressure_text(target, evidence), recommendation)
 
 
-NEAR_FULL_ADVICE = ("none on this evidence: scrape more often to see whether the pool runs full between scrapes; if "
-                    "TTFT misses its SLO and the waiting prompts are longer than the free tokens, more KV capacity "
-                    "(`--kv-cache-dtype fp8` holds twice the tokens, or a larger `--gpu-memory-utilization`)")
+def _near_full_advice(cache_dtype: str | None) -> str:
+    """No flag on this evidence; the capacity levers only where TTFT suffers and prompts outgrow the free tokens."""
+    more = ("a larger `--gpu-memory-utilization`" if str(cache_dtype or "").startswith("fp8")
+            else "`--kv-cache-dtype fp8` holds twice the tokens, or a larger `--gpu-memory-utilization`")
+    return ("none on this evidence: scrape more often to see whether the pool runs full between scrapes; if TTFT "
+            f"misses its SLO and the waiting prompts are longer than the free tokens, more KV capacity ({more})")
 
 
 def _near_full_text(target: str, ev: dict) -> str:

@@ -185,14 +185,15 @@ def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s
 
 def simulate_kv_pressure(seconds: float = 120.0, *, scrape_s: float = 1.0, t0_ns: int = T0_NS,
                          pressure=(40.0, 90.0), blocks: int = 1000, block_size: int = 16, texts: list | None = None,
-                         usage: float = 0.95, preempt: bool = True, spike: tuple[float, float] | None = None):
+                         usage: float = 0.95, preempt: bool = True, spike: tuple[float, float] | None = None,
+                         cache_dtype: str = "auto"):
     """Gauges and counters of a run whose KV cache fills between `pressure` seconds: `usage` (0.95), requests
     waiting, a preemption every 2 s unless `preempt` is false; usage 0.5 and nothing waiting outside; `spike`
-    (second, usage) sets one scrape's usage. Also scrapes cache_config_info."""
+    (second, usage) sets one scrape's usage. Also scrapes cache_config_info (`cache_dtype`)."""
     m = VllmMetrics()
     Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
           ["block_size", "cache_dtype", "num_gpu_blocks", "engine"], registry=m.registry).labels(
-        block_size=str(block_size), cache_dtype="auto", num_gpu_blocks=str(blocks), engine="0").set(1)
+        block_size=str(block_size), cache_dtype=cache_dtype, num_gpu_blocks=str(blocks), engine="0").set(1)
     frames = []
     for i in range(int(seconds / scrape_s)):
         now = i * scrape_s

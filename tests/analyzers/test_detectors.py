@@ -128,7 +128,11 @@ def test_a_queue_beside_a_pool_never_scraped_full_is_near_full_not_pressure():
     assert f["evidence"]["kv_free_tokens_min"] == pytest.approx(0.16 * 16000)
     assert "do not show that it ran out" in f["explanation"] and "token budget" in f["explanation"]
     assert "About 2,560 of 16,000 tokens were free" in f["explanation"]
-    assert f["recommendation"].startswith("none on this evidence")
+    assert f["recommendation"].startswith("none on this evidence") and "`--kv-cache-dtype fp8`" in f["recommendation"]
+    # an fp8 pool is not told to turn fp8 on
+    s = simulate_kv_pressure(usage=0.84, preempt=False, cache_dtype="fp8")
+    rec = to_frame(kv_pressure.detect(signals.compute(s), samples=s)).iloc[0]["recommendation"]
+    assert "--gpu-memory-utilization" in rec and "fp8" not in rec
     # one scrape at 0.97 among them, off the grid's instants (before its first point): the pool ran out
     s = simulate_kv_pressure(usage=0.84, preempt=False, pressure=(0.0, 90.0), spike=(1.0, 0.97))
     sig = signals.compute(s)
