@@ -2560,6 +2560,80 @@ HELD_OUT_96 = [
              exercises="budget 320, 8 sessions, 1,200-token prompts every 7.2 s"),
 ]
 
+# held-out 97: KV pools only, drawn after kv_pressure's new rule (c837391) was committed and held-out 94-96 scored
+# (draw_scenarios.py --seed 202612118 --kv 8 --held-out 97 --first-seed 971), committed before its first run
+HELD_OUT_97 = [
+    Scenario("h97-kv-auto-2.3mb-40sess", KV + ("--kv-cache-mb", "2.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "40", "--short-prompt-tokens", "32", "--max-tokens", "127", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1200", "--long-every", "2.4"), seed=971, held_out=97,
+             exercises="a 2.3 MiB auto pool, 40 sessions of 127 output tokens, 1,200-token prompts every 2.4 s"),
+    Scenario("h97-kv-auto-2.7mb-47sess", KV + ("--kv-cache-mb", "2.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "47", "--short-prompt-tokens", "32", "--max-tokens", "243", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1050", "--long-every", "1.8"), seed=972, held_out=97,
+             exercises="a 2.7 MiB auto pool, 47 sessions of 243 output tokens, 1,050-token prompts every 1.8 s"),
+    Scenario("h97-kv-auto-4.2mb-27sess", KV + ("--kv-cache-mb", "4.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "27", "--short-prompt-tokens", "32", "--max-tokens", "223", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1500", "--long-every", "4.6"), seed=973, held_out=97,
+             exercises="a 4.2 MiB auto pool, 27 sessions of 223 output tokens, 1,500-token prompts every 4.6 s"),
+    Scenario("h97-kv-fp8-2.2mb-12sess", KV + ("--kv-cache-mb", "2.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "12", "--short-prompt-tokens", "32", "--max-tokens", "177", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "700", "--long-every", "1.4"), seed=974, held_out=97,
+             exercises="a 2.2 MiB fp8 pool, 12 sessions of 177 output tokens, 700-token prompts every 1.4 s"),
+    Scenario("h97-kv-fp8-2.8mb-41sess", KV + ("--kv-cache-mb", "2.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "41", "--short-prompt-tokens", "32", "--max-tokens", "243", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "1.7"), seed=975, held_out=97,
+             exercises="a 2.8 MiB fp8 pool, 41 sessions of 243 output tokens, 1,750-token prompts every 1.7 s"),
+    Scenario("h97-kv-auto-7.2mb-30sess", KV + ("--kv-cache-mb", "7.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "30", "--short-prompt-tokens", "32", "--max-tokens", "203", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "700", "--long-every", "1.5"), seed=976, held_out=97,
+             exercises="a 7.2 MiB auto pool, 30 sessions of 203 output tokens, 700-token prompts every 1.5 s"),
+    Scenario("h97-kv-fp8-1.4mb-28sess", KV + ("--kv-cache-mb", "1.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "28", "--short-prompt-tokens", "32", "--max-tokens", "178", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1600", "--long-every", "1.8"), seed=977, held_out=97,
+             exercises="a 1.4 MiB fp8 pool, 28 sessions of 178 output tokens, 1,600-token prompts every 1.8 s"),
+    Scenario("h97-kv-fp8-2.7mb-35sess-scrape1s", KV + ("--kv-cache-mb", "2.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "35", "--short-prompt-tokens", "32", "--max-tokens", "203", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "4.7"), seed=978, interval="1s", held_out=97,
+             exercises="a 2.7 MiB fp8 pool, 35 sessions of 203 output tokens, 1,250-token prompts every 4.7 s"),
+]
+
+# held-out 98: KV pools only, drawn with 97, after kv_pressure's new rule
+# (draw_scenarios.py --seed 202612119 --kv 8 --held-out 98 --first-seed 981), committed before its first run
+HELD_OUT_98 = [
+    Scenario("h98-kv-auto-9.4mb-18sess-scrape1s", KV + ("--kv-cache-mb", "9.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "18", "--short-prompt-tokens", "32", "--max-tokens", "116", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "900", "--long-every", "2.5"), seed=981, interval="1s", held_out=98,
+             exercises="a 9.4 MiB auto pool, 18 sessions of 116 output tokens, 900-token prompts every 2.5 s"),
+    Scenario("h98-kv-fp8-1.4mb-10sess-scrape1s", KV + ("--kv-cache-mb", "1.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "10", "--short-prompt-tokens", "32", "--max-tokens", "254", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1600", "--long-every", "4.2"), seed=982, interval="1s", held_out=98,
+             exercises="a 1.4 MiB fp8 pool, 10 sessions of 254 output tokens, 1,600-token prompts every 4.2 s"),
+    Scenario("h98-kv-fp8-2.0mb-37sess", KV + ("--kv-cache-mb", "2.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "37", "--short-prompt-tokens", "32", "--max-tokens", "138", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "3.5"), seed=983, held_out=98,
+             exercises="a 2.0 MiB fp8 pool, 37 sessions of 138 output tokens, 1,750-token prompts every 3.5 s"),
+    Scenario("h98-kv-fp8-1.5mb-13sess", KV + ("--kv-cache-mb", "1.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "13", "--short-prompt-tokens", "32", "--max-tokens", "112", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "900", "--long-every", "4.7"), seed=984, held_out=98,
+             exercises="a 1.5 MiB fp8 pool, 13 sessions of 112 output tokens, 900-token prompts every 4.7 s"),
+    Scenario("h98-kv-fp8-1.3mb-31sess", KV + ("--kv-cache-mb", "1.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "31", "--short-prompt-tokens", "32", "--max-tokens", "93", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "2.9"), seed=985, held_out=98,
+             exercises="a 1.3 MiB fp8 pool, 31 sessions of 93 output tokens, 1,450-token prompts every 2.9 s"),
+    Scenario("h98-kv-fp8-2.6mb-25sess", KV + ("--kv-cache-mb", "2.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "25", "--short-prompt-tokens", "32", "--max-tokens", "224", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "700", "--long-every", "2.3"), seed=986, held_out=98,
+             exercises="a 2.6 MiB fp8 pool, 25 sessions of 224 output tokens, 700-token prompts every 2.3 s"),
+    Scenario("h98-kv-fp8-2.6mb-9sess", KV + ("--kv-cache-mb", "2.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "9", "--short-prompt-tokens", "32", "--max-tokens", "205", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "4.5"), seed=987, held_out=98,
+             exercises="a 2.6 MiB fp8 pool, 9 sessions of 205 output tokens, 1,450-token prompts every 4.5 s"),
+    Scenario("h98-kv-fp8-3.1mb-47sess", KV + ("--kv-cache-mb", "3.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "47", "--short-prompt-tokens", "32", "--max-tokens", "170", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "650", "--long-every", "3.0"), seed=988, held_out=98,
+             exercises="a 3.1 MiB fp8 pool, 47 sessions of 170 output tokens, 650-token prompts every 3.0 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2577,4 +2651,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
              + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
-             + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96)
+             + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96 + HELD_OUT_97 + HELD_OUT_98)
