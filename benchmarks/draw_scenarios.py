@@ -49,7 +49,8 @@ held-out 90 KV pools only, `--seed 202612111 --kv 8`; held-out 91 a general draw
 held-out 92 the band, `--seed 202612113 --band 8`; held-out 93 KV pools only, `--seed 202612114 --kv 8`;
 held-out 94 a general draw, `--seed 202612115`; 95 KV pools only, `--seed 202612116 --kv 8`; 96 the band,
 `--seed 202612117 --band 8`;
-held-out 97 and 98 KV pools only, `--seed 202612118 --kv 8` and `--seed 202612119 --kv 8`.
+held-out 97 and 98 KV pools only, `--seed 202612118 --kv 8` and `--seed 202612119 --kv 8`; held-out 99 KV pools
+only, `--seed 202612120 --kv 8`.
 
     python benchmarks/draw_scenarios.py --seed 20261203
     python benchmarks/draw_scenarios.py --seed 202612075 --band 8 --held-out 54 --first-seed 541   # as code

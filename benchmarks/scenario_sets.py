@@ -2634,6 +2634,43 @@ HELD_OUT_98 = [
              exercises="a 3.1 MiB fp8 pool, 47 sessions of 170 output tokens, 650-token prompts every 3.0 s"),
 ]
 
+# held-out 99: KV pools only, drawn after held-out 97-98 were scored with kv_pressure's new rule
+# (draw_scenarios.py --seed 202612120 --kv 8 --held-out 99 --first-seed 991), committed before its first run
+HELD_OUT_99 = [
+    Scenario("h99-kv-fp8-2.4mb-11sess", KV + ("--kv-cache-mb", "2.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "11", "--short-prompt-tokens", "32", "--max-tokens", "179", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "600", "--long-every", "2.5"), seed=991, held_out=99,
+             exercises="a 2.4 MiB fp8 pool, 11 sessions of 179 output tokens, 600-token prompts every 2.5 s"),
+    Scenario("h99-kv-fp8-2.3mb-39sess", KV + ("--kv-cache-mb", "2.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "39", "--short-prompt-tokens", "32", "--max-tokens", "195", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "900", "--long-every", "3.4"), seed=992, held_out=99,
+             exercises="a 2.3 MiB fp8 pool, 39 sessions of 195 output tokens, 900-token prompts every 3.4 s"),
+    Scenario("h99-kv-fp8-2.7mb-9sess", KV + ("--kv-cache-mb", "2.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "9", "--short-prompt-tokens", "32", "--max-tokens", "189", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "1.1"), seed=993, held_out=99,
+             exercises="a 2.7 MiB fp8 pool, 9 sessions of 189 output tokens, 1,350-token prompts every 1.1 s"),
+    Scenario("h99-kv-fp8-4.4mb-47sess-scrape1s", KV + ("--kv-cache-mb", "4.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "47", "--short-prompt-tokens", "32", "--max-tokens", "71", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "750", "--long-every", "4.9"), seed=994, interval="1s", held_out=99,
+             exercises="a 4.4 MiB fp8 pool, 47 sessions of 71 output tokens, 750-token prompts every 4.9 s"),
+    Scenario("h99-kv-auto-3.9mb-9sess", KV + ("--kv-cache-mb", "3.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "9", "--short-prompt-tokens", "32", "--max-tokens", "104", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "1.6"), seed=995, held_out=99,
+             exercises="a 3.9 MiB auto pool, 9 sessions of 104 output tokens, 1,750-token prompts every 1.6 s"),
+    Scenario("h99-kv-auto-12.8mb-44sess", KV + ("--kv-cache-mb", "12.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "44", "--short-prompt-tokens", "32", "--max-tokens", "219", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "3.1"), seed=996, held_out=99,
+             exercises="a 12.8 MiB auto pool, 44 sessions of 219 output tokens, 1,250-token prompts every 3.1 s"),
+    Scenario("h99-kv-fp8-5.8mb-25sess-scrape1s", KV + ("--kv-cache-mb", "5.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "25", "--short-prompt-tokens", "32", "--max-tokens", "152", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1050", "--long-every", "1.7"), seed=997, interval="1s", held_out=99,
+             exercises="a 5.8 MiB fp8 pool, 25 sessions of 152 output tokens, 1,050-token prompts every 1.7 s"),
+    Scenario("h99-kv-auto-13.8mb-27sess", KV + ("--kv-cache-mb", "13.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "27", "--short-prompt-tokens", "32", "--max-tokens", "210", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "950", "--long-every", "4.5"), seed=998, held_out=99,
+             exercises="a 13.8 MiB auto pool, 27 sessions of 210 output tokens, 950-token prompts every 4.5 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2651,4 +2688,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_79 + HELD_OUT_80 + HELD_OUT_81 + HELD_OUT_82 + HELD_OUT_83
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
              + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
-             + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96 + HELD_OUT_97 + HELD_OUT_98)
+             + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96 + HELD_OUT_97 + HELD_OUT_98
+             + HELD_OUT_99)
