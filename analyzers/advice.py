@@ -286,13 +286,25 @@ def _in_use_fact(budget_in_use: int, estimated: bool, in_use_floor: int | None) 
     return f"the budget in use is about {budget_in_use} tokens (inferred from the metrics)"
 
 
+FP8_CACHE_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")   # vLLM's --kv-cache-dtype values that store 8-bit KV
+
+
+def kv_near_full_recommendation(cache_dtype: str | None = None) -> str:
+    """`kv_near_full`'s advice: no flag on this evidence; the capacity levers only where TTFT suffers and the
+    waiting prompts outgrow the free tokens (no fp8 for a pool that already is)."""
+    more = ("a larger `--gpu-memory-utilization`" if cache_dtype in FP8_CACHE_DTYPES
+            else "`--kv-cache-dtype fp8` holds twice the tokens, or a larger `--gpu-memory-utilization`")
+    return ("none on this evidence: scrape more often to see whether the pool runs full between scrapes; if TTFT "
+            f"misses its SLO and the waiting prompts are longer than the free tokens, more KV capacity ({more})")
+
+
 def kv_recommendation(*, capacity_tokens: float | None, peak_running: float, peak_usage: float,
                       kv_usage_high: float, cache_dtype: str | None = None,
                       preempted: bool = True) -> tuple[str, dict]:
     """`--kv-cache-dtype fp8` (capacity N -> 2N tokens) and, where requests were preempted, a lower
     `--max-num-seqs`: without preemptions the harm is the queue, which fewer running requests only lengthen."""
     parts, extra = [], {}
-    if cache_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+    if cache_dtype not in FP8_CACHE_DTYPES:
         if capacity_tokens and math.isfinite(capacity_tokens):
             n = int(capacity_tokens)
             parts.append(f"`--kv-cache-dtype fp8` halves the bytes per cached token, so the same memory holds "

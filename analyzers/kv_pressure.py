@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.advice import kv_recommendation
+from stallscope.analyzers.advice import kv_near_full_recommendation, kv_recommendation
 from stallscope.analyzers.finding import Finding
 from stallscope.analyzers.signals import episodes
 from stallscope.core.config import load_thresholds
@@ -60,7 +60,7 @@ def capacity_tokens(info: dict) -> float | None:
         return None
 
 
-def _seen(sig: pd.DataFrame) -> np.ndarray:
+def fullest_scrape(sig: pd.DataFrame) -> np.ndarray:
     """The fullest scrape each grid point knows: its instant, or any scrape of its window (`kv_usage_peak`)."""
     kv = sig["kv_usage"].to_numpy(dtype=float)
     return np.fmax(kv, sig["kv_usage_peak"].to_numpy(dtype=float)) if "kv_usage_peak" in sig else kv
@@ -71,7 +71,7 @@ def window_codes(sig: pd.DataFrame, th: dict) -> np.ndarray:
     pool is hot (usage >= `kv_usage_high` with requests waiting or preempted) and ran out (a scrape in the window
     at `kv_usage_full`, or a preemption), 1 where it is hot only, else 0. rules/fleet.py asks the same of
     Prometheus."""
-    kv, seen = sig["kv_usage"].to_numpy(dtype=float), _seen(sig)
+    kv, seen = sig["kv_usage"].to_numpy(dtype=float), fullest_scrape(sig)
     waiting = sig["waiting"].to_numpy(dtype=float)
     preempt = np.nan_to_num(sig["preempt_rate"].to_numpy(dtype=float))
     hot = (kv >= float(th["kv_usage_high"])) & ((waiting >= float(th["waiting_high"])) | (preempt > 0))
@@ -91,7 +91,7 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, samples: pd
     for target, sig in signals.groupby("target", sort=True):
         sig = sig.sort_values("ts").reset_index(drop=True)
         codes = window_codes(sig, th)
-        seen = _seen(sig)
+        seen = fullest_scrape(sig)
         step = int(signals.attrs.get("step_ns", 0)) or 1
         gap = int(signals.attrs.get("window_ns", 0)) // step  # dips shorter than a window stay one episode
         covered = np.zeros(len(sig), dtype=bool)
@@ -126,21 +126,13 @@ def _episode(part: pd.DataFrame, seen: np.ndarray, code: int, target: str, th: d
     ts = part["ts"].to_numpy(dtype=np.int64)
     if code < 2:
         return Finding("kv_near_full", "info", int(ts[0]), int(ts[-1]), target, evidence,
-                       _near_full_text(target, evidence), _near_full_advice(info.get("cache_dtype")))
+                       _near_full_text(target, evidence), kv_near_full_recommendation(info.get("cache_dtype")))
     recommendation, extra = kv_recommendation(capacity_tokens=cap, peak_running=peak_running,
                                               peak_usage=peak_usage, kv_usage_high=high,
                                               cache_dtype=info.get("cache_dtype"), preempted=peak_preempt > 0)
     evidence.update(extra)
     return Finding("kv_pressure", "critical" if code >= 3 else "warning", int(ts[0]), int(ts[-1]), target,
                    evidence, _pressure_text(target, evidence), recommendation)
-
-
-def _near_full_advice(cache_dtype: str | None) -> str:
-    """No flag on this evidence; the capacity levers only where TTFT suffers and prompts outgrow the free tokens."""
-    more = ("a larger `--gpu-memory-utilization`" if str(cache_dtype or "").startswith("fp8")
-            else "`--kv-cache-dtype fp8` holds twice the tokens, or a larger `--gpu-memory-utilization`")
-    return ("none on this evidence: scrape more often to see whether the pool runs full between scrapes; if TTFT "
-            f"misses its SLO and the waiting prompts are longer than the free tokens, more KV capacity ({more})")
 
 
 def _near_full_text(target: str, ev: dict) -> str:

@@ -164,10 +164,14 @@ def series_max_over_time(ts: np.ndarray, values: np.ndarray, eval_ts: np.ndarray
     [0.97, 0.7]
     """
     ts = np.asarray(ts, dtype=np.int64)
-    v = np.asarray(values, dtype=float)
+    v = np.append(np.asarray(values, dtype=float), np.nan)   # a NaN past the end: hi + 1 is always an index
     lo, hi = _window_bounds(ts, np.asarray(eval_ts, dtype=np.int64), window_ns, left_open=False)
-    return np.array([np.nanmax(v[a:b + 1]) if b >= a and np.isfinite(v[a:b + 1]).any() else np.nan
-                     for a, b in zip(lo, hi)])
+    out = np.full(len(lo), np.nan)
+    ok = hi >= lo
+    if ok.any():   # fmax.reduceat over [lo, hi + 1) pairs; fmax skips NaN samples
+        bounds = np.column_stack([lo[ok], hi[ok] + 1]).ravel()
+        out[ok] = np.fmax.reduceat(v, bounds)[::2]
+    return out
 
 
 def _keys(target, labels: dict, by):

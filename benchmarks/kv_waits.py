@@ -29,7 +29,7 @@ from scenario_sets import SCENARIOS
 from scenarios import long_prompt_tokens
 
 from stallscope.analyzers import signals
-from stallscope.analyzers.kv_pressure import cache_info, capacity_tokens
+from stallscope.analyzers.kv_pressure import cache_info, capacity_tokens, fullest_scrape
 from stallscope.collectors import loader
 from stallscope.core.config import load_thresholds
 
@@ -45,7 +45,7 @@ def reading(run: Path, slo: float) -> dict:
     cap = capacity_tokens(next(iter(cache_info(samples).values()), {}))
     waits = (sig["kv_usage"] >= float(th["kv_usage_high"])) & (sig["waiting"] >= float(th["waiting_high"]))
     free = ((1 - sig["kv_usage"][waits]) * cap).to_numpy() if cap else np.array([])
-    every = float(np.fmax(sig["kv_usage"], sig["kv_usage_peak"]).max())   # every scrape, not only the grid's
+    every = float(np.nanmax(fullest_scrape(sig)))   # every scrape, not only the grid's
     return {"kv_max": float(sig["kv_usage"].max()), "kv_every": every,
             "preempt_max": float(sig["preempt_rate"].fillna(0).max()),
             "waiting_scrapes": int(waits.sum()), "free_min": float(free.min()) if len(free) else None,

@@ -179,7 +179,7 @@ def signal_exprs(th: dict, *, by=DEFAULT_IDENTITY, window: str | None = None, ma
     out["waiting"] = (f'sum by ({ids}) (vllm:num_requests_waiting_by_reason{{reason="capacity"}}) '
                       f"or sum by ({ids}) (vllm:num_requests_waiting)")
     out["kv_usage"] = f"max by ({ids}) ({R.KV_USAGE})"
-    out["kv_usage_peak"] = " or ".join(f"max by ({ids}) (max_over_time({m}[{w}]))" for m in R.KV_USAGE.split(" or "))
+    out["kv_usage_peak"] = " or ".join(f"max by ({ids}) (max_over_time({m}[{w}]))" for m in R.KV_USAGE_NAMES)
     out["asleep"] = f'max by ({ids}) (vllm:engine_sleep_state{{sleep_state!="awake"}}) >= bool 1'
     drafts = f"sum by ({ids}) (rate(vllm:spec_decode_num_drafts_total[{w}]))"
     out["tokens_per_output"] = (f"1 + sum by ({ids}) (rate(vllm:spec_decode_num_accepted_tokens_total[{w}])) / "

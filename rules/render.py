@@ -59,7 +59,8 @@ COUNTERS = [("vllm_prompt_tokens", 'vllm:prompt_tokens_by_source_total{source="l
              "vllm:prompt_tokens_total"),
             ("vllm_generation_tokens", "vllm:generation_tokens_total", None),
             ("vllm_num_preemptions", "vllm:num_preemptions_total", None)]
-KV_USAGE = "vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc"  # the pre-0.12 name as fallback
+KV_USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # the pre-0.12 name as fallback
+KV_USAGE = " or ".join(KV_USAGE_NAMES)
 ASLEEP = f'unless on ({BY}) vllm:engine_sleep_state{{sleep_state!="awake"}} == 1'  # a sleeping engine idles
 
 

@@ -152,3 +152,18 @@ def test_matches_a_real_prometheus_server(tmp_path):
             got = {int(round(float(t) * 1000)) * 1_000_000: float(v) for t, v in series["values"]}
             assert sorted(got) == sorted(mine.index)
             assert max(abs(got[t] - mine[t]) for t in got) <= 1e-9
+
+
+def test_max_over_time_is_the_largest_sample_in_the_closed_window():
+    # against the definition, sample by sample: jittered scrapes, NaN samples, windows with no sample at all
+    rng = np.random.default_rng(7)
+    ts = np.cumsum(rng.integers(1, 4, 300)) * Q.NS
+    v = rng.random(300)
+    v[rng.random(300) < 0.1] = np.nan
+    eval_ts = np.arange(-5, 1000, 3) * Q.NS
+    for window in (0, 1, 2, 7):
+        got = Q.series_max_over_time(ts, v, eval_ts, window * Q.NS)
+        for t, g in zip(eval_ts, got):
+            inside = v[(ts >= t - window * Q.NS) & (ts <= t)]
+            want = np.nanmax(inside) if np.isfinite(inside).any() else np.nan
+            assert (np.isnan(g) and np.isnan(want)) or g == want, (t, window, g, want)
