@@ -2671,6 +2671,96 @@ HELD_OUT_99 = [
              exercises="a 13.8 MiB auto pool, 27 sessions of 210 output tokens, 950-token prompts every 4.5 s"),
 ]
 
+# held-out 100: KV pools only, drawn on a new machine after held-out 99 was scored
+# (draw_scenarios.py --seed 202612121 --kv 8 --held-out 100 --first-seed 1001), committed before its first run
+HELD_OUT_100 = [
+    Scenario("h100-kv-auto-2.5mb-46sess", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "46", "--short-prompt-tokens", "32", "--max-tokens", "131", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "650", "--long-every", "1.0"), seed=1001, held_out=100,
+             exercises="a 2.5 MiB auto pool, 46 sessions of 131 output tokens, 650-token prompts every 1.0 s"),
+    Scenario("h100-kv-auto-9.7mb-21sess-scrape1s", KV + ("--kv-cache-mb", "9.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "21", "--short-prompt-tokens", "32", "--max-tokens", "67", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1500", "--long-every", "3.0"), seed=1002, interval="1s", held_out=100,
+             exercises="a 9.7 MiB auto pool, 21 sessions of 67 output tokens, 1,500-token prompts every 3.0 s"),
+    Scenario("h100-kv-auto-11.7mb-15sess", KV + ("--kv-cache-mb", "11.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "15", "--short-prompt-tokens", "32", "--max-tokens", "162", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1500", "--long-every", "4.8"), seed=1003, held_out=100,
+             exercises="a 11.7 MiB auto pool, 15 sessions of 162 output tokens, 1,500-token prompts every 4.8 s"),
+    Scenario("h100-kv-auto-8.0mb-23sess-scrape1s", KV + ("--kv-cache-mb", "8.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "23", "--short-prompt-tokens", "32", "--max-tokens", "175", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1500", "--long-every", "1.5"), seed=1004, interval="1s", held_out=100,
+             exercises="a 8.0 MiB auto pool, 23 sessions of 175 output tokens, 1,500-token prompts every 1.5 s"),
+    Scenario("h100-kv-fp8-3.6mb-9sess", KV + ("--kv-cache-mb", "3.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "9", "--short-prompt-tokens", "32", "--max-tokens", "210", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "800", "--long-every", "1.7"), seed=1005, held_out=100,
+             exercises="a 3.6 MiB fp8 pool, 9 sessions of 210 output tokens, 800-token prompts every 1.7 s"),
+    Scenario("h100-kv-auto-12.8mb-35sess", KV + ("--kv-cache-mb", "12.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "35", "--short-prompt-tokens", "32", "--max-tokens", "209", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1550", "--long-every", "3.3"), seed=1006, held_out=100,
+             exercises="a 12.8 MiB auto pool, 35 sessions of 209 output tokens, 1,550-token prompts every 3.3 s"),
+    Scenario("h100-kv-auto-13.2mb-19sess", KV + ("--kv-cache-mb", "13.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "19", "--short-prompt-tokens", "32", "--max-tokens", "217", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1600", "--long-every", "4.5"), seed=1007, held_out=100,
+             exercises="a 13.2 MiB auto pool, 19 sessions of 217 output tokens, 1,600-token prompts every 4.5 s"),
+    Scenario("h100-kv-auto-2.8mb-35sess", KV + ("--kv-cache-mb", "2.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "35", "--short-prompt-tokens", "32", "--max-tokens", "189", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "3.0"), seed=1008, held_out=100,
+             exercises="a 2.8 MiB auto pool, 35 sessions of 189 output tokens, 850-token prompts every 3.0 s"),
+]
+
+# held-out 101: a general draw, drawn beside 100
+# (draw_scenarios.py --seed 202612122 --held-out 101 --first-seed 1011), committed before its first run
+HELD_OUT_101 = [
+    Scenario("h101-tiny-chunk1536-s10", chunked(1536), _h2(10, 1450, 8.3), seed=1011, held_out=101,
+             exercises="budget 1536, 10 sessions, 1,450-token prompts every 8.3 s"),
+    Scenario("h101-small-nochunk-1250-s14", OFF, _h2(14, 1250, 6.0), model="small", seed=1012, held_out=101,
+             exercises="`small`, 14 sessions, whole 1,250-token prefills every 6.0 s"),
+    Scenario("h101-tiny-chunk384-s16", chunked(384), _h2(16, 1350, 3.2), seed=1013, held_out=101,
+             exercises="budget 384, 16 sessions, 1,350-token prompts every 3.2 s"),
+    Scenario("h101-small-nochunk-1250-s6", OFF, _h2(6, 1250, 8.8), model="small", seed=1014, held_out=101,
+             exercises="`small`, 6 sessions, whole 1,250-token prefills every 8.8 s"),
+    Scenario("h101-tiny-chunk64-s5-scrape1s", chunked(64), _h2(5, 1500, 7.7), seed=1015, interval="1s", held_out=101,
+             exercises="budget 64, 5 sessions, 1,500-token prompts every 7.7 s, 1 s scrapes"),
+    Scenario("h101-tiny-chunk192-s10", chunked(192), _h2(10, 1750, 10.0), seed=1016, held_out=101,
+             exercises="budget 192, 10 sessions, 1,750-token prompts every 10.0 s"),
+    Scenario("h101-kv-fp8-10.3mb-22sess", KV + ("--kv-cache-mb", "10.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "22") + KV_LOAD[2:], seed=1017, held_out=101,
+             exercises="a 10.3 MiB fp8 pool, 22 sessions"),
+    Scenario("h101-kv-auto-15.4mb-24sess", KV + ("--kv-cache-mb", "15.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "24") + KV_LOAD[2:], seed=1018, held_out=101,
+             exercises="a 15.4 MiB auto pool, 24 sessions"),
+    Scenario("h101-neg-short-79sess", ("--max-num-seqs", "128"),
+             ("--sessions", "79", "--short-prompt-tokens", "49", "--max-tokens", "32") + SHORT_ONLY, seed=1019,
+             held_out=101,
+             exercises="negative: 79 sessions of 49-token prompts"),
+    Scenario("h101-end-in-stall-small-1900", OFF, _h2(4, 1900, "{half}"), model="small", seed=1020, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=101,
+             exercises="`small`: the data ends 2 s after a whole 1,900-token prefill starts"),
+]
+
+# held-out 102: the band, drawn beside 100
+# (draw_scenarios.py --seed 202612123 --band 8 --held-out 102 --first-seed 1021), committed before its first run
+HELD_OUT_102 = [
+    Scenario("h102-tiny-chunk768-s9", chunked(768), _h2(9, 1000, 1.2), seed=1021, held_out=102,
+             exercises="budget 768, 9 sessions, 1,000-token prompts every 1.2 s"),
+    Scenario("h102-small-chunk704-s2", chunked(704), _h2(2, 1200, 5.5), model="small", seed=1022, held_out=102,
+             exercises="`small`, budget 704, 2 sessions, 1,200-token prompts every 5.5 s"),
+    Scenario("h102-small-chunk768-s14-scrape1s", chunked(768), _h2(14, 1800, 5.9), model="small", seed=1023, interval="1s",
+             held_out=102,
+             exercises="`small`, budget 768, 14 sessions, 1,800-token prompts every 5.9 s, 1 s scrapes"),
+    Scenario("h102-small-chunk576-s15-scrape1s", chunked(576), _h2(15, 700, 3.9), model="small", seed=1024, interval="1s",
+             held_out=102,
+             exercises="`small`, budget 576, 15 sessions, 700-token prompts every 3.9 s, 1 s scrapes"),
+    Scenario("h102-small-chunk704-s12", chunked(704), _h2(12, 1700, 3.3), model="small", seed=1025, held_out=102,
+             exercises="`small`, budget 704, 12 sessions, 1,700-token prompts every 3.3 s"),
+    Scenario("h102-small-chunk832-s13", chunked(832), _h2(13, 1400, 7.5), model="small", seed=1026, held_out=102,
+             exercises="`small`, budget 832, 13 sessions, 1,400-token prompts every 7.5 s"),
+    Scenario("h102-small-chunk576-s10", chunked(576), _h2(10, 1600, 2.8), model="small", seed=1027, held_out=102,
+             exercises="`small`, budget 576, 10 sessions, 1,600-token prompts every 2.8 s"),
+    Scenario("h102-small-chunk704-s3", chunked(704), _h2(3, 1050, 1.7), model="small", seed=1028, held_out=102,
+             exercises="`small`, budget 704, 3 sessions, 1,050-token prompts every 1.7 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2689,4 +2779,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
              + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
              + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96 + HELD_OUT_97 + HELD_OUT_98
-             + HELD_OUT_99)
+             + HELD_OUT_99 + HELD_OUT_100 + HELD_OUT_101 + HELD_OUT_102)

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Record one held-out set as docs/accuracy.md reports it: the quick pass, then the full pass, each scored at
+# recording time from the metrics alone (runs/hN[-full]-first.json), then again with the server's flags
+# (-flags.json) and with the server's log (-log.json). Run it alone: the scenarios are timed on this host.
+#
+#     bash benchmarks/record_held_out.sh 100 > runs/queue100.log 2>&1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n="${1:?usage: record_held_out.sh N (a held-out set of benchmarks/scenario_sets.py)}"
+mkdir -p runs
+for pass in quick full; do
+  if [ "$pass" = quick ]; then quick=(--quick); out="runs/h$n"; else quick=(); out="runs/h$n-full"; fi
+  echo "== held-out $n $pass: recording $(date -u +%H:%M:%S)"
+  python benchmarks/scenarios.py --set "held-out-$n" "${quick[@]}" --out "$out" --json "$out-first.json"
+  python benchmarks/scenarios.py --set "held-out-$n" "${quick[@]}" --evaluate-only --with-config --out "$out" \
+    --json "$out-flags.json"
+  python benchmarks/scenarios.py --set "held-out-$n" "${quick[@]}" --evaluate-only --with-server-log --out "$out" \
+    --json "$out-log.json"
+done
+echo "== held-out $n done $(date -u +%H:%M:%S)"
