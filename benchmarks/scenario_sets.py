@@ -2761,6 +2761,136 @@ HELD_OUT_102 = [
              exercises="`small`, budget 704, 3 sessions, 1,050-token prompts every 1.7 s"),
 ]
 
+# held-out 103: KV pools only, drawn while held-out 101 was recording, after 100 was scored
+# (draw_scenarios.py --seed 202612124 --kv 8 --held-out 103 --first-seed 1031), committed before its first run
+HELD_OUT_103 = [
+    Scenario("h103-kv-auto-5.1mb-31sess-scrape1s", KV + ("--kv-cache-mb", "5.1", "--kv-cache-dtype", "auto"),
+             ("--sessions", "31", "--short-prompt-tokens", "32", "--max-tokens", "183", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1000", "--long-every", "2.6"), seed=1031, interval="1s", held_out=103,
+             exercises="a 5.1 MiB auto pool, 31 sessions of 183 output tokens, 1,000-token prompts every 2.6 s"),
+    Scenario("h103-kv-fp8-1.3mb-8sess-scrape1s", KV + ("--kv-cache-mb", "1.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "8", "--short-prompt-tokens", "32", "--max-tokens", "180", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "600", "--long-every", "4.6"), seed=1032, interval="1s", held_out=103,
+             exercises="a 1.3 MiB fp8 pool, 8 sessions of 180 output tokens, 600-token prompts every 4.6 s"),
+    Scenario("h103-kv-fp8-4.1mb-35sess-scrape1s", KV + ("--kv-cache-mb", "4.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "35", "--short-prompt-tokens", "32", "--max-tokens", "182", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "750", "--long-every", "2.8"), seed=1033, interval="1s", held_out=103,
+             exercises="a 4.1 MiB fp8 pool, 35 sessions of 182 output tokens, 750-token prompts every 2.8 s"),
+    Scenario("h103-kv-fp8-4.5mb-20sess", KV + ("--kv-cache-mb", "4.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "20", "--short-prompt-tokens", "32", "--max-tokens", "66", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1600", "--long-every", "4.3"), seed=1034, held_out=103,
+             exercises="a 4.5 MiB fp8 pool, 20 sessions of 66 output tokens, 1,600-token prompts every 4.3 s"),
+    Scenario("h103-kv-auto-3.2mb-38sess-scrape1s", KV + ("--kv-cache-mb", "3.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "38", "--short-prompt-tokens", "32", "--max-tokens", "144", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1400", "--long-every", "4.4"), seed=1035, interval="1s", held_out=103,
+             exercises="a 3.2 MiB auto pool, 38 sessions of 144 output tokens, 1,400-token prompts every 4.4 s"),
+    Scenario("h103-kv-fp8-7.7mb-9sess-scrape1s", KV + ("--kv-cache-mb", "7.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "9", "--short-prompt-tokens", "32", "--max-tokens", "216", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1700", "--long-every", "4.9"), seed=1036, interval="1s", held_out=103,
+             exercises="a 7.7 MiB fp8 pool, 9 sessions of 216 output tokens, 1,700-token prompts every 4.9 s"),
+    Scenario("h103-kv-auto-15.7mb-36sess", KV + ("--kv-cache-mb", "15.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "36", "--short-prompt-tokens", "32", "--max-tokens", "124", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1600", "--long-every", "3.3"), seed=1037, held_out=103,
+             exercises="a 15.7 MiB auto pool, 36 sessions of 124 output tokens, 1,600-token prompts every 3.3 s"),
+    Scenario("h103-kv-fp8-6.5mb-18sess", KV + ("--kv-cache-mb", "6.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "18", "--short-prompt-tokens", "32", "--max-tokens", "180", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "650", "--long-every", "4.6"), seed=1038, held_out=103,
+             exercises="a 6.5 MiB fp8 pool, 18 sessions of 180 output tokens, 650-token prompts every 4.6 s"),
+]
+
+# held-out 104: a general draw, drawn beside 103
+# (draw_scenarios.py --seed 202612125 --held-out 104 --first-seed 1041), committed before its first run
+HELD_OUT_104 = [
+    Scenario("h104-small-chunk64-s11", chunked(64), _h2(11, 850, 5.0), model="small", seed=1041, held_out=104,
+             exercises="`small`, budget 64, 11 sessions, 850-token prompts every 5.0 s"),
+    Scenario("h104-small-nochunk-1000-s15", OFF, _h2(15, 1000, 4.0), model="small", seed=1042, held_out=104,
+             exercises="`small`, 15 sessions, whole 1,000-token prefills every 4.0 s"),
+    Scenario("h104-small-chunk1536-s12-scrape1s", chunked(1536), _h2(12, 800, 7.6), model="small", seed=1043, interval="1s",
+             held_out=104,
+             exercises="`small`, budget 1536, 12 sessions, 800-token prompts every 7.6 s, 1 s scrapes"),
+    Scenario("h104-small-chunk768-s15", chunked(768), _h2(15, 400, 6.7), model="small", seed=1044, held_out=104,
+             exercises="`small`, budget 768, 15 sessions, 400-token prompts every 6.7 s"),
+    Scenario("h104-tiny-chunk192-s13", chunked(192), _h2(13, 1600, 2.0), seed=1045, held_out=104,
+             exercises="budget 192, 13 sessions, 1,600-token prompts every 2.0 s"),
+    Scenario("h104-tiny-nochunk-1750-s4", OFF, _h2(4, 1750, 9.9), seed=1046, held_out=104,
+             exercises="4 sessions, whole 1,750-token prefills every 9.9 s"),
+    Scenario("h104-kv-auto-15.9mb-30sess", KV + ("--kv-cache-mb", "15.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "30") + KV_LOAD[2:], seed=1047, held_out=104,
+             exercises="a 15.9 MiB auto pool, 30 sessions"),
+    Scenario("h104-kv-fp8-18.5mb-13sess", KV + ("--kv-cache-mb", "18.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "13") + KV_LOAD[2:], seed=1048, held_out=104,
+             exercises="a 18.5 MiB fp8 pool, 13 sessions"),
+    Scenario("h104-neg-short-91sess", ("--max-num-seqs", "128"),
+             ("--sessions", "91", "--short-prompt-tokens", "24", "--max-tokens", "32") + SHORT_ONLY, seed=1049,
+             held_out=104,
+             exercises="negative: 91 sessions of 24-token prompts"),
+    Scenario("h104-end-in-stall-tiny-750", OFF, _h2(4, 750, "{half}"), seed=1050, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=104,
+             exercises="`tiny`: the data ends 2 s after a whole 750-token prefill starts"),
+]
+
+# held-out 105: KV pools only, drawn beside 103
+# (draw_scenarios.py --seed 202612126 --kv 8 --held-out 105 --first-seed 1051), committed before its first run
+HELD_OUT_105 = [
+    Scenario("h105-kv-auto-2.7mb-46sess-scrape1s", KV + ("--kv-cache-mb", "2.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "46", "--short-prompt-tokens", "32", "--max-tokens", "168", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1100", "--long-every", "4.2"), seed=1051, interval="1s", held_out=105,
+             exercises="a 2.7 MiB auto pool, 46 sessions of 168 output tokens, 1,100-token prompts every 4.2 s"),
+    Scenario("h105-kv-fp8-1.6mb-24sess", KV + ("--kv-cache-mb", "1.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "24", "--short-prompt-tokens", "32", "--max-tokens", "211", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1050", "--long-every", "2.5"), seed=1052, held_out=105,
+             exercises="a 1.6 MiB fp8 pool, 24 sessions of 211 output tokens, 1,050-token prompts every 2.5 s"),
+    Scenario("h105-kv-auto-2.7mb-43sess-scrape1s", KV + ("--kv-cache-mb", "2.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "43", "--short-prompt-tokens", "32", "--max-tokens", "168", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "2.7"), seed=1053, interval="1s", held_out=105,
+             exercises="a 2.7 MiB auto pool, 43 sessions of 168 output tokens, 1,750-token prompts every 2.7 s"),
+    Scenario("h105-kv-fp8-5.2mb-11sess-scrape1s", KV + ("--kv-cache-mb", "5.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "11", "--short-prompt-tokens", "32", "--max-tokens", "101", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1100", "--long-every", "1.1"), seed=1054, interval="1s", held_out=105,
+             exercises="a 5.2 MiB fp8 pool, 11 sessions of 101 output tokens, 1,100-token prompts every 1.1 s"),
+    Scenario("h105-kv-fp8-1.2mb-12sess-scrape1s", KV + ("--kv-cache-mb", "1.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "12", "--short-prompt-tokens", "32", "--max-tokens", "203", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "800", "--long-every", "2.6"), seed=1055, interval="1s", held_out=105,
+             exercises="a 1.2 MiB fp8 pool, 12 sessions of 203 output tokens, 800-token prompts every 2.6 s"),
+    Scenario("h105-kv-auto-15.2mb-11sess-scrape1s", KV + ("--kv-cache-mb", "15.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "11", "--short-prompt-tokens", "32", "--max-tokens", "238", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1200", "--long-every", "3.7"), seed=1056, interval="1s", held_out=105,
+             exercises="a 15.2 MiB auto pool, 11 sessions of 238 output tokens, 1,200-token prompts every 3.7 s"),
+    Scenario("h105-kv-auto-2.1mb-25sess", KV + ("--kv-cache-mb", "2.1", "--kv-cache-dtype", "auto"),
+             ("--sessions", "25", "--short-prompt-tokens", "32", "--max-tokens", "225", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1200", "--long-every", "1.3"), seed=1057, held_out=105,
+             exercises="a 2.1 MiB auto pool, 25 sessions of 225 output tokens, 1,200-token prompts every 1.3 s"),
+    Scenario("h105-kv-fp8-2.6mb-22sess", KV + ("--kv-cache-mb", "2.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "22", "--short-prompt-tokens", "32", "--max-tokens", "128", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1400", "--long-every", "3.1"), seed=1058, held_out=105,
+             exercises="a 2.6 MiB fp8 pool, 22 sessions of 128 output tokens, 1,400-token prompts every 3.1 s"),
+]
+
+# held-out 106: the band, drawn beside 103
+# (draw_scenarios.py --seed 202612127 --band 8 --held-out 106 --first-seed 1061), committed before its first run
+HELD_OUT_106 = [
+    Scenario("h106-small-chunk704-s3-scrape1s", chunked(704), _h2(3, 1100, 7.6), model="small", seed=1061, interval="1s",
+             held_out=106,
+             exercises="`small`, budget 704, 3 sessions, 1,100-token prompts every 7.6 s, 1 s scrapes"),
+    Scenario("h106-small-chunk512-s11", chunked(512), _h2(11, 650, 8.3), model="small", seed=1062, held_out=106,
+             exercises="`small`, budget 512, 11 sessions, 650-token prompts every 8.3 s"),
+    Scenario("h106-tiny-chunk320-s12-scrape1s", chunked(320), _h2(12, 1300, 6.1), seed=1063, interval="1s",
+             held_out=106,
+             exercises="budget 320, 12 sessions, 1,300-token prompts every 6.1 s, 1 s scrapes"),
+    Scenario("h106-small-chunk640-1600-s16-scrape1s", chunked(640), _h2(16, 1600, 8.9), model="small", seed=1064, interval="1s",
+             held_out=106,
+             exercises="`small`, budget 640, 16 sessions, 1,600-token prompts every 8.9 s, 1 s scrapes"),
+    Scenario("h106-tiny-chunk512-s2", chunked(512), _h2(2, 1400, 8.5), seed=1065, held_out=106,
+             exercises="budget 512, 2 sessions, 1,400-token prompts every 8.5 s"),
+    Scenario("h106-small-chunk640-1350-s16-scrape1s", chunked(640), _h2(16, 1350, 2.1), model="small", seed=1066, interval="1s",
+             held_out=106,
+             exercises="`small`, budget 640, 16 sessions, 1,350-token prompts every 2.1 s, 1 s scrapes"),
+    Scenario("h106-small-chunk576-s11", chunked(576), _h2(11, 1650, 3.4), model="small", seed=1067, held_out=106,
+             exercises="`small`, budget 576, 11 sessions, 1,650-token prompts every 3.4 s"),
+    Scenario("h106-small-chunk448-s13", chunked(448), _h2(13, 1000, 1.9), model="small", seed=1068, held_out=106,
+             exercises="`small`, budget 448, 13 sessions, 1,000-token prompts every 1.9 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2779,4 +2909,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_84 + HELD_OUT_85 + HELD_OUT_86 + HELD_OUT_87
              + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
              + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96 + HELD_OUT_97 + HELD_OUT_98
-             + HELD_OUT_99 + HELD_OUT_100 + HELD_OUT_101 + HELD_OUT_102)
+             + HELD_OUT_99 + HELD_OUT_100 + HELD_OUT_101 + HELD_OUT_102 + HELD_OUT_103 + HELD_OUT_104
+             + HELD_OUT_105 + HELD_OUT_106)
