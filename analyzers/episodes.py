@@ -22,7 +22,9 @@ spans, it gets one cause, and the finding says which evidence decided it.
      `for.VLLMSchedulerStalled`, or for two windows when chunked prefill is known on (no step of a bounded
      budget takes that long): a stuck engine core or a livelock;
    - `preemption`: preemptions number at least half the ITL samples above the SLO (each preempted request
-     stalls once, for its recompute);
+     stalls once, for its recompute), or the samples they leave number fewer than half the running streams
+     (`FEW_STREAMS`): every decode waits for the whole step, so a step that held a long prompt past the SLO
+     stalls every running stream at once, and a few stalls beside preemptions are theirs;
    - `prefill_chunks`: prefill work, but no step computed a long prompt: chunked prefill is on at a budget
      under the long-prefill cut plus the running decodes scheduled before any chunk (known: the running
      median less the prefilling request, at least 1), or, when unknown, no step outlasted the live window
@@ -63,6 +65,7 @@ from stallscope.core.config import parse_duration
 MISSED_SHARE, INTERFERENCE_SHARE = 0.05, 0.01
 P99_TAIL = 0.01   # the ITL SLO is a P99: missed when more than 1 % of observations lie at or above it
 PREFILL_SHARE_MIN = 0.5   # the share of above-SLO ITL samples long prefills must explain to be the cause (3)
+FEW_STREAMS = 0.5   # beside preemptions, stalls on fewer than this share of the running streams are no step's (3)
 CAUSES = ("stuck", "preemption", "prefill_chunks", "prefill", "slow_decode")
 TIMELINE_ROWS = 40   # an episode's evidence timeline: at most this many windows
 TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "nothing_for_s", "prompt_rate", "long_prefill_rate",
@@ -213,10 +216,15 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
         return "stuck", (f"no output and no computed prompt token for {ev['nothing_moves_s']:.0f} s with "
                          f"{ev['running_median']:.0f} requests RUNNING, longer than {stuck_bound:.0f} s"), None
     above, pre = ev["itl_samples_above_slo"], ev["preemptions"]
-    if pre > 0 and pre >= 0.5 * above and ev["windows_frozen_computing_prompts"] == 0:
-        return "preemption", f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO", None
-    prefill_work = ev["long_prefills"] > 0 or ev["windows_frozen_computing_prompts"] > 0
     running = ev["running_median"]
+    if pre > 0 and ev["windows_frozen_computing_prompts"] == 0:
+        if pre >= 0.5 * above:
+            return "preemption", f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO", None
+        if np.isfinite(running) and above - pre < FEW_STREAMS * running:
+            return "preemption", (f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO; the "
+                                  f"{above - pre:.0f} they leave are fewer than half the {running:.0f} running "
+                                  "streams, and a step that held a long prompt past the SLO stalls every one"), None
+    prefill_work = ev["long_prefills"] > 0 or ev["windows_frozen_computing_prompts"] > 0
     # the running requests less the one prefilling decode beside every chunk (at least one: a stream to starve)
     decodes = max(int(running) - 1, 1) if np.isfinite(running) else 1
     holds = chunking.holds_long_prefills(decodes=decodes)

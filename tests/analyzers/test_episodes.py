@@ -392,6 +392,34 @@ def test_preemptions_as_many_as_the_slowest_gaps_leave_the_chunking_uninferred()
     assert CI.infer_from_histograms(_histogram_run(2.4, 21, preemptions=21), slo=0.2) == C.UNKNOWN
 
 
+
+def test_a_few_stalls_beside_preemptions_are_theirs_not_a_long_prompt_step():
+    """A 5.1 MiB pool preempting at budget 64 (held-out 103, `h103-kv-auto-5.1mb-31sess-scrape1s`, full pass): an
+    episode of 2 preemptions and 4.2 ITL samples above the SLO, all in windows where 2.7 long prefills completed,
+    with 29 streams RUNNING. Preemptions fell just under half the stalls, so the episode read as starvation, though
+    a step that held a long prompt past the SLO stalls all 29 streams at once. The 2.2 stalls the preemptions
+    leave are fewer than half the running streams: the cause is preemption. With as many stalls as the streams,
+    or no preemption, the long prefills still decide."""
+    from stallscope.analyzers.episodes import _cause
+
+    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 4.17,
+          "itl_samples_above_slo_at_prefills": 4.17, "preemptions": 2.0, "windows_frozen_computing_prompts": 0,
+          "long_prefills": 2.67, "running_median": 29.0, "stalls_per_long_prefill_per_stream": 0.054}
+    cause, why, _ = _cause(ev, C.UNKNOWN, 30.0, False)
+    assert cause == "preemption"
+    assert why == ("2 preemptions against 4 ITL samples above the SLO; the 2 they leave are fewer than half the 29 "
+                   "running streams, and a step that held a long prompt past the SLO stalls every one")
+    assert _cause(ev, C.from_flags(False, None), 30.0, False)[0] == "preemption"
+    # the stalls of a step that held every stream (29 of them beside the 2 preempted) are a long prompt's
+    every = {**ev, "itl_samples_above_slo": 31.0, "itl_samples_above_slo_at_prefills": 31.0,
+             "stalls_per_long_prefill_per_stream": 0.4}
+    assert _cause(every, C.from_flags(False, None), 30.0, False)[0] == "prefill"
+    assert _cause({**ev, "itl_samples_above_slo": 16.6}, C.from_flags(False, None), 30.0, False)[0] == "prefill"
+    assert _cause({**ev, "itl_samples_above_slo": 16.4}, C.from_flags(False, None), 30.0, False)[0] == "preemption"
+    # no preemption: the few stalls at long prefills stay the long prefills' (a stall still open is not counted)
+    assert _cause({**ev, "preemptions": 0.0}, C.from_flags(False, None), 30.0, False)[0] == "prefill"
+
+
 # an episode's evidence: 5 long prefills, 40 ITL samples above the SLO all at them, 8 streams running
 CHUNK_STEPS_EV = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
                   "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
