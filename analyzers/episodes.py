@@ -34,7 +34,9 @@ spans, it gets one cause, and the finding says which evidence decided it.
      (`PREFILL_SHARE_MIN`: the cause is what made most stalls, here the steady steps with prompt work in
      them). `iteration_tokens_total` counts a prompt's tokens in the step that completes it, so a "long
      prefill" there may be a short chunk that finished a prompt beside other short prompts; stalls that do
-     not cluster at those steps show it;
+     not cluster at those steps show it; or, whatever the configuration, long prefills completed (no freeze
+     still open, no frozen window computing prompts) while fewer ITL samples above the SLO came at them than
+     half the running streams (`FEW_STREAMS`): a step that held a long prompt past the SLO stalls every one;
    - `prefill`: a long prefill completed, or prompt tokens were computed at `prefill_tokens_rate_high` or
      more while the streams were frozen, or the streams are frozen with nothing moving (one engine step in progress; with
      chunking off it is a whole prompt's prefill) for less than the stuck bound: decode starvation;
@@ -65,7 +67,7 @@ from stallscope.core.config import parse_duration
 MISSED_SHARE, INTERFERENCE_SHARE = 0.05, 0.01
 P99_TAIL = 0.01   # the ITL SLO is a P99: missed when more than 1 % of observations lie at or above it
 PREFILL_SHARE_MIN = 0.5   # the share of above-SLO ITL samples long prefills must explain to be the cause (3)
-FEW_STREAMS = 0.5   # beside preemptions, stalls on fewer than this share of the running streams are no step's (3)
+FEW_STREAMS = 0.5   # stalls on fewer than this share of the running streams are no long prompt's step (3)
 CAUSES = ("stuck", "preemption", "prefill_chunks", "prefill", "slow_decode")
 TIMELINE_ROWS = 40   # an episode's evidence timeline: at most this many windows
 TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "nothing_for_s", "prompt_rate", "long_prefill_rate",
@@ -235,8 +237,13 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
     at_prefills = ev["itl_samples_above_slo_at_prefills"]
     elsewhere = (holds is None and ev["long_prefills"] > 0 and above > 0
                  and at_prefills < PREFILL_SHARE_MIN * above)    # the stalls did not cluster at the long prefills
-    if prefill_work and (holds is False or (holds is None and not whole_steps
-                                            and (per > STALLS_PER_PREFILL_CHUNKED or elsewhere))):
+    streams = running if np.isfinite(running) and running > 1 else 1.0
+    # a step that held a long prompt past the SLO stalls every running stream at once; long prefills that fewer
+    # than half the streams stalled at held nobody past it (a freeze still open has left no sample yet)
+    unfelt = (not ongoing_nothing and ev["long_prefills"] > 0 and ev["windows_frozen_computing_prompts"] == 0
+              and above > 0 and at_prefills < FEW_STREAMS * streams)
+    if prefill_work and (holds is False or unfelt or (holds is None and not whole_steps
+                                                      and (per > STALLS_PER_PREFILL_CHUNKED or elsewhere))):
         beside = f" beside {decodes} running decodes" if (chunking.budget or 0) >= LONG_PREFILL_TOKENS else ""
         if holds is False:
             reading = (f"no step is taken to compute {LONG_PREFILL_TOKENS}+ prompt tokens; "
@@ -244,13 +251,18 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
                        if chunking.estimate_unsettled() else
                        f"no step computes {LONG_PREFILL_TOKENS}+ prompt tokens{beside}")
             return "prefill_chunks", f"{chunking.describe()}: {reading}", reading
-        if per > STALLS_PER_PREFILL_CHUNKED:
+        if holds is None and not whole_steps and per > STALLS_PER_PREFILL_CHUNKED:
             why = (f"{per:.1f} ITL samples above the SLO per long prefill per stream: every chunk step of a "
                    "prompt was slow, so its steps were chunks")
-        else:
+        elif elsewhere:
             why = (f"{at_prefills:.0f} of the {above:.0f} ITL samples above the SLO came at the "
                    f"{ev['long_prefills']:.1f} long prefills, under {PREFILL_SHARE_MIN:.0%}: the steady steps, "
                    "with prompt work in them, made most stalls, not a long prompt's step")
+        else:   # unfelt
+            why = (f"{at_prefills:.0f} of the {above:.0f} ITL samples above the SLO came at the "
+                   f"{ev['long_prefills']:.1f} long prefills, fewer than half the {streams:.0f} running streams: no "
+                   "long prompt's step held them (such a step stalls every one); the steps with prompt work in "
+                   "them made the stalls")
         return "prefill_chunks", why, None
     if prefill_work:
         if ev["long_prefills"] > 0 and whole_steps:

@@ -414,10 +414,39 @@ def test_a_few_stalls_beside_preemptions_are_theirs_not_a_long_prompt_step():
     every = {**ev, "itl_samples_above_slo": 31.0, "itl_samples_above_slo_at_prefills": 31.0,
              "stalls_per_long_prefill_per_stream": 0.4}
     assert _cause(every, C.from_flags(False, None), 30.0, False)[0] == "prefill"
-    assert _cause({**ev, "itl_samples_above_slo": 16.6}, C.from_flags(False, None), 30.0, False)[0] == "prefill"
-    assert _cause({**ev, "itl_samples_above_slo": 16.4}, C.from_flags(False, None), 30.0, False)[0] == "preemption"
-    # no preemption: the few stalls at long prefills stay the long prefills' (a stall still open is not counted)
-    assert _cause({**ev, "preemptions": 0.0}, C.from_flags(False, None), 30.0, False)[0] == "prefill"
+    edge = {**ev, "itl_samples_above_slo_at_prefills": 16.6}
+    assert _cause({**edge, "itl_samples_above_slo": 16.6}, C.from_flags(False, None), 30.0, False)[0] == "prefill"
+    assert _cause({**edge, "itl_samples_above_slo": 16.4}, C.from_flags(False, None), 30.0, False)[0] == "preemption"
+    # no preemption: 4 stalls at the long prefills beside 29 streams are still no long prompt's step
+    assert _cause({**ev, "preemptions": 0.0}, C.from_flags(False, None), 30.0, False)[0] == "prefill_chunks"
+
+
+
+def test_a_long_prefill_that_stalled_nobody_does_not_make_slow_short_prompt_steps_starvation():
+    """`small` at budget 768 with 400-token prompts (held-out 104, `h104-small-chunk768-s15`, quick pass): each
+    whole prompt's step took about 1 s, and 27.5 ITL samples above the SLO fell in the episode. The one step
+    `iteration_tokens_total` counted above 512 was the start's burst of 14 short prompts, before any stream ran:
+    0.5 samples came at it, beside 15 running streams. With the budget given (768 holds a long prompt) and a
+    1 s freeze, the episode read as a long prompt's step. The truth has no step of 512+ prompt tokens inside a
+    gap: no long prompt's step held the streams, so it is chunk steps (prompt work) slower than the SLO."""
+    from stallscope.analyzers.episodes import _cause
+
+    ev = {"window_s": 2.75, "windows_nothing_moves": 1, "nothing_moves_s": 0.5, "itl_samples_above_slo": 27.5,
+          "itl_samples_above_slo_at_prefills": 0.55, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
+          "long_prefills": 0.55, "running_median": 15.0, "stalls_per_long_prefill_per_stream": 0.067}
+    for config in (C.from_flags(True, 768), C.from_flags(False, None), C.UNKNOWN):
+        cause, why, _ = _cause(ev, config, 30.0, False)
+        assert cause == "prefill_chunks", config
+    assert why.startswith("1 of the 28 ITL samples above the SLO came at the 0.6 long prefills, under 50%")
+    assert _cause(ev, C.from_flags(True, 768), 30.0, False)[1] == (
+        "1 of the 28 ITL samples above the SLO came at the 0.6 long prefills, fewer than half the 15 running "
+        "streams: no long prompt's step held them (such a step stalls every one); the steps with prompt work in "
+        "them made the stalls")
+    # a long prompt's step stalls all 15: then the freeze and the long prefill are starvation, as before
+    felt = {**ev, "itl_samples_above_slo_at_prefills": 15.0, "long_prefills": 1.0}
+    assert _cause(felt, C.from_flags(True, 768), 30.0, False)[0] == "prefill"
+    # a freeze still open at the end of the data has left no sample yet: the long prefills are not judged by it
+    assert _cause(ev, C.from_flags(True, 768), 30.0, True)[0] == "prefill"
 
 
 # an episode's evidence: 5 long prefills, 40 ITL samples above the SLO all at them, 8 streams running
@@ -485,7 +514,11 @@ def test_stalls_that_do_not_cluster_at_long_prefills_are_the_steady_steps_not_st
                    "steps, with prompt work in them, made most stalls, not a long prompt's step")
     half = {**ev, "itl_samples_above_slo_at_prefills": PREFILL_SHARE_MIN * 889.0}
     assert _cause(half, on, 120.0, False)[0] == "prefill"
-    assert _cause(ev, C.from_flags(False, None), 120.0, False)[0] == "prefill"        # known off: a long step
+    # known off, the 3 long prefills still left 1.5 stalls beside 5 streams: no step of theirs held the streams
+    # past the SLO (such a step stalls every one); with stalls on half the streams at them, it is starvation
+    assert _cause(ev, C.from_flags(False, None), 120.0, False)[0] == "prefill_chunks"
+    felt = {**ev, "itl_samples_above_slo_at_prefills": 2.5}
+    assert _cause(felt, C.from_flags(False, None), 120.0, False)[0] == "prefill"
     assert _cause(ev, C.from_flags(True, 64), 120.0, False)[0] == "prefill_chunks"   # known budget: as before
     # no ITL sample above the SLO yet (a freeze still open): nothing to share out, the freeze decides
     still = {**ev, "itl_samples_above_slo": 0.0, "itl_samples_above_slo_at_prefills": 0.0, "windows_nothing_moves": 2,
