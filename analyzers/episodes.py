@@ -208,6 +208,20 @@ def _reference(sig: pd.DataFrame, i: int, j: int) -> dict:
             "reference_stream_time_above_slo": float(np.nanmax(_col(sig, "itl_ref_share", 0.0)[i:j + 1]))}
 
 
+def _preempted(ev: dict, streams: float) -> str | None:
+    """The evidence that preemptions made the episode's stalls (module docstring 3, `preemption`), else None."""
+    above, pre = ev["itl_samples_above_slo"], ev["preemptions"]
+    if not (pre > 0) or ev["windows_frozen_computing_prompts"] > 0:
+        return None
+    if pre >= 0.5 * above:
+        return f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO"
+    if above - pre < FEW_STREAMS * streams:
+        return (f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO; the {above - pre:.0f} they "
+                f"leave are fewer than half the {streams:.0f} running streams, and a step that held a long prompt "
+                "past the SLO stalls every one")
+    return None
+
+
 def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
            ongoing_nothing: bool) -> tuple[str, str, str | None]:
     """(cause, the evidence that decided it, and where the configuration decided, that evidence after its
@@ -217,15 +231,12 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
     if ev["windows_nothing_moves"] >= 2 and ev["nothing_moves_s"] > stuck_bound:
         return "stuck", (f"no output and no computed prompt token for {ev['nothing_moves_s']:.0f} s with "
                          f"{ev['running_median']:.0f} requests RUNNING, longer than {stuck_bound:.0f} s"), None
-    above, pre = ev["itl_samples_above_slo"], ev["preemptions"]
+    above = ev["itl_samples_above_slo"]
     running = ev["running_median"]
-    if pre > 0 and ev["windows_frozen_computing_prompts"] == 0:
-        if pre >= 0.5 * above:
-            return "preemption", f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO", None
-        if np.isfinite(running) and above - pre < FEW_STREAMS * running:
-            return "preemption", (f"{pre:.0f} preemptions against {above:.0f} ITL samples above the SLO; the "
-                                  f"{above - pre:.0f} they leave are fewer than half the {running:.0f} running "
-                                  "streams, and a step that held a long prompt past the SLO stalls every one"), None
+    streams = running if np.isfinite(running) and running > 1 else 1.0
+    preempted = _preempted(ev, streams)
+    if preempted:
+        return "preemption", preempted, None
     prefill_work = ev["long_prefills"] > 0 or ev["windows_frozen_computing_prompts"] > 0
     # the running requests less the one prefilling decode beside every chunk (at least one: a stream to starve)
     decodes = max(int(running) - 1, 1) if np.isfinite(running) else 1
@@ -237,7 +248,6 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
     at_prefills = ev["itl_samples_above_slo_at_prefills"]
     elsewhere = (holds is None and ev["long_prefills"] > 0 and above > 0
                  and at_prefills < PREFILL_SHARE_MIN * above)    # the stalls did not cluster at the long prefills
-    streams = running if np.isfinite(running) and running > 1 else 1.0
     # a step that held a long prompt past the SLO stalls every running stream at once; long prefills that fewer
     # than half the streams stalled at held nobody past it (a freeze still open has left no sample yet)
     unfelt = (not ongoing_nothing and ev["long_prefills"] > 0 and ev["windows_frozen_computing_prompts"] == 0
