@@ -2891,6 +2891,43 @@ HELD_OUT_106 = [
              exercises="`small`, budget 448, 13 sessions, 1,000-token prompts every 1.9 s"),
 ]
 
+# held-out 107: KV pools only, drawn after held-out 100-106 were scored
+# (draw_scenarios.py --seed 202612128 --kv 8 --held-out 107 --first-seed 1071), committed before its first run
+HELD_OUT_107 = [
+    Scenario("h107-kv-auto-15.4mb-11sess-scrape1s", KV + ("--kv-cache-mb", "15.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "11", "--short-prompt-tokens", "32", "--max-tokens", "155", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1600", "--long-every", "3.0"), seed=1071, interval="1s", held_out=107,
+             exercises="a 15.4 MiB auto pool, 11 sessions of 155 output tokens, 1,600-token prompts every 3.0 s"),
+    Scenario("h107-kv-auto-2.5mb-12sess-scrape1s", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "12", "--short-prompt-tokens", "32", "--max-tokens", "140", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "3.7"), seed=1072, interval="1s", held_out=107,
+             exercises="a 2.5 MiB auto pool, 12 sessions of 140 output tokens, 1,350-token prompts every 3.7 s"),
+    Scenario("h107-kv-fp8-4.4mb-37sess", KV + ("--kv-cache-mb", "4.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "37", "--short-prompt-tokens", "32", "--max-tokens", "195", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "2.4"), seed=1073, held_out=107,
+             exercises="a 4.4 MiB fp8 pool, 37 sessions of 195 output tokens, 1,750-token prompts every 2.4 s"),
+    Scenario("h107-kv-auto-10.3mb-44sess", KV + ("--kv-cache-mb", "10.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "44", "--short-prompt-tokens", "32", "--max-tokens", "66", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "3.3"), seed=1074, held_out=107,
+             exercises="a 10.3 MiB auto pool, 44 sessions of 66 output tokens, 1,350-token prompts every 3.3 s"),
+    Scenario("h107-kv-auto-4.7mb-29sess", KV + ("--kv-cache-mb", "4.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "29", "--short-prompt-tokens", "32", "--max-tokens", "117", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "1.6"), seed=1075, held_out=107,
+             exercises="a 4.7 MiB auto pool, 29 sessions of 117 output tokens, 1,450-token prompts every 1.6 s"),
+    Scenario("h107-kv-fp8-1.4mb-46sess", KV + ("--kv-cache-mb", "1.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "46", "--short-prompt-tokens", "32", "--max-tokens", "248", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1300", "--long-every", "3.3"), seed=1076, held_out=107,
+             exercises="a 1.4 MiB fp8 pool, 46 sessions of 248 output tokens, 1,300-token prompts every 3.3 s"),
+    Scenario("h107-kv-fp8-3.2mb-27sess", KV + ("--kv-cache-mb", "3.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "27", "--short-prompt-tokens", "32", "--max-tokens", "228", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "2.6"), seed=1077, held_out=107,
+             exercises="a 3.2 MiB fp8 pool, 27 sessions of 228 output tokens, 1,350-token prompts every 2.6 s"),
+    Scenario("h107-kv-fp8-1.7mb-10sess", KV + ("--kv-cache-mb", "1.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "10", "--short-prompt-tokens", "32", "--max-tokens", "207", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "4.1"), seed=1078, held_out=107,
+             exercises="a 1.7 MiB fp8 pool, 10 sessions of 207 output tokens, 1,450-token prompts every 4.1 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2910,4 +2947,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
              + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96 + HELD_OUT_97 + HELD_OUT_98
              + HELD_OUT_99 + HELD_OUT_100 + HELD_OUT_101 + HELD_OUT_102 + HELD_OUT_103 + HELD_OUT_104
-             + HELD_OUT_105 + HELD_OUT_106)
+             + HELD_OUT_105 + HELD_OUT_106 + HELD_OUT_107)
