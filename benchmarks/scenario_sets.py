@@ -2928,6 +2928,74 @@ HELD_OUT_107 = [
              exercises="a 1.7 MiB fp8 pool, 10 sessions of 207 output tokens, 1,450-token prompts every 4.1 s"),
 ]
 
+# Held-out 108: KV pools only, drawn 2026-12-06 after 100-107 were scored and before any detector change of this
+# session (`draw_scenarios.py --seed 202612129 --kv 8`), committed before its first run.
+HELD_OUT_108 = [
+    Scenario("h108-kv-fp8-6.9mb-40sess", KV + ("--kv-cache-mb", "6.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "40", "--short-prompt-tokens", "32", "--max-tokens", "86", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1700", "--long-every", "2.7"), seed=1081, held_out=108,
+             exercises="a 6.9 MiB fp8 pool, 40 sessions of 86 output tokens, 1,700-token prompts every 2.7 s"),
+    Scenario("h108-kv-fp8-1.2mb-26sess", KV + ("--kv-cache-mb", "1.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "26", "--short-prompt-tokens", "32", "--max-tokens", "159", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "2.1"), seed=1082, held_out=108,
+             exercises="a 1.2 MiB fp8 pool, 26 sessions of 159 output tokens, 1,450-token prompts every 2.1 s"),
+    Scenario("h108-kv-fp8-3.8mb-45sess", KV + ("--kv-cache-mb", "3.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "45", "--short-prompt-tokens", "32", "--max-tokens", "120", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "700", "--long-every", "3.8"), seed=1083, held_out=108,
+             exercises="a 3.8 MiB fp8 pool, 45 sessions of 120 output tokens, 700-token prompts every 3.8 s"),
+    Scenario("h108-kv-fp8-1.4mb-17sess", KV + ("--kv-cache-mb", "1.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "17", "--short-prompt-tokens", "32", "--max-tokens", "204", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "3.7"), seed=1084, held_out=108,
+             exercises="a 1.4 MiB fp8 pool, 17 sessions of 204 output tokens, 850-token prompts every 3.7 s"),
+    Scenario("h108-kv-fp8-6.4mb-25sess", KV + ("--kv-cache-mb", "6.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "25", "--short-prompt-tokens", "32", "--max-tokens", "215", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "800", "--long-every", "3.1"), seed=1085, held_out=108,
+             exercises="a 6.4 MiB fp8 pool, 25 sessions of 215 output tokens, 800-token prompts every 3.1 s"),
+    Scenario("h108-kv-auto-4.9mb-29sess", KV + ("--kv-cache-mb", "4.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "29", "--short-prompt-tokens", "32", "--max-tokens", "212", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1650", "--long-every", "3.1"), seed=1086, held_out=108,
+             exercises="a 4.9 MiB auto pool, 29 sessions of 212 output tokens, 1,650-token prompts every 3.1 s"),
+    Scenario("h108-kv-auto-13.8mb-41sess", KV + ("--kv-cache-mb", "13.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "41", "--short-prompt-tokens", "32", "--max-tokens", "82", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1300", "--long-every", "4.5"), seed=1087, held_out=108,
+             exercises="a 13.8 MiB auto pool, 41 sessions of 82 output tokens, 1,300-token prompts every 4.5 s"),
+    Scenario("h108-kv-fp8-2.1mb-11sess", KV + ("--kv-cache-mb", "2.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "11", "--short-prompt-tokens", "32", "--max-tokens", "124", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "950", "--long-every", "1.8"), seed=1088, held_out=108,
+             exercises="a 2.1 MiB fp8 pool, 11 sessions of 124 output tokens, 950-token prompts every 1.8 s"),
+]
+
+# Held-out 109: a general draw, drawn with 108 (`draw_scenarios.py --seed 202612130`), committed before its
+# first run.
+HELD_OUT_109 = [
+    Scenario("h109-tiny-chunk1536-s11", chunked(1536), _h2(11, 1500, 6.4), seed=1091, held_out=109,
+             exercises="budget 1536, 11 sessions, 1,500-token prompts every 6.4 s"),
+    Scenario("h109-small-chunk64-s2", chunked(64), _h2(2, 850, 7.9), model="small", seed=1092, held_out=109,
+             exercises="`small`, budget 64, 2 sessions, 850-token prompts every 7.9 s"),
+    Scenario("h109-small-chunk192-s3", chunked(192), _h2(3, 1250, 6.1), model="small", seed=1093, held_out=109,
+             exercises="`small`, budget 192, 3 sessions, 1,250-token prompts every 6.1 s"),
+    Scenario("h109-tiny-chunk192-s10", chunked(192), _h2(10, 700, 9.8), seed=1094, held_out=109,
+             exercises="budget 192, 10 sessions, 700-token prompts every 9.8 s"),
+    Scenario("h109-tiny-nochunk-1350-s14", OFF, _h2(14, 1350, 8.8), seed=1095, held_out=109,
+             exercises="14 sessions, whole 1,350-token prefills every 8.8 s"),
+    Scenario("h109-small-chunk640-s8-scrape1s", chunked(640), _h2(8, 800, 9.7), model="small", seed=1096, interval="1s",
+             held_out=109,
+             exercises="`small`, budget 640, 8 sessions, 800-token prompts every 9.7 s, 1 s scrapes"),
+    Scenario("h109-kv-fp8-17.0mb-16sess", KV + ("--kv-cache-mb", "17.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "16") + KV_LOAD[2:], seed=1097, held_out=109,
+             exercises="a 17.0 MiB fp8 pool, 16 sessions"),
+    Scenario("h109-kv-auto-1.8mb-26sess", KV + ("--kv-cache-mb", "1.8", "--kv-cache-dtype", "auto", "--max-model-len", "1824"),
+             ("--sessions", "26") + KV_LOAD[2:], seed=1098, held_out=109,
+             exercises="a 1.8 MiB auto pool, 26 sessions"),
+    Scenario("h109-neg-short-38sess", ("--max-num-seqs", "128"),
+             ("--sessions", "38", "--short-prompt-tokens", "23", "--max-tokens", "32") + SHORT_ONLY, seed=1099,
+             held_out=109,
+             exercises="negative: 38 sessions of 23-token prompts"),
+    Scenario("h109-end-in-stall-small-1400-scrape1s", OFF, _h2(4, 1400, "{half}"), model="small", seed=1100, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=109,
+             exercises="`small`: the data ends 2 s after a whole 1,400-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -2947,4 +3015,4 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
              + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96 + HELD_OUT_97 + HELD_OUT_98
              + HELD_OUT_99 + HELD_OUT_100 + HELD_OUT_101 + HELD_OUT_102 + HELD_OUT_103 + HELD_OUT_104
-             + HELD_OUT_105 + HELD_OUT_106 + HELD_OUT_107)
+             + HELD_OUT_105 + HELD_OUT_106 + HELD_OUT_107 + HELD_OUT_108 + HELD_OUT_109)

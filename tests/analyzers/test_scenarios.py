@@ -184,7 +184,7 @@ def test_with_config_gives_analyze_the_flags_each_server_ran():
 
 def test_every_scenario_server_passes_vllms_startup_check():
     """Each scenario's pool holds one request of its max_model_len (vLLM 0.33 refuses to start otherwise):
-    the five pools below one 2,048-token request run with the context vLLM's error names."""
+    the six pools below one 2,048-token request run with the context vLLM's error names."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from scenario_sets import SCENARIOS
 
@@ -199,7 +199,8 @@ def test_every_scenario_server_passes_vllms_startup_check():
             shortened[sc.name] = (cfg.num_gpu_blocks, cfg.max_model_len)
     assert shortened == {"ho-kv-auto-2mb": (128, 2032), "h2-kv-fp8-1mb": (128, 2032),
                          "h16-kv-auto-1.5mb-10sess": (96, 1520), "h32-kv-auto-1.8mb-14sess": (115, 1824),
-                         "h87-kv-fp8-1.0mb-32sess": (128, 2032)}
+                         "h87-kv-fp8-1.0mb-32sess": (128, 2032),
+                         "h109-kv-auto-1.8mb-26sess": (115, 1824)}
 
 
 def test_a_stated_configuration_contradicts_the_server_by_the_rule_written_once():
