@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
 STALLS_PER_PREFILL_CHUNKED = 1.5  # above this many ITL samples > SLO per long prefill per stream: chunk steps
+FEW_STREAMS = 0.5             # stalls on fewer than this share of the running streams are no long prompt's step
 ESTIMATE_MARGIN = 1.5         # an estimated budget holds long prefills from 1.5 x the cut (chunking_inference.py)
 STEP_MARGIN = 1.05            # ... from 1.05 x the cut when sized from the slowest step's exact mean (slow_step.py)
 SHARE_LOW = 0.85              # ... whose share of a prompt reads down to this x its chunk: unsettled from here
@@ -176,8 +177,9 @@ class Chunking:
         chunked prefill off, or on with a budget that holds most of a long prompt (about 1250 tokens)
         """
         if self.enabled is None:
-            return ("chunked prefill: unknown (pass --[no-]enable-chunked-prefill and --max-num-batched-tokens, or "
-                    "--server-log)")
+            why = f"{self.detail}; " if self.detail else ""
+            return (f"chunked prefill: unknown ({why}pass --[no-]enable-chunked-prefill and --max-num-batched-tokens, "
+                    "or --server-log)")
         state = "on" if self.enabled else "off"
         if self.whole_prompts_inferred():
             size = f" (about {self.long_prompt_tokens:.0f} tokens)" if self.long_prompt_tokens else ""

@@ -70,7 +70,9 @@ one, and without one every running request was prefilling (chunk steps queued be
 them).
 
 Without long prompts in the histograms, the stalls decide (`infer`): about one ITL sample above the SLO per long
-prefill per stream means whole-prompt steps, more means slow chunk steps. `iteration_tokens_total` cannot tell:
+prefill per stream means whole-prompt steps, more means slow chunk steps, and under half of one (`FEW_STREAMS`) says
+nothing: a whole prompt's step past the SLO stalls every running stream, so none was, on or off (held-out 103's
+0.1 read as "off" on a chunked server). `iteration_tokens_total` cannot tell:
 vLLM counts a prompt's computed tokens in the step where its prefill completes, chunked or not
 (docs/metric-traps.md).
 """
@@ -83,8 +85,8 @@ import numpy as np
 import pandas as pd
 
 from stallscope.analyzers import quantiles as Q
-from stallscope.analyzers.chunking import (LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, STEP_MARGIN, UNKNOWN,
-                                           Chunking)
+from stallscope.analyzers.chunking import (FEW_STREAMS, LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, STEP_MARGIN,
+                                           UNKNOWN, Chunking)
 from stallscope.analyzers.queued_steps import NAMES as QUEUED_NAMES
 from stallscope.analyzers.queued_steps import queued_steps
 from stallscope.analyzers.signals import _per_bucket, split_metrics
@@ -104,6 +106,10 @@ def infer(stalls_per_prefill: float, long_prefills: float) -> Chunking:
     """Chunking inferred from one target's stalls (module docstring); unknown without long prefills."""
     if not (long_prefills > 0) or stalls_per_prefill != stalls_per_prefill:
         return UNKNOWN
+    if stalls_per_prefill < FEW_STREAMS:   # a long prompt's step past the SLO stalls every stream: none did
+        return Chunking(None, None, "unknown", f"{stalls_per_prefill:.1f} ITL samples above the SLO per long prefill "
+                        "per running stream: no long prompt's step held the streams past the SLO, so the stalls cannot "
+                        "tell chunking on from off")
     on = stalls_per_prefill > STALLS_PER_PREFILL_CHUNKED
     what = (f"{stalls_per_prefill:.1f} ITL samples above the SLO per long prefill per running stream; about 1 "
             "means each prompt ran in one step, more means each of its chunk steps was slow")

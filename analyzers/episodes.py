@@ -60,14 +60,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, Chunking
+from stallscope.analyzers.chunking import FEW_STREAMS, LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, Chunking
 from stallscope.analyzers.signals import episodes as runs_of
 from stallscope.core.config import parse_duration
 
 MISSED_SHARE, INTERFERENCE_SHARE = 0.05, 0.01
 P99_TAIL = 0.01   # the ITL SLO is a P99: missed when more than 1 % of observations lie at or above it
 PREFILL_SHARE_MIN = 0.5   # the share of above-SLO ITL samples long prefills must explain to be the cause (3)
-FEW_STREAMS = 0.5   # stalls on fewer than this share of the running streams are no long prompt's step (3)
 CAUSES = ("stuck", "preemption", "prefill_chunks", "prefill", "slow_decode")
 TIMELINE_ROWS = 40   # an episode's evidence timeline: at most this many windows
 TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "nothing_for_s", "prompt_rate", "long_prefill_rate",

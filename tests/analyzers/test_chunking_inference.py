@@ -280,3 +280,16 @@ def test_gaps_per_stream_count_the_streams_the_gauge_showed_beside_the_long_pref
     assert inferred.enabled is enabled
     assert inferred.holds_long_prefills() is True
     assert ("holds 2.0 gaps per long prefill per running stream" in inferred.detail) is enabled
+
+
+def test_stalls_on_under_half_the_streams_per_long_prefill_say_nothing_of_chunking():
+    """The fallback without long prompts in the histograms: about one ITL sample above the SLO per long prefill
+    per stream reads whole-prompt steps, more reads chunk steps, and under half (held-out 103's 0.1 on a chunked
+    server) reads neither: a whole prompt's step past the SLO stalls every running stream, and none was."""
+    few = CI.infer(0.1, 2.7)
+    assert few.enabled is None and few.source == "unknown"
+    assert "0.1 ITL samples above the SLO per long prefill" in few.describe()
+    assert "cannot tell chunking on from off" in few.describe()
+    assert CI.infer(0.5, 2.7).enabled is False and CI.infer(1.0, 2.7).enabled is False
+    assert CI.infer(1.6, 2.7).enabled is True
+    assert CI.infer(0.1, 0.0).enabled is None and CI.infer(0.1, 0.0).detail == ""
