@@ -48,6 +48,7 @@ class Chunking:
     slowest_step_s: float | None = None   # inferred from metrics: the slowest step's exact gap (slow_step.py)
     queued_floor: float | None = None     # inferred from metrics: at most the largest chunk (queued_steps.py)
     longest_gap_s: float | None = None    # inferred from metrics: the highest ITL bucket in use, its upper bound
+    counted: bool = False                 # inferred from metrics: the estimate is P / K, a count of slow gaps
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS, decodes: int = 0) -> bool | None:
         """Whether one step can compute >= `cut` prompt tokens beside `decodes` running decodes: True with
@@ -122,13 +123,17 @@ class Chunking:
         """The budget estimates that cannot say whether a step held `cut` prompt tokens: up to `margin()` x cut
         (estimates read high), and from `SHARE_LOW` x cut when the slowest step was sized exactly (its share of a
         prompt also reads low: a prompt's short last chunk carries the step's decodes and its attention over the
-        prefix, so the first chunk's share of the prefill time understates its share of the tokens), else from
-        the cut.
+        prefix, so the first chunk's share of the prefill time understates its share of the tokens) or when it
+        is P / K (`counted`: the short last chunk's step lands in the slowest gaps' bucket too, and counts as a
+        step: 1,600 tokens at 624 per chunk read 511 from 3.13 such gaps per prompt, held-out 106), else from the
+        cut (P x G / T, read off a bucket's upper bound, reads high only).
 
         >>> Chunking(True, None, "inferred from metrics", slowest_step_s=1.0).unsettled_band()
         (435.2, 537.6)
+        >>> Chunking(True, None, "inferred from metrics", counted=True).unsettled_band()
+        (435.2, 768.0)
         """
-        low = SHARE_LOW * cut if self.slowest_step_s is not None else float(cut)
+        low = SHARE_LOW * cut if self.slowest_step_s is not None or self.counted else float(cut)
         return low, self.margin() * cut
 
     def margin(self) -> float:

@@ -44,7 +44,8 @@ Otherwise on, with a budget estimate (`_estimate`):
   slowest step instead (analyzers/slow_step.py), and that decides alone, from `1.05 x 512` (it reads a few per
   cent high; docs/accuracy.md). Its share of a prompt also reads as low as 0.85 x the chunk, so an estimate
   between `0.85 x 512` and that margin (between 512 and `1.5 x 512` from the buckets) is stated as one the metrics
-  cannot settle, with how to settle it.
+  cannot settle, with how to settle it. P / K reads low the same way when a prompt's short last chunk also lands
+  in the top bucket (it counts as a gap), so where P / K is the smaller reading the band starts at `0.85 x 512`.
 - While requests queued, the computed prompt tokens per step are a floor under the largest chunk that needs no
   scrape faster than the steps (analyzers/queued_steps.py); at 512 or more a step held a long prefill.
 - An "on" whose slowest step held 0.9 x P or more (and no count of slow steps bounds it lower) is stated as an
@@ -190,7 +191,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     if lp.gap >= lp.t_long and not lp.more_than_whole_steps() and not spread and not part:
         return _whole_prompt_steps(lp, top, what)
     what += _why_not_whole(lp, top, waited if spread else None)
-    est, floor, how = _estimate(lp, top, exact)
+    est, floor, counted, how = _estimate(lp, top, exact)
     bound, share, slow = _slow_steps(lp, slo)
     what += how + slow
     queued = queued_steps(lp.parts, lp.itl_family, lp.prompt)
@@ -204,7 +205,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=lp.t_long,
                     budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=lp.prompt,
                     slow_share=share, slowest_step_s=exact.step_s if exact is not None else None,
-                    queued_floor=queued.floor if queued is not None else None, longest_gap_s=lp.gap)
+                    queued_floor=queued.floor if queued is not None else None, longest_gap_s=lp.gap, counted=counted)
 
 
 def _long_prompts(samples) -> _LongPrompts | None:
@@ -308,20 +309,22 @@ def _why_not_whole(lp: _LongPrompts, top: float, waited: tuple[float, float] | N
             "one scrape interval leave each stream the whole prefill too")
 
 
-def _estimate(lp: _LongPrompts, top: float, exact) -> tuple[float, float, str]:
-    """(the budget estimate, the smallest chunk the slowest gap's bucket allows, how it was read): the slowest step
-    sized exactly where the scrapes resolve it (slow_step.py), else the smaller of P x G' / T and P / K, both read
-    high (a bucket's upper bound, a prompt's share per top-bucket gap)."""
+def _estimate(lp: _LongPrompts, top: float, exact) -> tuple[float, float, bool, str]:
+    """(the budget estimate, the smallest chunk the slowest gap's bucket allows, whether the estimate is P / K, how
+    it was read): the slowest step sized exactly where the scrapes resolve it (slow_step.py), else the smaller of
+    P x G' / T, read high (a bucket's upper bound), and P / K, a prompt's share per top-bucket gap: high when the
+    short last chunk's step falls in a lower bucket, low when it counts as a gap too (Chunking.unsettled_band)."""
     itl = lp.itl
     support = max(0.0, 1.0 - 0.5 * lp.n_long * lp.streams / itl[1][-1])
     _, lo, hi = Q.bucket_quantile(support, itl[0], itl[1][None, :])
     slowest = float(hi[0]) if np.isfinite(hi[0]) else 2 * float(lo[0])
-    est = float(min(lp.prompt * min(slowest, lp.gap) / lp.t_long, lp.prompt / max(top, 1.0)))
+    by_time, by_count = lp.prompt * min(slowest, lp.gap) / lp.t_long, lp.prompt / max(top, 1.0)
+    est = float(min(by_time, by_count))
     if exact is not None:
-        return exact.chunk_tokens, exact.chunk_tokens, f": prefills spread over steps; {exact.describe()}"
+        return exact.chunk_tokens, exact.chunk_tokens, False, f": prefills spread over steps; {exact.describe()}"
     floor = lp.prompt * min(float(lo[0]), min(slowest, lp.gap)) / lp.t_long if np.isfinite(lo[0]) else lp.floor
-    return est, floor, (f": prefills spread over steps; the slowest step of each held about {est:.0f} of a "
-                        f"{lp.prompt:.0f}-token prompt")
+    return est, floor, bool(by_count < by_time), (f": prefills spread over steps; the slowest step of each held "
+                                                  f"about {est:.0f} of a {lp.prompt:.0f}-token prompt")
 
 
 def _slow_steps(lp: _LongPrompts, slo: float | None) -> tuple[float | None, float | None, str]:

@@ -293,3 +293,20 @@ def test_stalls_on_under_half_the_streams_per_long_prefill_say_nothing_of_chunki
     assert CI.infer(0.5, 2.7).enabled is False and CI.infer(1.0, 2.7).enabled is False
     assert CI.infer(1.6, 2.7).enabled is True
     assert CI.infer(0.1, 0.0).enabled is None and CI.infer(0.1, 0.0).detail == ""
+
+
+def test_a_count_of_slow_gaps_just_under_the_cut_is_unsettled():
+    """Held-out 106's `small` at budget 640 beside 16 streams: 1,600-token prompts ran as 624 + 624 + 352-token chunk
+    steps, all three slow enough for vLLM's (1 s, 2.5 s] ITL bucket, so P / K counted the short last one too and
+    read 511, under the cut, for chunks of 624. Here 32 such gaps per prompt over 10 streams read 1,600 / 3.2 = 500
+    (P x G / T reads 1,067 off the bucket's upper bound): the count reads low as the exact sizing does, so 500 is
+    unsettled, not "no step computes 512+". At 3.8 gaps (421, under 0.85 x 512) the plain verdict stands."""
+    run = _scrapes(30, long_at={8, 22}, long_tokens=1600, prefill_s=3.9, chunk_gaps=(1.3, 32))
+    inferred = CI.infer_from_histograms(run, 0.2)
+    assert inferred.counted and inferred.budget_estimate == pytest.approx(500.0)
+    assert inferred.holds_long_prefills() is False and inferred.estimate_unsettled()
+    assert inferred.unsettled_reading().endswith("about 500 prompt tokens per slow step, falls between 435 and 768")
+    more = CI.infer_from_histograms(_scrapes(30, long_at={8, 22}, long_tokens=1600, prefill_s=3.9,
+                                             chunk_gaps=(1.3, 38)), 0.2)
+    assert more.counted and more.budget_estimate == pytest.approx(1600 / 3.8)
+    assert more.holds_long_prefills() is False and not more.estimate_unsettled()
