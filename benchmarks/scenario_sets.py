@@ -2996,6 +2996,61 @@ HELD_OUT_109 = [
              exercises="`small`: the data ends 2 s after a whole 1,400-token prefill starts"),
 ]
 
+# Held-out 110: the band (`draw_scenarios.py --seed 202612131 --band 8`) and 111: KV pools only (`--seed 202612132
+# --kv 8`), drawn 2026-12-06 after 108-109 were scored and 49fc680 committed; the session's last draws, whatever they show.
+HELD_OUT_110 = [
+    Scenario("h110-tiny-chunk384-s13-scrape1s", chunked(384), _h2(13, 800, 7.0), seed=1101, interval="1s", held_out=110,
+             exercises="budget 384, 13 sessions, 800-token prompts every 7.0 s, 1 s scrapes"),
+    Scenario("h110-tiny-chunk384-s2", chunked(384), _h2(2, 800, 8.7), seed=1102, held_out=110,
+             exercises="budget 384, 2 sessions, 800-token prompts every 8.7 s"),
+    Scenario("h110-tiny-chunk768-s11", chunked(768), _h2(11, 1300, 2.4), seed=1103, held_out=110,
+             exercises="budget 768, 11 sessions, 1,300-token prompts every 2.4 s"),
+    Scenario("h110-tiny-chunk384-s16", chunked(384), _h2(16, 1300, 8.2), seed=1104, held_out=110,
+             exercises="budget 384, 16 sessions, 1,300-token prompts every 8.2 s"),
+    Scenario("h110-small-chunk704-s13", chunked(704), _h2(13, 1500, 5.5), model="small", seed=1105, held_out=110,
+             exercises="`small`, budget 704, 13 sessions, 1,500-token prompts every 5.5 s"),
+    Scenario("h110-small-chunk704-s6", chunked(704), _h2(6, 1600, 3.3), model="small", seed=1106, held_out=110,
+             exercises="`small`, budget 704, 6 sessions, 1,600-token prompts every 3.3 s"),
+    Scenario("h110-small-chunk832-s15", chunked(832), _h2(15, 1300, 5.9), model="small", seed=1107, held_out=110,
+             exercises="`small`, budget 832, 15 sessions, 1,300-token prompts every 5.9 s"),
+    Scenario("h110-small-chunk832-s8", chunked(832), _h2(8, 1800, 5.6), model="small", seed=1108, held_out=110,
+             exercises="`small`, budget 832, 8 sessions, 1,800-token prompts every 5.6 s"),
+]
+HELD_OUT_111 = [
+    Scenario("h111-kv-auto-14.8mb-19sess", KV + ("--kv-cache-mb", "14.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "19", "--short-prompt-tokens", "32", "--max-tokens", "179", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "750", "--long-every", "3.7"), seed=1111, held_out=111,
+             exercises="a 14.8 MiB auto pool, 19 sessions of 179 output tokens, 750-token prompts every 3.7 s"),
+    Scenario("h111-kv-fp8-2.4mb-11sess", KV + ("--kv-cache-mb", "2.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "11", "--short-prompt-tokens", "32", "--max-tokens", "199", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "800", "--long-every", "3.0"), seed=1112, held_out=111,
+             exercises="a 2.4 MiB fp8 pool, 11 sessions of 199 output tokens, 800-token prompts every 3.0 s"),
+    Scenario("h111-kv-auto-2.1mb-42sess-scrape1s", KV + ("--kv-cache-mb", "2.1", "--kv-cache-dtype", "auto"),
+             ("--sessions", "42", "--short-prompt-tokens", "32", "--max-tokens", "244", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1150", "--long-every", "4.2"), seed=1113, interval="1s", held_out=111,
+             exercises="a 2.1 MiB auto pool, 42 sessions of 244 output tokens, 1,150-token prompts every 4.2 s"),
+    Scenario("h111-kv-fp8-4.6mb-18sess", KV + ("--kv-cache-mb", "4.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "18", "--short-prompt-tokens", "32", "--max-tokens", "234", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1300", "--long-every", "1.3"), seed=1114, held_out=111,
+             exercises="a 4.6 MiB fp8 pool, 18 sessions of 234 output tokens, 1,300-token prompts every 1.3 s"),
+    Scenario("h111-kv-fp8-1.7mb-12sess", KV + ("--kv-cache-mb", "1.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "12", "--short-prompt-tokens", "32", "--max-tokens", "188", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "650", "--long-every", "3.0"), seed=1115, held_out=111,
+             exercises="a 1.7 MiB fp8 pool, 12 sessions of 188 output tokens, 650-token prompts every 3.0 s"),
+    Scenario("h111-kv-auto-2.5mb-21sess-scrape1s", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "21", "--short-prompt-tokens", "32", "--max-tokens", "242", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "3.5"), seed=1116, interval="1s", held_out=111,
+             exercises="a 2.5 MiB auto pool, 21 sessions of 242 output tokens, 1,250-token prompts every 3.5 s"),
+    Scenario("h111-kv-auto-5.5mb-26sess-scrape1s", KV + ("--kv-cache-mb", "5.5", "--kv-cache-dtype", "auto"),
+             ("--sessions", "26", "--short-prompt-tokens", "32", "--max-tokens", "192", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "850", "--long-every", "2.6"), seed=1117, interval="1s", held_out=111,
+             exercises="a 5.5 MiB auto pool, 26 sessions of 192 output tokens, 850-token prompts every 2.6 s"),
+    Scenario("h111-kv-fp8-2.1mb-36sess", KV + ("--kv-cache-mb", "2.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "36", "--short-prompt-tokens", "32", "--max-tokens", "96", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "900", "--long-every", "1.3"), seed=1118, held_out=111,
+             exercises="a 2.1 MiB fp8 pool, 36 sessions of 96 output tokens, 900-token prompts every 1.3 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -3015,4 +3070,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_88 + HELD_OUT_89 + HELD_OUT_90 + HELD_OUT_91
              + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96 + HELD_OUT_97 + HELD_OUT_98
              + HELD_OUT_99 + HELD_OUT_100 + HELD_OUT_101 + HELD_OUT_102 + HELD_OUT_103 + HELD_OUT_104
-             + HELD_OUT_105 + HELD_OUT_106 + HELD_OUT_107 + HELD_OUT_108 + HELD_OUT_109)
+             + HELD_OUT_105 + HELD_OUT_106 + HELD_OUT_107 + HELD_OUT_108 + HELD_OUT_109
+             + HELD_OUT_110 + HELD_OUT_111)
