@@ -56,7 +56,9 @@ def detect(signals: pd.DataFrame, *, thresholds: dict | None = None, steps: pd.D
         if known is not None and known.source == "inferred from metrics":
             known = CI.frozen_through_prefill(known, _freezes(sig, eps))
         config = known or _inferred(eps)
-        if config != first:  # the causes depend on the configuration: judge again with the one that holds
+        # the causes depend on the configuration: judge again with the one that holds (an unknown one, whatever it
+        # says of why, judges as the first did)
+        if config != first and not (config.enabled is None and first.enabled is None):
             eps = E.find(sig, thresholds=th, chunking=config, window_ns=window, step_ns=step, live_ns=live)
         cost = DS.estimate_cost(sig, steps, roofline_cost, config, own, model_of(own, model))
         out += [_finding(ep, sig, th, cost, config, stalls, budget_advice) for ep in eps]

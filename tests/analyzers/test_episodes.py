@@ -392,7 +392,6 @@ def test_preemptions_as_many_as_the_slowest_gaps_leave_the_chunking_uninferred()
     assert CI.infer_from_histograms(_histogram_run(2.4, 21, preemptions=21), slo=0.2) == C.UNKNOWN
 
 
-
 def test_a_few_stalls_beside_preemptions_are_theirs_not_a_long_prompt_step():
     """A 5.1 MiB pool preempting at budget 64 (held-out 103, `h103-kv-auto-5.1mb-31sess-scrape1s`, full pass): an
     episode of 2 preemptions and 4.2 ITL samples above the SLO, all in windows where 2.7 long prefills completed,
@@ -419,7 +418,6 @@ def test_a_few_stalls_beside_preemptions_are_theirs_not_a_long_prompt_step():
     assert _cause({**edge, "itl_samples_above_slo": 16.4}, C.from_flags(False, None), 30.0, False)[0] == "preemption"
     # no preemption: 4 stalls at the long prefills beside 29 streams are still no long prompt's step
     assert _cause({**ev, "preemptions": 0.0}, C.from_flags(False, None), 30.0, False)[0] == "prefill_chunks"
-
 
 
 def test_a_long_prefill_that_stalled_nobody_does_not_make_slow_short_prompt_steps_starvation():
