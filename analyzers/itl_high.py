@@ -60,14 +60,8 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     free = ep.evidence["windows_prefill_free"]
     decode_is = "the median gap between tokens is" if cost.get("decode_step_from") == "itl_p50" else "decode steps take"
     unsettled = chunking.estimate_unsettled()   # an estimate either side of 512 could be: say so
-    verdict = "no step computed a long prompt, so this is not decode starvation"
-    if unsettled:
-        verdict = (f"{chunking.unsettled_reading()}, where the metrics cannot tell a step of {LONG_PREFILL_TOKENS}+ "
-                   "prompt tokens from a smaller one, so they cannot tell decode starvation from chunk steps here; "
-                   "taken as chunk steps")
-    explanation = (f"{tail}. {chunking.sentence()}: {verdict}; the chunk steps themselves are slower than the SLO "
-                   f"here ({decode_is} about {d * 1e3:.0f} ms, chunk steps up to about {step * 1e3:.0f} ms), and "
-                   f"every running stream waits for each of them. "
+    explanation = (f"{tail}. {chunking.sentence()}: {_verdict(chunking, ep, unsettled)}; "
+                   f"{_steps(ep, ev, slo, decode_is, d)}"
                    f"Decided by: {_decided_by(ep, unsettled)}.")
     if unsettled:
         explanation += f" {SETTLE_IT}"
@@ -82,6 +76,37 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
                                  in_use_floor=floor)
         ev.update(extra)
     return explanation, text
+
+
+def _verdict(chunking: Chunking, ep, unsettled: bool) -> str:
+    """Why the episode is not decode starvation, as far as the configuration and the stalls say it. Where the
+    configuration (given or read) has steps of 512+ prompt tokens, the stalls decided (episodes.py, `unfelt`):
+    such steps ran, but fewer than half the streams stalled at them, and a step that held them past the SLO
+    stalls every one; saying that no such step ran would contradict the configuration just stated."""
+    if unsettled:
+        return (f"{chunking.unsettled_reading()}, where the metrics cannot tell a step of {LONG_PREFILL_TOKENS}+ "
+                "prompt tokens from a smaller one, so they cannot tell decode starvation from chunk steps here; "
+                "taken as chunk steps")
+    running = ep.evidence.get("running_median", float("nan"))
+    decodes = max(int(running) - 1, 1) if running == running else 1
+    if chunking.holds_long_prefills(decodes=decodes):
+        return (f"steps of {LONG_PREFILL_TOKENS}+ prompt tokens ran, but fewer than half the running streams stalled "
+                "past the SLO at them (a step past the SLO stalls every one), so they are not taken as decode "
+                "starvation")
+    return "no step computed a long prompt, so this is not decode starvation"
+
+
+def _steps(ep, ev: dict, slo: float, decode_is: str, d: float) -> str:
+    """What the steps with prompt work cost: slower than the SLO where the ITL P99's bucket lies above it (as
+    decode_starvation.explain reads it); otherwise the P99 may be a decode step's gap, not a chunk step's, and
+    only the samples above the SLO are the chunk steps' (held-out 112 read "chunk steps up to about 23 ms")."""
+    step = ev["itl_p99_s"]
+    if ev["itl_p99_bucket_s"][0] < slo:
+        above = round(float(ep.evidence["itl_samples_above_slo"]))
+        return (f"the steps with prompt work in them left {above} ITL sample{'' if above == 1 else 's'} above the "
+                f"SLO ({decode_is} about {d * 1e3:.0f} ms, the ITL P99 about {step * 1e3:.0f} ms). ")
+    return (f"the chunk steps themselves are slower than the SLO here ({decode_is} about {d * 1e3:.0f} ms, chunk "
+            f"steps up to about {step * 1e3:.0f} ms), and every running stream waits for each of them. ")
 
 
 def _budget_in_use(step: float, d: float, cost: dict, chunking: Chunking) -> int | None:
