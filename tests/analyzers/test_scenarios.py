@@ -355,3 +355,31 @@ def test_chunking_estimates_exact_share_reads_a_two_chunk_prompt_low():
                        "num_scheduled_tokens": [{"short": 40}, {"long": 562, "short": 1}, {"long": 188, "short": 1}]})
     assert chunking_estimates.exact_share(st) == pytest.approx(500 / 562)
     assert chunking_estimates.exact_share(st.iloc[:1]) is None
+
+
+def test_held_out_table_prints_a_sets_rows_and_the_pool_from_its_json_files(tmp_path):
+    """Two passes of set 7, the metrics alone and the flags (no log file): one miss in the full pass's first
+    way, found with the flags; the pool sums both passes per way."""
+    def scored(name, flagged, ttd):
+        rows = [{"truth": t, "flagged": f} for t, f in zip(
+            [["decode_starvation"], ["decode_starvation"], ["kv_pressure"], []], flagged)]
+        summary = {"starvation_warnings_on_runs_meeting_slo": {"value": 0}, "contradictions_within_episodes":
+                   {"value": 0}, "stated_configuration_contradicting_the_server": {"value": 1 if "flags" in name else 0},
+                   "median_time_to_detect_starvation": {"value": ttd}}
+        (tmp_path / name).write_text(json.dumps({"scenarios": rows, "summary": summary}))
+
+    ds, kv = ["decode_starvation"], ["kv_pressure"]
+    scored("h7-first.json", [ds, ds, kv, []], 0.1)
+    scored("h7-flags.json", [ds, ds, kv, []], 0.1)
+    scored("h7-full-first.json", [ds, [], [], kv], float("nan"))
+    scored("h7-full-flags.json", [ds, ds, kv, []], 0.0)
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "held_out_table.py"), "7", "--runs", str(tmp_path)],
+                         capture_output=True, text=True, check=True)
+    lines = res.stdout.splitlines()
+    assert lines[2] == ("| 7 quick | 4 | 1.000 / 1.000 (2) | 1.000 / 1.000 (2) | not scored | 1.000 / 1.000 (1) | 0 | 0 "
+                        "| 1 | 0.10 |")
+    assert lines[3] == ("| 7 full | 4 | 1.000 / 0.500 (1) | 1.000 / 1.000 (2) | not scored | 0.000 / 0.000 (0) | 0 | 0 "
+                        "| 1 | - |")
+    assert lines[5] == ("decode_starvation, both passes of 7: first 1.000 / 0.750 (3); flags 1.000 / 1.000 (4) "
+                        "(found; false alarms / misses: first 0 / 1; flags 0 / 0)")
+    assert lines[6].startswith("kv_pressure, both passes of 7: first 0.500 / 0.500 (1); flags 1.000 / 1.000 (2)")
