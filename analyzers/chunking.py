@@ -230,6 +230,16 @@ class Chunking:
 UNKNOWN = Chunking()
 
 
+def decodes_beside(running: float) -> int:
+    """The decodes beside a chunk step: the running requests less the one prefilling (at least one, a stream to
+    starve; one when the running gauge is unknown).
+
+    >>> decodes_beside(4.0), decodes_beside(1.0), decodes_beside(float("nan"))
+    (3, 1, 1)
+    """
+    return max(int(running) - 1, 1) if running == running and abs(running) != float("inf") else 1
+
+
 def from_engine_config(config) -> Chunking | None:
     """The Chunking of an EngineConfig (refserver.config) or any object with `enable_chunked_prefill` and
     `max_num_batched_tokens`; None for None."""

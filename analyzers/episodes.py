@@ -60,7 +60,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from stallscope.analyzers.chunking import FEW_STREAMS, LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, Chunking
+from stallscope.analyzers.chunking import (FEW_STREAMS, LONG_PREFILL_TOKENS, STALLS_PER_PREFILL_CHUNKED, Chunking,
+                                           decodes_beside)
 from stallscope.analyzers.signals import episodes as runs_of
 from stallscope.core.config import parse_duration
 
@@ -237,8 +238,7 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
     if preempted:
         return "preemption", preempted, None
     prefill_work = ev["long_prefills"] > 0 or ev["windows_frozen_computing_prompts"] > 0
-    # the running requests less the one prefilling decode beside every chunk (at least one: a stream to starve)
-    decodes = max(int(running) - 1, 1) if np.isfinite(running) else 1
+    decodes = decodes_beside(running)
     holds = chunking.holds_long_prefills(decodes=decodes)
     per = ev["stalls_per_long_prefill_per_stream"]
     # a step outlasted the live window, then a prefill completed: whole-prompt steps, unless the configuration

@@ -3,7 +3,8 @@
 The episode's cause (stallscope.analyzers.episodes) picks one of three explanations, each with its lever:
 
 - `prefill_chunks`: chunked prefill is on and its chunk steps are slower than the SLO on this hardware
-  (each chunk step holds every running stream; the streams stall once per chunk). A smaller budget helps
+  (each chunk step holds every running stream; the streams stall once per chunk), or, where the ITL P99 met
+  the SLO, the steps with prompt work left a few samples above it (said as a count). A smaller budget helps
   only when one below the budget in use still fits the SLO; otherwise chunking cannot meet it and the
   levers that remain are named with figures (advice.slo_levers);
 - `preemption`: preempted requests lose their KV blocks and are recomputed; the recompute gap lands in the
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 
 from stallscope.analyzers.advice import slo_levers
-from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS, SETTLE_IT, Chunking
+from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS, SETTLE_IT, Chunking, decodes_beside
 
 LIKELY_CAUSE = {"prefill_chunks": "chunked_prefill", "preemption": "preemption", "slow_decode": "memory_bound_decode"}
 
@@ -87,9 +88,7 @@ def _verdict(chunking: Chunking, ep, unsettled: bool) -> str:
         return (f"{chunking.unsettled_reading()}, where the metrics cannot tell a step of {LONG_PREFILL_TOKENS}+ "
                 "prompt tokens from a smaller one, so they cannot tell decode starvation from chunk steps here; "
                 "taken as chunk steps")
-    running = ep.evidence.get("running_median", float("nan"))
-    decodes = max(int(running) - 1, 1) if running == running else 1
-    if chunking.holds_long_prefills(decodes=decodes):
+    if chunking.holds_long_prefills(decodes=decodes_beside(ep.evidence.get("running_median", float("nan")))):
         return (f"steps of {LONG_PREFILL_TOKENS}+ prompt tokens ran, but fewer than half the running streams stalled "
                 "past the SLO at them (a step past the SLO stalls every one), so they are not taken as decode "
                 "starvation")
@@ -102,9 +101,10 @@ def _steps(ep, ev: dict, slo: float, decode_is: str, d: float) -> str:
     only the samples above the SLO are the chunk steps' (held-out 112 read "chunk steps up to about 23 ms")."""
     step = ev["itl_p99_s"]
     if ev["itl_p99_bucket_s"][0] < slo:
-        above = round(float(ep.evidence["itl_samples_above_slo"]))
-        return (f"the steps with prompt work in them left {above} ITL sample{'' if above == 1 else 's'} above the "
-                f"SLO ({decode_is} about {d * 1e3:.0f} ms, the ITL P99 about {step * 1e3:.0f} ms). ")
+        above = float(ep.evidence.get("itl_samples_above_slo", float("nan")))
+        some = f"{above:.0f} ITL sample{'' if round(above) == 1 else 's'}" if math.isfinite(above) else "ITL samples"
+        return (f"the steps with prompt work in them left {some} above the SLO ({decode_is} about {d * 1e3:.0f} ms, "
+                f"the ITL P99 about {step * 1e3:.0f} ms). ")
     return (f"the chunk steps themselves are slower than the SLO here ({decode_is} about {d * 1e3:.0f} ms, chunk "
             f"steps up to about {step * 1e3:.0f} ms), and every running stream waits for each of them. ")
 
