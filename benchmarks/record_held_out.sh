@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Record one held-out set as docs/accuracy.md reports it: the quick pass, then the full pass, each scored at
 # recording time from the metrics alone (runs/hN[-full]-first.json), then again with the server's flags
-# (-flags.json) and with the server's log (-log.json). Run it alone: the scenarios are timed on this host.
+# (-flags.json) and with the server's log (-log.json), then prints its rows (held_out_table.py). Run it alone: the
+# scenarios are timed on this host.
 #
 #     bash benchmarks/record_held_out.sh 100 > runs/queue100.log 2>&1
 set -euo pipefail
@@ -18,3 +19,4 @@ for pass in quick full; do
     --json "$out-log.json"
 done
 echo "== held-out $n done $(date -u +%H:%M:%S)"
+python benchmarks/held_out_table.py "$n"   # the set's rows as docs/accuracy.md gives them
