@@ -14,6 +14,7 @@ assumes, so every starvation finding states which one it used and how it was kno
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 LONG_PREFILL_TOKENS = 512     # the long-prefill cut: the truth rule's and signals' minimum
@@ -237,7 +238,7 @@ def decodes_beside(running: float) -> int:
     >>> decodes_beside(4.0), decodes_beside(1.0), decodes_beside(float("nan"))
     (3, 1, 1)
     """
-    return max(int(running) - 1, 1) if running == running and abs(running) != float("inf") else 1
+    return max(int(running) - 1, 1) if math.isfinite(running) else 1
 
 
 def from_engine_config(config) -> Chunking | None:

@@ -135,35 +135,39 @@ def exact_share(st) -> float | None:
 def step_times(run: Path) -> str:
     """One row of the step trace's own durations: decode-only steps, steps of one short prompt (under 200 prompt
     tokens), and steps of the largest chunk (within 10 % of it), each the median; the cost per prompt token the
-    short steps give over the decode steps, and the chunk that cost puts the largest chunk's duration at."""
+    short steps give over the decode steps, and the chunk that cost puts the largest chunk's duration at; last, the
+    slowest of the largest chunk's steps."""
     st = read_step_trace(run / "steps.jsonl")
     dur, tok = ((st["end_ns"] - st["start_ns"]) / 1e9).to_numpy(), st["num_prefill_tokens"].to_numpy()
     chunk = int(tok.max())
     short = (tok > 0) & (tok < 200)
     decode, chunk_s = float(np.median(dur[tok == 0])), float(np.median(dur[tok >= 0.9 * chunk]))
+    slowest = f"{float(dur[tok >= 0.9 * chunk].max()):.3f} s"
     if not short.any() or not chunk:
-        return f"| {run.parent.name}/{run.name} | {chunk} | {decode * 1e3:.0f} ms | - | {chunk_s:.2f} s | - | - |"
+        return (f"| {run.parent.name}/{run.name} | {chunk} | {decode * 1e3:.0f} ms | - | {chunk_s:.2f} s | - | - "
+                f"| {slowest} |")
     short_s, short_tok = float(np.median(dur[short])), float(np.median(tok[short]))
     per_token = (short_s - decode) / short_tok
     return (f"| {run.parent.name}/{run.name} | {chunk} | {decode * 1e3:.0f} ms | {short_s:.2f} s ({short_tok:.0f} "
             f"tokens, {int(short.sum())} steps) | {chunk_s:.2f} s | {per_token * 1e3:.2f} ms "
-            f"| {(chunk_s - decode) / per_token:.0f} |")
+            f"| {(chunk_s - decode) / per_token:.0f} | {slowest} |")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="benchmarks/scenarios.py --json files")
     ap.add_argument("--pooled-only", action="store_true", help="print only the pooled counts (no recordings read)")
-    ap.add_argument("--step-times", action="store_true", help="print only the chunk steps' durations (step_times)")
+    ap.add_argument("--step-times", action="store_true", help="print only the chunk steps' durations of the chunked runs (step_times)")
     args = ap.parse_args()
     loaded = [json.loads(Path(path).read_text()) for path in args.results]
     if args.step_times:
         print("| run | largest chunk | decode step | one short prompt's step | largest chunk's step "
-              "| cost per prompt token (short over decode) | chunk that cost puts the largest chunk's step at |")
-        print("|" + "---|" * 7)
+              "| cost per prompt token (short over decode) | chunk that cost puts the largest chunk's step at "
+              "| its slowest step |")
+        print("|" + "---|" * 8)
         for data in loaded:
             for r in data["scenarios"]:
-                if "small-chunk" in Path(r["run"]).name:
+                if "-chunk" in Path(r["run"]).name:
                     print(step_times(Path(r["run"])))
         return 0
     if args.pooled_only:

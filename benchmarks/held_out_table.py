@@ -15,16 +15,15 @@ import json
 import sys
 from pathlib import Path
 
+from stallscope.analyzers.truth import KINDS, run_scores
+
 WAYS = ("first", "flags", "log")   # the metrics alone, the server's flags, the server's log
-KINDS = ("decode_starvation", "kv_pressure")
 
 
 def counts(rows: list[dict], kind: str) -> tuple[int, int, int]:
     """(found, false alarms, missed) of one kind over `scenarios.py --json` rows, any severity counting."""
-    tp = sum(kind in r["truth"] and kind in r["flagged"] for r in rows)
-    fp = sum(kind not in r["truth"] and kind in r["flagged"] for r in rows)
-    fn = sum(kind in r["truth"] and kind not in r["flagged"] for r in rows)
-    return tp, fp, fn
+    got = run_scores([(set(r["truth"]), set(r["flagged"])) for r in rows])[kind]
+    return got["tp"], got["fp"], got["fn"]
 
 
 def pr(c: tuple[int, int, int]) -> str:

@@ -3,8 +3,8 @@
 The idea: until it told `kv_near_full` apart, `kv_pressure` flagged a pool at or above `kv_usage_high` with requests
 waiting. The truth rule counts only a preemption or a pool at 0.95, so a pool that queues prompts near 0.9 is a
 false alarm whichever it waited for.
-For every run that was truly under pressure or flagged, this prints what the scrapes saw: the pool's peak, the
-preemption rate's peak, and at the scrapes that had it >= `kv_usage_high` with requests waiting, the fewest free
+For every run that was truly under pressure, flagged, or given `kv_near_full`, this prints what the scrapes saw:
+the pool's peak, the preemption rate's peak, and at the scrapes that had it >= `kv_usage_high` with requests waiting, the fewest free
 tokens ((1 - usage) x capacity from `vllm:cache_config_info`) beside the scenario's long prompt (vLLM 0.33 admits a
 prompt only when it fits whole, `scheduler_reserve_full_isl`); beside them, from the run's step trace (what the
 truth reads, never the detector), the pool's peak, the seconds its steps held it at the truth's 0.95 and the
@@ -35,6 +35,7 @@ from stallscope.core.config import load_thresholds
 
 BY_NAME = {sc.name: sc for sc in SCENARIOS}
 KIND = "kv_pressure"
+NEAR = "kv_near_full"   # its info-grade sibling: a queue near full, no sign the pool ran out
 
 
 def reading(run: Path, slo: float) -> dict:
@@ -71,11 +72,12 @@ def rows(results: list[Path]) -> list[dict]:
         data = json.loads(path.read_text())
         for r in data["scenarios"]:
             true, flagged = KIND in r["truth"], KIND in r["flagged"]
-            if not (true or flagged):
+            near = NEAR in r.get("all_findings", [])
+            if not (true or flagged or near):
                 continue
             sc = BY_NAME.get(Path(r["run"]).name)
             out.append({"run": f"{path.stem.removesuffix('-first')}/{Path(r['run']).name}", "true": true,
-                        "flagged": flagged, "long_prompt": long_prompt_tokens(sc) if sc else None,
+                        "flagged": flagged, "near": near, "long_prompt": long_prompt_tokens(sc) if sc else None,
                         **reading(Path(r["run"]), float(data["itl_slo_s"])), **step_trace_peak(Path(r["run"]))})
     return out
 
@@ -92,18 +94,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", type=Path, help="benchmarks/scenarios.py --json files")
     rs = rows(ap.parse_args().results)
-    print("| run | truth | flagged | peak usage scraped (grid) | every scrape | peak preemptions / s "
+    print("| run | truth | flagged | `kv_near_full` | peak usage scraped (grid) | every scrape | peak preemptions / s "
           "| scrapes >= high with waiting | fewest free tokens then | long prompt | capacity | peak in the step trace "
           "| seconds at 0.95 there | preemptions there |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rs:
         free = "-" if r["free_min"] is None else f"{r['free_min']:.0f}"
         cap = "-" if r["capacity"] is None else f"{r['capacity']:.0f}"
-        print(f"| {r['run']} | {r['true']} | {r['flagged']} | {r['kv_max']:.3f} | {r['kv_every']:.3f} | "
+        print(f"| {r['run']} | {r['true']} | {r['flagged']} | {r['near']} | {r['kv_max']:.3f} | {r['kv_every']:.3f} | "
               f"{r['preempt_max']:.2f} | "
               f"{r['waiting_scrapes']} | {free} | {r['long_prompt']} | {cap} | {r['trace_peak']:.3f} | "
               f"{r['trace_s_full']:.2f} | {r['trace_preemptions']} |")
-    print(f"{len(rs)} runs truly under pressure or flagged")
+    print(f"{len(rs)} runs truly under pressure, flagged or with `kv_near_full` (scored as not flagged)")
     print("as detected:                            " + score(rs, lambda r: r["flagged"]))
     stricter = score(rs, lambda r: r["flagged"] and (r["full"] or r["preempt_max"] > 0))
     print("flagged and a full scrape or preemption: " + stricter + " (any scrape at kv_usage_full, not only the grid's)")
