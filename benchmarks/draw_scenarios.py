@@ -57,7 +57,9 @@ draw, `--seed 202612122`; held-out 102 the band, `--seed 202612123 --band 8`; he
 held-out 108 KV pools only, `--seed 202612129 --kv 8`; held-out 109 a general draw, `--seed 202612130`;
 held-out 110 the band, `--seed 202612131 --band 8`; held-out 111 KV pools only, `--seed 202612132 --kv 8`;
 held-out 112 a general draw, `--seed 202612133`; held-out 113 and 115 KV pools only, `--seed 202612134 --kv 8`
-and `--seed 202612136 --kv 8`; held-out 114 the band, `--seed 202612135 --band 8`.
+and `--seed 202612136 --kv 8`; held-out 114 the band, `--seed 202612135 --band 8`;
+held-out 116 and 119 general draws, `--seed 202612137` and `--seed 202612140`; held-out 117 the band,
+`--seed 202612138 --band 8`; held-out 118 KV pools only, `--seed 202612139 --kv 8`.
 
     python benchmarks/draw_scenarios.py --seed 20261203
     python benchmarks/draw_scenarios.py --seed 202612075 --band 8 --held-out 54 --first-seed 541   # as code

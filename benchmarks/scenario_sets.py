@@ -3171,6 +3171,125 @@ HELD_OUT_115 = [
              exercises="a 2.8 MiB auto pool, 12 sessions of 206 output tokens, 1,250-token prompts every 1.3 s"),
 ]
 
+
+# Held-out 116 and 119: general draws (`draw_scenarios.py --seed 202612137`, `--seed 202612140`), 117: the band
+# (`--seed 202612138 --band 8`), 118: KV pools only (`--seed 202612139 --kv 8`); drawn together 2026-12-06 23:57 UTC
+# with the detector as at bc23c04, committed before their first run: the session's only draws, whatever they show.
+HELD_OUT_116 = [
+    Scenario("h116-tiny-chunk128-s4", chunked(128), _h2(4, 1550, 3.5), seed=1161, held_out=116,
+             exercises="budget 128, 4 sessions, 1,550-token prompts every 3.5 s"),
+    Scenario("h116-small-nochunk-1050-s7-scrape1s", OFF, _h2(7, 1050, 10.0), model="small", seed=1162, interval="1s",
+             held_out=116,
+             exercises="`small`, 7 sessions, whole 1,050-token prefills every 10.0 s, 1 s scrapes"),
+    Scenario("h116-small-chunk256-s7", chunked(256), _h2(7, 400, 2.9), model="small", seed=1163, held_out=116,
+             exercises="`small`, budget 256, 7 sessions, 400-token prompts every 2.9 s"),
+    Scenario("h116-tiny-nochunk-1250-s7-scrape1s", OFF, _h2(7, 1250, 1.6), seed=1164, interval="1s", held_out=116,
+             exercises="7 sessions, whole 1,250-token prefills every 1.6 s, 1 s scrapes"),
+    Scenario("h116-tiny-chunk64-s2-scrape1s", chunked(64), _h2(2, 1350, 6.7), seed=1165, interval="1s", held_out=116,
+             exercises="budget 64, 2 sessions, 1,350-token prompts every 6.7 s, 1 s scrapes"),
+    Scenario("h116-small-chunk1024-s10", chunked(1024), _h2(10, 850, 1.4), model="small", seed=1166, held_out=116,
+             exercises="`small`, budget 1024, 10 sessions, 850-token prompts every 1.4 s"),
+    Scenario("h116-kv-auto-18.0mb-30sess", KV + ("--kv-cache-mb", "18.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "30") + KV_LOAD[2:], seed=1167, held_out=116,
+             exercises="a 18.0 MiB auto pool, 30 sessions"),
+    Scenario("h116-kv-fp8-10.3mb-33sess", KV + ("--kv-cache-mb", "10.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "33") + KV_LOAD[2:], seed=1168, held_out=116,
+             exercises="a 10.3 MiB fp8 pool, 33 sessions"),
+    Scenario("h116-neg-short-127sess", ("--max-num-seqs", "128"),
+             ("--sessions", "127", "--short-prompt-tokens", "27", "--max-tokens", "32") + SHORT_ONLY, seed=1169,
+             held_out=116,
+             exercises="negative: 127 sessions of 27-token prompts"),
+    Scenario("h116-end-in-stall-small-850-scrape1s", OFF, _h2(4, 850, "{half}"), model="small", seed=1170, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=116,
+             exercises="`small`: the data ends 2 s after a whole 850-token prefill starts"),
+]
+
+HELD_OUT_117 = [
+    Scenario("h117-small-chunk704-s13", chunked(704), _h2(13, 1050, 5.0), model="small", seed=1171, held_out=117,
+             exercises="`small`, budget 704, 13 sessions, 1,050-token prompts every 5.0 s"),
+    Scenario("h117-tiny-chunk448-s3", chunked(448), _h2(3, 750, 3.9), seed=1172, held_out=117,
+             exercises="budget 448, 3 sessions, 750-token prompts every 3.9 s"),
+    Scenario("h117-small-chunk832-s12-scrape1s", chunked(832), _h2(12, 1000, 1.3), model="small", seed=1173, interval="1s",
+             held_out=117,
+             exercises="`small`, budget 832, 12 sessions, 1,000-token prompts every 1.3 s, 1 s scrapes"),
+    Scenario("h117-tiny-chunk320-s9", chunked(320), _h2(9, 1550, 8.0), seed=1174, held_out=117,
+             exercises="budget 320, 9 sessions, 1,550-token prompts every 8.0 s"),
+    Scenario("h117-small-chunk448-s8-scrape1s", chunked(448), _h2(8, 1750, 2.8), model="small", seed=1175, interval="1s",
+             held_out=117,
+             exercises="`small`, budget 448, 8 sessions, 1,750-token prompts every 2.8 s, 1 s scrapes"),
+    Scenario("h117-small-chunk384-s9", chunked(384), _h2(9, 1300, 6.8), model="small", seed=1176, held_out=117,
+             exercises="`small`, budget 384, 9 sessions, 1,300-token prompts every 6.8 s"),
+    Scenario("h117-small-chunk576-s9-scrape1s", chunked(576), _h2(9, 950, 6.1), model="small", seed=1177, interval="1s",
+             held_out=117,
+             exercises="`small`, budget 576, 9 sessions, 950-token prompts every 6.1 s, 1 s scrapes"),
+    Scenario("h117-small-chunk512-s14-scrape1s", chunked(512), _h2(14, 1500, 2.8), model="small", seed=1178, interval="1s",
+             held_out=117,
+             exercises="`small`, budget 512, 14 sessions, 1,500-token prompts every 2.8 s, 1 s scrapes"),
+]
+
+HELD_OUT_118 = [
+    Scenario("h118-kv-fp8-5.6mb-27sess", KV + ("--kv-cache-mb", "5.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "27", "--short-prompt-tokens", "32", "--max-tokens", "248", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "750", "--long-every", "3.0"), seed=1181, held_out=118,
+             exercises="a 5.6 MiB fp8 pool, 27 sessions of 248 output tokens, 750-token prompts every 3.0 s"),
+    Scenario("h118-kv-auto-5.0mb-10sess-scrape1s", KV + ("--kv-cache-mb", "5.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "10", "--short-prompt-tokens", "32", "--max-tokens", "65", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1700", "--long-every", "2.7"), seed=1182, interval="1s", held_out=118,
+             exercises="a 5.0 MiB auto pool, 10 sessions of 65 output tokens, 1,700-token prompts every 2.7 s"),
+    Scenario("h118-kv-auto-3.9mb-11sess", KV + ("--kv-cache-mb", "3.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "11", "--short-prompt-tokens", "32", "--max-tokens", "177", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "4.0"), seed=1183, held_out=118,
+             exercises="a 3.9 MiB auto pool, 11 sessions of 177 output tokens, 1,750-token prompts every 4.0 s"),
+    Scenario("h118-kv-fp8-6.6mb-41sess-scrape1s", KV + ("--kv-cache-mb", "6.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "41", "--short-prompt-tokens", "32", "--max-tokens", "245", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "650", "--long-every", "3.5"), seed=1184, interval="1s", held_out=118,
+             exercises="a 6.6 MiB fp8 pool, 41 sessions of 245 output tokens, 650-token prompts every 3.5 s"),
+    Scenario("h118-kv-auto-2.3mb-15sess", KV + ("--kv-cache-mb", "2.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "15", "--short-prompt-tokens", "32", "--max-tokens", "177", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1750", "--long-every", "4.7"), seed=1185, held_out=118,
+             exercises="a 2.3 MiB auto pool, 15 sessions of 177 output tokens, 1,750-token prompts every 4.7 s"),
+    Scenario("h118-kv-fp8-1.8mb-36sess-scrape1s", KV + ("--kv-cache-mb", "1.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "36", "--short-prompt-tokens", "32", "--max-tokens", "246", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1450", "--long-every", "2.1"), seed=1186, interval="1s", held_out=118,
+             exercises="a 1.8 MiB fp8 pool, 36 sessions of 246 output tokens, 1,450-token prompts every 2.1 s"),
+    Scenario("h118-kv-fp8-3.1mb-43sess-scrape1s", KV + ("--kv-cache-mb", "3.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "43", "--short-prompt-tokens", "32", "--max-tokens", "169", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1650", "--long-every", "1.8"), seed=1187, interval="1s", held_out=118,
+             exercises="a 3.1 MiB fp8 pool, 43 sessions of 169 output tokens, 1,650-token prompts every 1.8 s"),
+    Scenario("h118-kv-fp8-1.3mb-18sess", KV + ("--kv-cache-mb", "1.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "18", "--short-prompt-tokens", "32", "--max-tokens", "226", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "2.2"), seed=1188, held_out=118,
+             exercises="a 1.3 MiB fp8 pool, 18 sessions of 226 output tokens, 1,350-token prompts every 2.2 s"),
+]
+
+HELD_OUT_119 = [
+    Scenario("h119-tiny-chunk192-s10-scrape1s", chunked(192), _h2(10, 950, 8.5), seed=1191, interval="1s", held_out=119,
+             exercises="budget 192, 10 sessions, 950-token prompts every 8.5 s, 1 s scrapes"),
+    Scenario("h119-small-chunk256-s5", chunked(256), _h2(5, 1000, 3.7), model="small", seed=1192, held_out=119,
+             exercises="`small`, budget 256, 5 sessions, 1,000-token prompts every 3.7 s"),
+    Scenario("h119-tiny-nochunk-1350-s16-scrape1s", OFF, _h2(16, 1350, 2.0), seed=1193, interval="1s", held_out=119,
+             exercises="16 sessions, whole 1,350-token prefills every 2.0 s, 1 s scrapes"),
+    Scenario("h119-tiny-nochunk-850-s6", OFF, _h2(6, 850, 5.4), seed=1194, held_out=119,
+             exercises="6 sessions, whole 850-token prefills every 5.4 s"),
+    Scenario("h119-small-nochunk-1400-s2", OFF, _h2(2, 1400, 5.3), model="small", seed=1195, held_out=119,
+             exercises="`small`, 2 sessions, whole 1,400-token prefills every 5.3 s"),
+    Scenario("h119-tiny-nochunk-850-s5-scrape1s", OFF, _h2(5, 850, 4.3), seed=1196, interval="1s", held_out=119,
+             exercises="5 sessions, whole 850-token prefills every 4.3 s, 1 s scrapes"),
+    Scenario("h119-kv-auto-13.6mb-38sess", KV + ("--kv-cache-mb", "13.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "38") + KV_LOAD[2:], seed=1197, held_out=119,
+             exercises="a 13.6 MiB auto pool, 38 sessions"),
+    Scenario("h119-kv-fp8-9.0mb-32sess", KV + ("--kv-cache-mb", "9.0", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "32") + KV_LOAD[2:], seed=1198, held_out=119,
+             exercises="a 9.0 MiB fp8 pool, 32 sessions"),
+    Scenario("h119-neg-short-107sess", ("--max-num-seqs", "128"),
+             ("--sessions", "107", "--short-prompt-tokens", "63", "--max-tokens", "32") + SHORT_ONLY, seed=1199,
+             held_out=119,
+             exercises="negative: 107 sessions of 63-token prompts"),
+    Scenario("h119-end-in-stall-tiny-1600-scrape1s", OFF, _h2(4, 1600, "{half}"), seed=1200, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=119,
+             exercises="`tiny`: the data ends 2 s after a whole 1,600-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -3191,4 +3310,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_92 + HELD_OUT_93 + HELD_OUT_94 + HELD_OUT_95 + HELD_OUT_96 + HELD_OUT_97 + HELD_OUT_98
              + HELD_OUT_99 + HELD_OUT_100 + HELD_OUT_101 + HELD_OUT_102 + HELD_OUT_103 + HELD_OUT_104
              + HELD_OUT_105 + HELD_OUT_106 + HELD_OUT_107 + HELD_OUT_108 + HELD_OUT_109
-             + HELD_OUT_110 + HELD_OUT_111 + HELD_OUT_112 + HELD_OUT_113 + HELD_OUT_114 + HELD_OUT_115)
+             + HELD_OUT_110 + HELD_OUT_111 + HELD_OUT_112 + HELD_OUT_113 + HELD_OUT_114 + HELD_OUT_115
+             + HELD_OUT_116 + HELD_OUT_117 + HELD_OUT_118 + HELD_OUT_119)
