@@ -12,6 +12,12 @@ vLLM counts a prompt's tokens when its prefill completes, so a queued stretch's 
 progress at its start: `floor` takes one long prompt off each stretch. With 5 s scrapes a 576 budget's 574-token
 chunks read 532, its floor 499 (held-out 63); nothing else sizes a step then (docs/accuracy.md, "The prompt tokens
 per step while requests queued").
+
+The mean does not decide alone: a stretch's two edges, the prompt counted at its start that it did not all compute
+and the one in progress at its end that it computed but did not count, move it by up to a prompt each way. They
+cancel only on average. A 512 budget's 502-token chunks read 520 over 14 queued intervals of 2,600-token prompts
+(tests/analyzers/test_queued_steps.py), and held-out 114's 563-token chunks read 553 from 16 steps in 3 stretches of
+1,600-token prompts, about 100 tokens per step per edge (docs/accuracy.md, "The queued steps' mean, weighed").
 """
 
 from __future__ import annotations

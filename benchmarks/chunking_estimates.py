@@ -57,13 +57,15 @@ def long_alone(samples) -> tuple[float, str]:
 
 
 def queued(samples, prompt: float | None, chunk: int) -> str:
-    """`queued_steps.QueuedSteps`' mean and floor, each over the largest chunk: "mean / floor (mean / chunk, floor
-    / chunk)", or "-" when no interval opened and closed with requests waiting."""
+    """`queued_steps.QueuedSteps`' mean and floor, each over the largest chunk, and what they were read over:
+    "mean / floor (mean / chunk, floor / chunk), steps in intervals / stretches", or "-" when no interval opened
+    and closed with requests waiting."""
     itl = CI.ITL_FAMILIES[0]
     got = QS.queued_steps(split_metrics(samples, [*QS.NAMES, f"{itl}_sum", f"{itl}_count"]), itl, prompt or 0.0)
     if got is None or not chunk:
         return "-"
-    return f"{got.mean:.0f} / {got.floor:.0f} ({got.mean / chunk:.2f}, {got.floor / chunk:.2f})"
+    return (f"{got.mean:.0f} / {got.floor:.0f} ({got.mean / chunk:.2f}, {got.floor / chunk:.2f}), "
+            f"{got.steps:.0f} in {got.intervals} / {got.stretches}")
 
 
 def row(run: Path, slo: float, keep_every: int = 1) -> tuple[str, float]:
@@ -178,7 +180,7 @@ def main() -> int:
           "| estimate / chunk | P / S | slow steps per long prompt | S / those | steps > SLO with >= 500 prompt tokens "
           "| with fewer | max KV usage | steps leaving a request waiting | of those at the token budget "
           "| long prompts finished alone in an interval | M / T | P x G / T over the chunk, from the trace "
-          "| queued steps' mean / floor (each over the chunk) |")
+          "| queued steps' mean / floor (each over the chunk), steps in intervals / stretches |")
     print("|" + "---|" * 23)
     runs = without = 0
     for data in loaded:

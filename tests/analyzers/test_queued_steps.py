@@ -76,6 +76,17 @@ def test_a_512_budgets_floor_stays_under_the_cut():
     assert found.mean == pytest.approx(497.1, abs=0.1) and found.floor == pytest.approx(483.3, abs=0.1)
 
 
+def test_the_mean_alone_reads_a_512_budgets_chunks_over_the_cut_so_only_the_floor_decides():
+    """Budget 512 beside 10 decodes computes 502-token chunks, never 512. Over the 14 queued intervals of 2,600-token
+    prompts the mean reads 520: the stretch counts the prompt in progress at its start, and its end leaves less
+    uncounted. The floor reads 483, and the inference holds no long prefill."""
+    run = _overloaded(512, prompt=2600, prompts=16)
+    found = _queued(run, 2600.0)
+    assert (found.intervals, found.stretches) == (14, 1)
+    assert found.mean == pytest.approx(520.0, abs=0.1) and found.floor == pytest.approx(482.9, abs=0.1)
+    assert CI.infer_from_histograms(run, 0.2).holds_long_prefills() is False
+
+
 def test_a_preempted_decodes_long_gap_does_not_lift_the_mean():
     """Every fifth step one decode's ITL sample also spans 3 s it waited: the mean ITL reads high, so the steps it
     counts read low (80.3, the mean 668); the `iteration_tokens_total` count, one per step, is kept: 84 steps,
