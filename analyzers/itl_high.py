@@ -51,7 +51,7 @@ def _chunks(tail, ep, ev, slo, cost, chunking, recommend) -> tuple[str, str]:
     d = cost["decode_step_s"]
     budget = chunking.budget if chunking.enabled else None
     floor = None
-    if budget is None:
+    if budget is None and chunking.enabled is not False:   # chunking off, or read as off: no budget to quote
         budget = _budget_in_use(step, d, cost, chunking)
         if budget is not None:
             ev["max_num_batched_tokens_in_use_estimated"] = budget

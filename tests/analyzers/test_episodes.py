@@ -477,6 +477,35 @@ def test_an_info_episode_at_steps_of_512_plus_says_neither_that_none_ran_nor_tha
     assert "the chunk steps themselves are slower than the SLO here" in at_64
 
 
+def test_an_itl_high_episode_read_as_chunking_off_quotes_no_budget_in_use():
+    """Held-out 116's `h116-neg-short-127sess` (quick pass): 127 short prompts arrived at once, a 2,002-token step of
+    75 of them stalled the streams already decoding, and the metrics read that as whole-prompt steps ("chunked
+    prefill off, or on with a budget that holds most of a long prompt"). The recommendation went on to say "the
+    budget in use, 192 tokens" (the slowest gap less a decode step over the cost per token): a budget beside
+    "off". Read as off, no budget in use is quoted and the advice is asked for one with none in use."""
+    from stallscope.analyzers import itl_high
+    from stallscope.analyzers.episodes import Episode
+
+    asked = []
+
+    def advise(budget, floor):
+        asked.append(budget)
+        return "advice", {}
+
+    def in_use(chunking):
+        ep = Episode("", 0, 3, 0, 1, "prefill_chunks", "info", "the count", reading=None,
+                     evidence={"windows_prefill_free": 0, "windows": 1, "running_median": 115.0,
+                               "itl_samples_above_slo": 9.0})
+        ev = {"itl_p99": "100 ms-150 ms", "itl_p99_s": 0.14, "itl_p99_bucket_s": [0.1, 0.15], "itl_stall_share_max": 0.029}
+        cost = {"decode_step_s": 0.04, "decode_step_from": "itl_p50", "prefill_s_per_token": 5.22e-4, "source": "metrics"}
+        itl_high.texts("prefill_chunks", ep, ev, "", 0.2, cost, chunking, advise)
+        return asked[-1], ev.get("max_num_batched_tokens_in_use_estimated")
+
+    off = C.Chunking(False, None, "inferred from metrics", "test", long_prompt_tokens=27.0)
+    assert in_use(off) == (None, None)
+    assert in_use(C.Chunking(True, None, "inferred from metrics", "test")) == (192, 192)
+
+
 # an episode's evidence: 5 long prefills, 40 ITL samples above the SLO all at them, 8 streams running
 CHUNK_STEPS_EV = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
                   "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
