@@ -16,6 +16,8 @@ spans, it gets one cause, and the finding says which evidence decided it.
 2. Evidence over the episode and one window after it (a prompt's tokens are counted when its prefill
    completes): long prefill completions, ITL samples above the SLO, preemptions, windows frozen while
    prompt tokens were computed at `prefill_tokens_rate_high` or more, windows frozen with nothing moving.
+   Counts come from the windows' rates (`span_count`), whole also where an episode touches the data's first or
+   last evaluation (a run that starts with a burst, or whose data end just after a stall).
 3. The cause, first match (`CAUSES`; `decided_by` names the evidence):
    - `stuck`: nothing came out (fewer than `generation_tokens_rate_low` tokens/s and no computed prompt token
      over the live window, the test of the VLLMSchedulerStalled rule) for longer than
@@ -167,14 +169,16 @@ def _above_excess(sig: pd.DataFrame, per_window: int) -> np.ndarray:
 
 
 def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: float, live_s: float,
-           prefill_rate_high: float) -> dict:
-    """The evidence figures of windows i..j (prefill completions also up to `after` windows later)."""
+           prefill_rate_high: float, window_s: float | None = None) -> dict:
+    """The evidence figures of windows i..j (prefill completions also up to `after` windows later); `window_s`
+    the windows' length (default `after` grid steps)."""
     k = min(len(sig), j + 1 + after)
+    window_s = window_s or max(after, 1) * step_s
     running = _col(sig, "running", 0.0)[i:j + 1]
-    long_prefills = float(np.nansum(_col(sig, "long_prefill_rate", 0.0)[i:k]) * step_s)
-    above = float(np.nansum(_col(sig, "itl_above_slo_rate", 0.0)[i:k]) * step_s)
-    above_prefill = float(np.sum(st["above_excess"][i:k]) * step_s)
-    preempt = float(np.nansum(_col(sig, "preempt_rate", 0.0)[i:j + 1]) * step_s)
+    long_prefills = span_count(_col(sig, "long_prefill_rate", 0.0), i, k, step_s, window_s)
+    above = span_count(_col(sig, "itl_above_slo_rate", 0.0), i, k, step_s, window_s)
+    above_prefill = span_count(st["above_excess"], i, k, step_s, window_s)
+    preempt = span_count(_col(sig, "preempt_rate", 0.0), i, j + 1, step_s, window_s)
     streams = float(np.median(running[running > 0])) if (running > 0).any() else 0.0
     long_work = st["frozen"][i:j + 1] & (_col(sig, "live_prompt_rate", 0.0)[i:j + 1] >= prefill_rate_high)
     nothing = st["nothing_moves"][i:j + 1]
@@ -194,6 +198,22 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
             "nothing_moves_s": nothing_s,
             "windows_prefill_free": int((_col(sig, "prompt_rate", 0.0)[i:j + 1] <= 0).sum()),
             **_reference(sig, i, j)}
+
+
+def span_count(rate: np.ndarray, i: int, k: int, step_s: float, window_s: float) -> float:
+    """The events of windows i..k-1 from their rates: each rate times the grid step, which counts an event once
+    where it lies in window / step windows of the span, and at least the most any one of its windows held (rate
+    times window). An event near the data's first or last evaluation lies in fewer windows (in one, at the very
+    end), so there the sum alone reads it as a fraction of itself. Both figures are at most the true count.
+
+    >>> r = np.array([0.0, 0.0, 0.0, 1.0])   # 4 events in the last of four 4 s windows, 1 s apart
+    >>> float(r.sum() * 1.0), span_count(r, 0, 4, 1.0, 4.0)
+    (1.0, 4.0)
+    """
+    r = np.nan_to_num(np.asarray(rate[i:k], dtype=float))
+    if not len(r):
+        return 0.0
+    return float(max(r.sum() * step_s, r.max() * window_s))
 
 
 def _reference(sig: pd.DataFrame, i: int, j: int) -> dict:
@@ -279,10 +299,8 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
                                f"nothing moving for {ev['nothing_moves_s']:.1f} s: one step held "
                                f"{chunking.step_held()}"), None
         if ev["long_prefills"] > 0:
-            return "prefill", (f"{ev['long_prefills']:.1f} long prefills completed"
-                               + (f", {per:.1f} ITL samples above the SLO per long prefill per stream (one "
-                                  f"stall per prompt: its slowest step held {chunking.step_held()})" if per == per
-                                  else "")), None
+            return "prefill", f"{ev['long_prefills']:.1f} long prefills completed" + _per_prefill(
+                per, at_prefills, streams, chunking), None
         return "prefill", (f"{ev['windows_frozen_computing_prompts']} windows with streams frozen while a long "
                            "prompt's worth of prompt tokens was computed"), None
     if ongoing_nothing:
@@ -291,6 +309,20 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
                            + ("with chunked prefill off such a step prefills whole prompts"
                               if holds else "a prompt's tokens are counted only when its prefill completes")), None
     return "slow_decode", "no prefill work and no preemption in the episode", None
+
+
+def _per_prefill(per: float, at_prefills: float, streams: float, chunking: Chunking) -> str:
+    """What the stalls per long prefill per stream say of a `prefill` episode: about one stall per prompt, or,
+    under half of one, that not every such step held the streams past the SLO but those that did stalled at
+    least half of them (a burst of short prompts computed together counts as a long prefill too)."""
+    if per != per:
+        return ""
+    if per >= FEW_STREAMS:
+        return (f", {per:.1f} ITL samples above the SLO per long prefill per stream (one stall per prompt: its "
+                f"slowest step held {chunking.step_held()})")
+    return (f", {per:.1f} ITL samples above the SLO per long prefill per stream: not every such step held the "
+            f"streams past the SLO, but the {at_prefills:.0f} samples above it at them are at least half the "
+            f"{streams:.0f} running streams, as a step of {LONG_PREFILL_TOKENS}+ prompt tokens past the SLO leaves")
 
 
 def _frozen_long(sig: pd.DataFrame, frozen: np.ndarray, bound_s: float) -> np.ndarray:
@@ -316,7 +348,7 @@ def _severity(cause: str, st: dict, i: int, j: int) -> str:
 
 def _episode(sig, st, i, j, *, slo, thresholds, chunking, window_ns, step_ns, live_ns, after) -> Episode:
     step_s, live_s = step_ns / 1e9, live_ns / 1e9
-    ev = _tally(sig, st, i, j, after, step_s, live_s, float(thresholds["prefill_tokens_rate_high"]))
+    ev = _tally(sig, st, i, j, after, step_s, live_s, float(thresholds["prefill_tokens_rate_high"]), window_ns / 1e9)
     ev["window_s"] = window_ns / 1e9
     stuck_after = parse_duration(thresholds.get("for", {}).get("VLLMSchedulerStalled", "2m"))
     ongoing = j == len(sig) - 1

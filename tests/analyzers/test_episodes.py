@@ -381,6 +381,13 @@ def test_inferred_whole_prompt_steps_name_the_budget_that_reads_the_same_and_chu
         "(one stall per prompt: its slowest step held a chunk of up to 1024 prompt tokens)")
     assert _cause(one, off, 30.0, False)[1].endswith("(one stall per prompt: its slowest step held the whole "
                                                      "prompt, or most of it)")
+    # held-out 119's burst: 12.5 steps of 512+ prompt tokens, the stalls at them half the streams or more
+    few = {**one, "long_prefills": 12.5, "stalls_per_long_prefill_per_stream": 0.1, "running_median": 100.0,
+           "itl_samples_above_slo_at_prefills": 99.0, "itl_samples_above_slo": 99.0}
+    assert _cause(few, off, 30.0, False) == ("prefill", (
+        "12.5 long prefills completed, 0.1 ITL samples above the SLO per long prefill per stream: not every such "
+        "step held the streams past the SLO, but the 99 samples above it at them are at least half the 100 running "
+        "streams, as a step of 512+ prompt tokens past the SLO leaves"), None)
 
 
 def test_preemptions_as_many_as_the_slowest_gaps_leave_the_chunking_uninferred():
@@ -475,6 +482,21 @@ def test_an_info_episode_at_steps_of_512_plus_says_neither_that_none_ran_nor_tha
     at_64 = text(C.from_flags(True, 64), "warning", 40.0, [0.2, 0.3])
     assert "no step computed a long prompt, so this is not decode starvation" in at_64
     assert "the chunk steps themselves are slower than the SLO here" in at_64
+
+
+def test_a_stall_in_the_data_s_last_scrape_interval_is_counted_whole():
+    """Held-out 119's `h119-end-in-stall-tiny-1600-scrape1s` (both passes): the data end 0.7 s after a whole
+    1,600-token prefill (0.27 s) stalled the 4 decoding streams. Their 4 ITL samples above the SLO land in the last
+    scrape interval, which the episode's tally counted as 1: it summed each window's rate times the grid step, and
+    an event there lies in one window, not window / step of them. 1 sample beside 4 streams read as no long prompt's
+    step (`unfelt`), and the finding was itl_high. Counted whole it is decode starvation, `info` (ITL P99 met the
+    SLO), with one stall per stream per long prefill."""
+    samples, _ = simulate_starvation(11.01, streams=4, long_tokens=1600, decode_step_s=0.005, per_token_s=0.00017,
+                                     first_long_s=10.3, long_every_s=100.0)
+    found = _findings(samples)
+    assert [(f.kind, f.severity) for f in found] == [("decode_starvation", "info")]
+    assert found[0].evidence["decided_by"].startswith(
+        "1.0 long prefills completed, 1.0 ITL samples above the SLO per long prefill per stream")
 
 
 def test_an_itl_high_episode_read_as_chunking_off_quotes_no_budget_in_use():
