@@ -169,11 +169,10 @@ def _above_excess(sig: pd.DataFrame, per_window: int) -> np.ndarray:
 
 
 def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: float, live_s: float,
-           prefill_rate_high: float, window_s: float | None = None) -> dict:
-    """The evidence figures of windows i..j (prefill completions also up to `after` windows later); `window_s`
-    the windows' length (default `after` grid steps)."""
+           prefill_rate_high: float, window_s: float) -> dict:
+    """The evidence figures of windows i..j (prefill completions also up to `after` windows later) of `window_s`
+    seconds each."""
     k = min(len(sig), j + 1 + after)
-    window_s = window_s or max(after, 1) * step_s
     running = _col(sig, "running", 0.0)[i:j + 1]
     long_prefills = span_count(_col(sig, "long_prefill_rate", 0.0), i, k, step_s, window_s)
     above = span_count(_col(sig, "itl_above_slo_rate", 0.0), i, k, step_s, window_s)

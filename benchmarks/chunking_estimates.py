@@ -159,7 +159,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="benchmarks/scenarios.py --json files")
     ap.add_argument("--pooled-only", action="store_true", help="print only the pooled counts (no recordings read)")
-    ap.add_argument("--step-times", action="store_true", help="print only the chunk steps' durations of the chunked runs (step_times)")
+    ap.add_argument("--step-times", action="store_true",
+                    help="print only the chunk steps' durations of the chunked runs (step_times)")
     args = ap.parse_args()
     loaded = [json.loads(Path(path).read_text()) for path in args.results]
     if args.step_times:

@@ -301,7 +301,7 @@ def test_a_freeze_seen_only_between_scrapes_lasts_what_the_scrapes_measured():
         sig = sig if measured else sig.drop(columns="nothing_for_s")
         st = window_states(sig, 0.2)
         st["above_excess"] = np.zeros(4)
-        return _tally(sig, st, 1, 2, 0, step_s=0.5, live_s=3.4, prefill_rate_high=1e9)["nothing_moves_s"]
+        return _tally(sig, st, 1, 2, 0, step_s=0.5, live_s=3.4, prefill_rate_high=1e9, window_s=0.5)["nothing_moves_s"]
 
     assert nothing_moves_s(5.0) == pytest.approx(1.3)
     assert nothing_moves_s(0.0, measured=False) == pytest.approx(0.5 + 3.4)

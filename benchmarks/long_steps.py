@@ -1,0 +1,64 @@
+"""One recorded run's long-prompt steps beside what the scrapes saw: the step trace's steps of 512+ prompt tokens
+and the ITL samples above the SLO per scrape interval.
+
+The idea: a miss is explained from the two sides the truth and the detector read, and docs/accuracy.md cites both
+from here: the steps the truth rule counts (from the step trace, which the detector never reads) and the scrape
+intervals whose ITL histogram gained samples above the SLO (what the metrics had to go on).
+
+    python benchmarks/long_steps.py runs/h119/h119-end-in-stall-tiny-1600-scrape1s
+    python benchmarks/long_steps.py runs/h116/h116-neg-short-127sess --slo 0.2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS
+from stallscope.analyzers.step_cost import read_step_trace
+from stallscope.collectors import loader
+
+ITL = "vllm:inter_token_latency_seconds_bucket"
+
+
+def long_steps(run: Path) -> list[str]:
+    """Rows of the steps computing `LONG_PREFILL_TOKENS` or more prompt tokens, times from the trace's first step."""
+    st = read_step_trace(run / "steps.jsonl")
+    t0 = int(st["start_ns"].min())
+    big = st[st["num_prefill_tokens"] >= LONG_PREFILL_TOKENS]
+    return [f"| {int(r.step)} | {(r.start_ns - t0) / 1e9:.3f} s | {(r.end_ns - r.start_ns) / 1e9:.3f} s "
+            f"| {r.num_prefill_tokens:.0f} | {r.num_prefill_reqs:.0f} | {r.num_decode_tokens:.0f} |"
+            for r in big.itertuples()]
+
+
+def above_slo(run: Path, slo: float) -> list[str]:
+    """Rows of the scrape intervals whose ITL histogram gained samples above `slo` (the bucket bound `slo` must be
+    one of vLLM's), times from the first scrape."""
+    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+    b = samples[samples["metric"] == ITL]
+    per_ts = b.groupby(["ts", "le"])["value"].sum().unstack("le").sort_index()
+    if slo not in per_ts.columns:
+        raise SystemExit(f"error: --slo {slo} is not an ITL bucket bound of this store")
+    above = (per_ts[np.inf] - per_ts[slo]).to_numpy()
+    gained, ts = np.diff(above), per_ts.index.to_numpy(dtype=np.int64)
+    return [f"| {(ts[i] - ts[0]) / 1e9:.1f}-{(ts[i + 1] - ts[0]) / 1e9:.1f} s | {gained[i]:.0f} |"
+            for i in np.flatnonzero(gained > 0)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path, help="a recorded run directory (steps.jsonl and store.db)")
+    ap.add_argument("--slo", type=float, default=0.2, help="the ITL SLO in seconds, a vLLM bucket bound (0.2)")
+    args = ap.parse_args()
+    print("| step | start | duration | prompt tokens | prompt requests | decodes |\n|---|---|---|---|---|---|")
+    print("\n".join(long_steps(args.run)))
+    print(f"\n| scrape interval | ITL samples above {args.slo} s |\n|---|---|")
+    print("\n".join(above_slo(args.run, args.slo)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
