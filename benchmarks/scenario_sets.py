@@ -3290,6 +3290,126 @@ HELD_OUT_119 = [
              exercises="`tiny`: the data ends 2 s after a whole 1,600-token prefill starts"),
 ]
 
+# Held-out 120 and 123: general draws (`draw_scenarios.py --seed 202612141`, `--seed 202612144`), 121: the band
+# (`--seed 202612142 --band 8`), 122: KV pools only (`--seed 202612143 --kv 8`); drawn together 2026-12-07 02:28 UTC
+# with the detector as at 91b29ec, committed before their first run: the session's only draws, whatever they show.
+HELD_OUT_120 = [
+    Scenario("h120-small-chunk640-s4", chunked(640), _h2(4, 1000, 1.5), model="small", seed=1201, held_out=120,
+             exercises="`small`, budget 640, 4 sessions, 1,000-token prompts every 1.5 s"),
+    Scenario("h120-tiny-chunk768-s2", chunked(768), _h2(2, 1150, 5.8), seed=1202, held_out=120,
+             exercises="budget 768, 2 sessions, 1,150-token prompts every 5.8 s"),
+    Scenario("h120-small-nochunk-450-s12-scrape1s", OFF, _h2(12, 450, 8.6), model="small", seed=1203, interval="1s",
+             held_out=120,
+             exercises="`small`, 12 sessions, whole 450-token prefills every 8.6 s, 1 s scrapes"),
+    Scenario("h120-tiny-nochunk-500-s3", OFF, _h2(3, 500, 9.2), seed=1204, held_out=120,
+             exercises="3 sessions, whole 500-token prefills every 9.2 s"),
+    Scenario("h120-small-chunk1536-s9", chunked(1536), _h2(9, 1250, 3.1), model="small", seed=1205, held_out=120,
+             exercises="`small`, budget 1536, 9 sessions, 1,250-token prompts every 3.1 s"),
+    Scenario("h120-tiny-chunk1536-s14-scrape1s", chunked(1536), _h2(14, 1200, 5.1), seed=1206, interval="1s",
+             held_out=120,
+             exercises="budget 1536, 14 sessions, 1,200-token prompts every 5.1 s, 1 s scrapes"),
+    Scenario("h120-kv-auto-10.2mb-38sess", KV + ("--kv-cache-mb", "10.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "38") + KV_LOAD[2:], seed=1207, held_out=120,
+             exercises="a 10.2 MiB auto pool, 38 sessions"),
+    Scenario("h120-kv-auto-15.2mb-35sess", KV + ("--kv-cache-mb", "15.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "35") + KV_LOAD[2:], seed=1208, held_out=120,
+             exercises="a 15.2 MiB auto pool, 35 sessions"),
+    Scenario("h120-neg-short-49sess", ("--max-num-seqs", "128"),
+             ("--sessions", "49", "--short-prompt-tokens", "12", "--max-tokens", "32") + SHORT_ONLY, seed=1209,
+             held_out=120,
+             exercises="negative: 49 sessions of 12-token prompts"),
+    Scenario("h120-end-in-stall-small-1700", OFF, _h2(4, 1700, "{half}"), model="small", seed=1210, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=120,
+             exercises="`small`: the data ends 2 s after a whole 1,700-token prefill starts"),
+]
+
+HELD_OUT_121 = [
+    Scenario("h121-tiny-chunk832-s14", chunked(832), _h2(14, 1100, 6.5), seed=1211, held_out=121,
+             exercises="budget 832, 14 sessions, 1,100-token prompts every 6.5 s"),
+    Scenario("h121-small-chunk576-s6-scrape1s", chunked(576), _h2(6, 950, 8.5), model="small", seed=1212, interval="1s",
+             held_out=121,
+             exercises="`small`, budget 576, 6 sessions, 950-token prompts every 8.5 s, 1 s scrapes"),
+    Scenario("h121-small-chunk704-s14", chunked(704), _h2(14, 1700, 8.4), model="small", seed=1213, held_out=121,
+             exercises="`small`, budget 704, 14 sessions, 1,700-token prompts every 8.4 s"),
+    Scenario("h121-small-chunk832-s8-scrape1s", chunked(832), _h2(8, 1700, 5.2), model="small", seed=1214, interval="1s",
+             held_out=121,
+             exercises="`small`, budget 832, 8 sessions, 1,700-token prompts every 5.2 s, 1 s scrapes"),
+    Scenario("h121-small-chunk320-s8", chunked(320), _h2(8, 800, 8.3), model="small", seed=1215, held_out=121,
+             exercises="`small`, budget 320, 8 sessions, 800-token prompts every 8.3 s"),
+    Scenario("h121-small-chunk384-s11", chunked(384), _h2(11, 850, 3.9), model="small", seed=1216, held_out=121,
+             exercises="`small`, budget 384, 11 sessions, 850-token prompts every 3.9 s"),
+    Scenario("h121-small-chunk640-s12", chunked(640), _h2(12, 650, 5.8), model="small", seed=1217, held_out=121,
+             exercises="`small`, budget 640, 12 sessions, 650-token prompts every 5.8 s"),
+    Scenario("h121-small-chunk576-s9-scrape1s", chunked(576), _h2(9, 1500, 9.3), model="small", seed=1218, interval="1s",
+             held_out=121,
+             exercises="`small`, budget 576, 9 sessions, 1,500-token prompts every 9.3 s, 1 s scrapes"),
+]
+
+HELD_OUT_122 = [
+    Scenario("h122-kv-auto-2.2mb-47sess", KV + ("--kv-cache-mb", "2.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "47", "--short-prompt-tokens", "32", "--max-tokens", "195", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1350", "--long-every", "4.0"), seed=1221, held_out=122,
+             exercises="a 2.2 MiB auto pool, 47 sessions of 195 output tokens, 1,350-token prompts every 4.0 s"),
+    Scenario("h122-kv-fp8-4.4mb-29sess", KV + ("--kv-cache-mb", "4.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "29", "--short-prompt-tokens", "32", "--max-tokens", "126", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "3.1"), seed=1222, held_out=122,
+             exercises="a 4.4 MiB fp8 pool, 29 sessions of 126 output tokens, 1,250-token prompts every 3.1 s"),
+    Scenario("h122-kv-auto-4.3mb-11sess", KV + ("--kv-cache-mb", "4.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "11", "--short-prompt-tokens", "32", "--max-tokens", "177", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1050", "--long-every", "2.0"), seed=1223, held_out=122,
+             exercises="a 4.3 MiB auto pool, 11 sessions of 177 output tokens, 1,050-token prompts every 2.0 s"),
+    Scenario("h122-kv-fp8-2.5mb-25sess", KV + ("--kv-cache-mb", "2.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "25", "--short-prompt-tokens", "32", "--max-tokens", "87", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "750", "--long-every", "4.1"), seed=1224, held_out=122,
+             exercises="a 2.5 MiB fp8 pool, 25 sessions of 87 output tokens, 750-token prompts every 4.1 s"),
+    Scenario("h122-kv-auto-8.7mb-39sess", KV + ("--kv-cache-mb", "8.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "39", "--short-prompt-tokens", "32", "--max-tokens", "213", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1100", "--long-every", "3.8"), seed=1225, held_out=122,
+             exercises="a 8.7 MiB auto pool, 39 sessions of 213 output tokens, 1,100-token prompts every 3.8 s"),
+    Scenario("h122-kv-auto-10.3mb-24sess", KV + ("--kv-cache-mb", "10.3", "--kv-cache-dtype", "auto"),
+             ("--sessions", "24", "--short-prompt-tokens", "32", "--max-tokens", "231", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1650", "--long-every", "3.6"), seed=1226, held_out=122,
+             exercises="a 10.3 MiB auto pool, 24 sessions of 231 output tokens, 1,650-token prompts every 3.6 s"),
+    Scenario("h122-kv-fp8-2.1mb-31sess", KV + ("--kv-cache-mb", "2.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "31", "--short-prompt-tokens", "32", "--max-tokens", "184", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "4.2"), seed=1227, held_out=122,
+             exercises="a 2.1 MiB fp8 pool, 31 sessions of 184 output tokens, 1,250-token prompts every 4.2 s"),
+    Scenario("h122-kv-auto-5.9mb-47sess", KV + ("--kv-cache-mb", "5.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "47", "--short-prompt-tokens", "32", "--max-tokens", "109", "--long-max-tokens", "16",
+              "--long-prompt-tokens", "1250", "--long-every", "3.9"), seed=1228, held_out=122,
+             exercises="a 5.9 MiB auto pool, 47 sessions of 109 output tokens, 1,250-token prompts every 3.9 s"),
+]
+
+HELD_OUT_123 = [
+    Scenario("h123-tiny-chunk384-s5", chunked(384), _h2(5, 650, 1.2), seed=1231, held_out=123,
+             exercises="budget 384, 5 sessions, 650-token prompts every 1.2 s"),
+    Scenario("h123-small-chunk128-s2-scrape1s", chunked(128), _h2(2, 1050, 7.0), model="small", seed=1232, interval="1s",
+             held_out=123,
+             exercises="`small`, budget 128, 2 sessions, 1,050-token prompts every 7.0 s, 1 s scrapes"),
+    Scenario("h123-tiny-chunk1024-s2", chunked(1024), _h2(2, 1450, 6.7), seed=1233, held_out=123,
+             exercises="budget 1024, 2 sessions, 1,450-token prompts every 6.7 s"),
+    Scenario("h123-tiny-nochunk-1550-s10", OFF, _h2(10, 1550, 3.9), seed=1234, held_out=123,
+             exercises="10 sessions, whole 1,550-token prefills every 3.9 s"),
+    Scenario("h123-tiny-chunk128-s9", chunked(128), _h2(9, 700, 3.3), seed=1235, held_out=123,
+             exercises="budget 128, 9 sessions, 700-token prompts every 3.3 s"),
+    Scenario("h123-small-chunk1024-s4-scrape1s", chunked(1024), _h2(4, 1450, 3.6), model="small", seed=1236, interval="1s",
+             held_out=123,
+             exercises="`small`, budget 1024, 4 sessions, 1,450-token prompts every 3.6 s, 1 s scrapes"),
+    Scenario("h123-kv-auto-2.9mb-28sess", KV + ("--kv-cache-mb", "2.9", "--kv-cache-dtype", "auto"),
+             ("--sessions", "28") + KV_LOAD[2:], seed=1237, held_out=123,
+             exercises="a 2.9 MiB auto pool, 28 sessions"),
+    Scenario("h123-kv-fp8-7.1mb-24sess", KV + ("--kv-cache-mb", "7.1", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "24") + KV_LOAD[2:], seed=1238, held_out=123,
+             exercises="a 7.1 MiB fp8 pool, 24 sessions"),
+    Scenario("h123-neg-short-12sess", ("--max-num-seqs", "128"),
+             ("--sessions", "12", "--short-prompt-tokens", "12", "--max-tokens", "32") + SHORT_ONLY, seed=1239,
+             held_out=123,
+             exercises="negative: 12 sessions of 12-token prompts"),
+    Scenario("h123-end-in-stall-tiny-1000", OFF, _h2(4, 1000, "{half}"), seed=1240, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=123,
+             exercises="`tiny`: the data ends 2 s after a whole 1,000-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -3311,4 +3431,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_99 + HELD_OUT_100 + HELD_OUT_101 + HELD_OUT_102 + HELD_OUT_103 + HELD_OUT_104
              + HELD_OUT_105 + HELD_OUT_106 + HELD_OUT_107 + HELD_OUT_108 + HELD_OUT_109
              + HELD_OUT_110 + HELD_OUT_111 + HELD_OUT_112 + HELD_OUT_113 + HELD_OUT_114 + HELD_OUT_115
-             + HELD_OUT_116 + HELD_OUT_117 + HELD_OUT_118 + HELD_OUT_119)
+             + HELD_OUT_116 + HELD_OUT_117 + HELD_OUT_118 + HELD_OUT_119
+             + HELD_OUT_120 + HELD_OUT_121 + HELD_OUT_122 + HELD_OUT_123)
