@@ -3,7 +3,8 @@
 The idea: a detector change is judged on runs it was not written on, but it is also rescored on every kept
 recording (`scenarios.py --evaluate-only`), and docs/accuracy.md states which runs turned and how. This prints
 those lists from the two directories of `--json` files, matched by file name, so the "before -> after" lines in
-the docs are rerunnable, then sums the turned runs by class (`by_class`). A run's verdict per kind is found (flagged, true), missed (true, not flagged), false
+the docs are rerunnable, then sums the turned runs by class (`by_class`) and counts the verdicts of the runs that
+ask for the budget (`asking`). A run's verdict per kind is found (flagged, true), missed (true, not flagged), false
 alarm (flagged, not true) or clear (neither), with analyze's findings at any severity as `scenarios.py` counts them.
 
     python benchmarks/rescore_diff.py /tmp/before /tmp/after                 # decode_starvation
@@ -79,6 +80,13 @@ def by_class(turned: list[str], before: dict[str, dict], after: dict[str, dict],
             for (c, change), (n, asks) in sorted(counts.items())]
 
 
+def asking(scored: dict[str, dict], kind: str) -> str:
+    """The verdicts of the runs whose findings ask for the budget (`asks_for_config`), counted: what flagging them
+    all would trade. `asking for the budget: 2 runs: 1 found, 1 missed, 0 false alarm, 0 clear`."""
+    asks = [verdict(r, kind) for r in scored.values() if r.get("asks_for_config")]
+    return f"asking for the budget: {len(asks)} runs: " + ", ".join(f"{asks.count(v)} {v}" for v in VERDICTS)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before", type=Path, help="a folder of scenarios.py --json files")
@@ -97,6 +105,7 @@ def main() -> int:
         print(f"  {line}")
     print(f"before: {scores({k: before[k] for k in both}, args.kind)}")
     print(f"after:  {scores({k: after[k] for k in both}, args.kind)}")
+    print(f"after, {asking({k: after[k] for k in both}, args.kind)}")
     return 0
 
 

@@ -298,6 +298,9 @@ def test_rescore_diff_lists_the_runs_that_turned_and_both_scores(tmp_path):
                                            "  ITL P99 under the SLO: false alarm -> clear: 1",
                                            "  other: missed -> found: 1 (1 ask for the budget)"]
     assert "after:  3 runs: precision 1.000 (2/2), recall 1.000 (2/2)" in res.stdout
+    assert "after, asking for the budget: 2 runs: 2 found, 0 missed, 0 false alarm, 0 clear" in res.stdout
+    assert rescore_diff.asking(rescore_diff.rows(tmp_path / "a"), "decode_starvation") == \
+        "asking for the budget: 2 runs: 1 found, 0 missed, 1 false alarm, 0 clear"
 
 
 @pytest.mark.parametrize("n,seed,argv,first_seed", [(12, 202612033, ["--kv", "8"], 121),
