@@ -189,9 +189,10 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
                  else run_nothing * step_s + live_s if run_nothing else 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         per_prefill = above_prefill / (long_prefills * streams) if long_prefills > 0 and streams > 0 else float("nan")
-    return {"windows": j - i + 1, "windows_missed": int(st["missed"][i:j + 1].sum()),
+    return {"windows": j - i + 1, "window_s": window_s, "windows_missed": int(st["missed"][i:j + 1].sum()),
             "windows_frozen": int((st["frozen"] | st["still"])[i:j + 1].sum()), "long_prefills": long_prefills,
-            "itl_samples_above_slo": above, "itl_samples_above_slo_at_prefills": above_prefill, "preemptions": preempt, "running_median": streams,
+            "itl_samples_above_slo": above, "itl_samples_above_slo_at_prefills": above_prefill,
+            "preemptions": preempt, "running_median": streams,
             "stalls_per_long_prefill_per_stream": per_prefill,
             "windows_frozen_computing_prompts": int(long_work.sum()), "windows_nothing_moves": int(nothing.sum()),
             "nothing_moves_s": nothing_s,
@@ -348,7 +349,6 @@ def _severity(cause: str, st: dict, i: int, j: int) -> str:
 def _episode(sig, st, i, j, *, slo, thresholds, chunking, window_ns, step_ns, live_ns, after) -> Episode:
     step_s, live_s = step_ns / 1e9, live_ns / 1e9
     ev = _tally(sig, st, i, j, after, step_s, live_s, float(thresholds["prefill_tokens_rate_high"]), window_ns / 1e9)
-    ev["window_s"] = window_ns / 1e9
     stuck_after = parse_duration(thresholds.get("for", {}).get("VLLMSchedulerStalled", "2m"))
     ongoing = j == len(sig) - 1
     nothing_now = bool(st["nothing_moves"][j]) and ongoing

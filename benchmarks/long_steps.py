@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from stallscope.analyzers import signals
 from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS
 from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.collectors import loader
 
-ITL = "vllm:inter_token_latency_seconds_bucket"
+ITL = signals.ITL[0] + "_bucket"
 
 
 def long_steps(run: Path) -> list[str]:
