@@ -3410,6 +3410,121 @@ HELD_OUT_123 = [
              exercises="`tiny`: the data ends 2 s after a whole 1,000-token prefill starts"),
 ]
 
+# Held-out 124-127: general draws (`draw_scenarios.py --seed 202612145`, `--seed 202612146`, `--seed 202612147`,
+# `--seed 202612148`); drawn together 2026-12-07 05:10 UTC with the detector as at 2e71f21, committed before their
+# first run: the session's only draws, whatever they show.
+HELD_OUT_124 = [
+    Scenario("h124-tiny-chunk192-s9", chunked(192), _h2(9, 900, 4.4), seed=1241, held_out=124,
+             exercises="budget 192, 9 sessions, 900-token prompts every 4.4 s"),
+    Scenario("h124-tiny-chunk128-s12", chunked(128), _h2(12, 1500, 6.9), seed=1242, held_out=124,
+             exercises="budget 128, 12 sessions, 1,500-token prompts every 6.9 s"),
+    Scenario("h124-tiny-chunk512-s6", chunked(512), _h2(6, 1600, 2.5), seed=1243, held_out=124,
+             exercises="budget 512, 6 sessions, 1,600-token prompts every 2.5 s"),
+    Scenario("h124-small-chunk384-s4", chunked(384), _h2(4, 1200, 1.1), model="small", seed=1244, held_out=124,
+             exercises="`small`, budget 384, 4 sessions, 1,200-token prompts every 1.1 s"),
+    Scenario("h124-tiny-chunk64-s2-scrape1s", chunked(64), _h2(2, 900, 7.4), seed=1245, interval="1s", held_out=124,
+             exercises="budget 64, 2 sessions, 900-token prompts every 7.4 s, 1 s scrapes"),
+    Scenario("h124-small-chunk192-s3", chunked(192), _h2(3, 650, 1.5), model="small", seed=1246, held_out=124,
+             exercises="`small`, budget 192, 3 sessions, 650-token prompts every 1.5 s"),
+    Scenario("h124-kv-fp8-18.2mb-31sess", KV + ("--kv-cache-mb", "18.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "31") + KV_LOAD[2:], seed=1247, held_out=124,
+             exercises="a 18.2 MiB fp8 pool, 31 sessions"),
+    Scenario("h124-kv-auto-17.8mb-34sess", KV + ("--kv-cache-mb", "17.8", "--kv-cache-dtype", "auto"),
+             ("--sessions", "34") + KV_LOAD[2:], seed=1248, held_out=124,
+             exercises="a 17.8 MiB auto pool, 34 sessions"),
+    Scenario("h124-neg-short-27sess", ("--max-num-seqs", "128"),
+             ("--sessions", "27", "--short-prompt-tokens", "38", "--max-tokens", "32") + SHORT_ONLY, seed=1249,
+             held_out=124,
+             exercises="negative: 27 sessions of 38-token prompts"),
+    Scenario("h124-end-in-stall-small-1500", OFF, _h2(4, 1500, "{half}"), model="small", seed=1250, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=124,
+             exercises="`small`: the data ends 2 s after a whole 1,500-token prefill starts"),
+]
+
+HELD_OUT_125 = [
+    Scenario("h125-tiny-nochunk-500-s16", OFF, _h2(16, 500, 8.9), seed=1251, held_out=125,
+             exercises="16 sessions, whole 500-token prefills every 8.9 s"),
+    Scenario("h125-tiny-nochunk-1600-s14-scrape1s", OFF, _h2(14, 1600, 1.7), seed=1252, interval="1s", held_out=125,
+             exercises="14 sessions, whole 1,600-token prefills every 1.7 s, 1 s scrapes"),
+    Scenario("h125-tiny-chunk512-s3", chunked(512), _h2(3, 1950, 3.7), seed=1253, held_out=125,
+             exercises="budget 512, 3 sessions, 1,950-token prompts every 3.7 s"),
+    Scenario("h125-tiny-chunk512-s13", chunked(512), _h2(13, 1500, 1.5), seed=1254, held_out=125,
+             exercises="budget 512, 13 sessions, 1,500-token prompts every 1.5 s"),
+    Scenario("h125-tiny-nochunk-1350-s15-scrape1s", OFF, _h2(15, 1350, 1.8), seed=1255, interval="1s", held_out=125,
+             exercises="15 sessions, whole 1,350-token prefills every 1.8 s, 1 s scrapes"),
+    Scenario("h125-tiny-chunk256-s13", chunked(256), _h2(13, 850, 4.8), seed=1256, held_out=125,
+             exercises="budget 256, 13 sessions, 850-token prompts every 4.8 s"),
+    Scenario("h125-kv-auto-2.6mb-39sess", KV + ("--kv-cache-mb", "2.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "39") + KV_LOAD[2:], seed=1257, held_out=125,
+             exercises="a 2.6 MiB auto pool, 39 sessions"),
+    Scenario("h125-kv-fp8-9.9mb-12sess", KV + ("--kv-cache-mb", "9.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "12") + KV_LOAD[2:], seed=1258, held_out=125,
+             exercises="a 9.9 MiB fp8 pool, 12 sessions"),
+    Scenario("h125-neg-short-92sess", ("--max-num-seqs", "128"),
+             ("--sessions", "92", "--short-prompt-tokens", "37", "--max-tokens", "32") + SHORT_ONLY, seed=1259,
+             held_out=125,
+             exercises="negative: 92 sessions of 37-token prompts"),
+    Scenario("h125-end-in-stall-small-1450", OFF, _h2(4, 1450, "{half}"), model="small", seed=1260, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=125,
+             exercises="`small`: the data ends 2 s after a whole 1,450-token prefill starts"),
+]
+
+HELD_OUT_126 = [
+    Scenario("h126-tiny-nochunk-700-s14", OFF, _h2(14, 700, 5.1), seed=1261, held_out=126,
+             exercises="14 sessions, whole 700-token prefills every 5.1 s"),
+    Scenario("h126-tiny-chunk384-s8", chunked(384), _h2(8, 800, 6.0), seed=1262, held_out=126,
+             exercises="budget 384, 8 sessions, 800-token prompts every 6.0 s"),
+    Scenario("h126-tiny-nochunk-600-s5", OFF, _h2(5, 600, 7.4), seed=1263, held_out=126,
+             exercises="5 sessions, whole 600-token prefills every 7.4 s"),
+    Scenario("h126-tiny-chunk64-s2", chunked(64), _h2(2, 1400, 5.7), seed=1264, held_out=126,
+             exercises="budget 64, 2 sessions, 1,400-token prompts every 5.7 s"),
+    Scenario("h126-tiny-nochunk-700-s5-scrape1s", OFF, _h2(5, 700, 6.7), seed=1265, interval="1s", held_out=126,
+             exercises="5 sessions, whole 700-token prefills every 6.7 s, 1 s scrapes"),
+    Scenario("h126-tiny-chunk128-s13-scrape1s", chunked(128), _h2(13, 600, 5.9), seed=1266, interval="1s", held_out=126,
+             exercises="budget 128, 13 sessions, 600-token prompts every 5.9 s, 1 s scrapes"),
+    Scenario("h126-kv-auto-18.4mb-13sess", KV + ("--kv-cache-mb", "18.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "13") + KV_LOAD[2:], seed=1267, held_out=126,
+             exercises="a 18.4 MiB auto pool, 13 sessions"),
+    Scenario("h126-kv-fp8-19.9mb-11sess", KV + ("--kv-cache-mb", "19.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "11") + KV_LOAD[2:], seed=1268, held_out=126,
+             exercises="a 19.9 MiB fp8 pool, 11 sessions"),
+    Scenario("h126-neg-short-84sess", ("--max-num-seqs", "128"),
+             ("--sessions", "84", "--short-prompt-tokens", "53", "--max-tokens", "32") + SHORT_ONLY, seed=1269,
+             held_out=126,
+             exercises="negative: 84 sessions of 53-token prompts"),
+    Scenario("h126-end-in-stall-small-1500-scrape1s", OFF, _h2(4, 1500, "{half}"), model="small", seed=1270, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=126,
+             exercises="`small`: the data ends 2 s after a whole 1,500-token prefill starts"),
+]
+
+HELD_OUT_127 = [
+    Scenario("h127-tiny-chunk512-s15", chunked(512), _h2(15, 1950, 8.6), seed=1271, held_out=127,
+             exercises="budget 512, 15 sessions, 1,950-token prompts every 8.6 s"),
+    Scenario("h127-tiny-chunk384-s5", chunked(384), _h2(5, 700, 4.0), seed=1272, held_out=127,
+             exercises="budget 384, 5 sessions, 700-token prompts every 4.0 s"),
+    Scenario("h127-tiny-chunk128-s5", chunked(128), _h2(5, 800, 2.6), seed=1273, held_out=127,
+             exercises="budget 128, 5 sessions, 800-token prompts every 2.6 s"),
+    Scenario("h127-tiny-nochunk-1150-s14", OFF, _h2(14, 1150, 7.0), seed=1274, held_out=127,
+             exercises="14 sessions, whole 1,150-token prefills every 7.0 s"),
+    Scenario("h127-tiny-nochunk-1150-s11-scrape1s", OFF, _h2(11, 1150, 5.9), seed=1275, interval="1s", held_out=127,
+             exercises="11 sessions, whole 1,150-token prefills every 5.9 s, 1 s scrapes"),
+    Scenario("h127-tiny-chunk64-s6", chunked(64), _h2(6, 800, 4.5), seed=1276, held_out=127,
+             exercises="budget 64, 6 sessions, 800-token prompts every 4.5 s"),
+    Scenario("h127-kv-fp8-11.2mb-15sess", KV + ("--kv-cache-mb", "11.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "15") + KV_LOAD[2:], seed=1277, held_out=127,
+             exercises="a 11.2 MiB fp8 pool, 15 sessions"),
+    Scenario("h127-kv-auto-13.7mb-26sess", KV + ("--kv-cache-mb", "13.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "26") + KV_LOAD[2:], seed=1278, held_out=127,
+             exercises="a 13.7 MiB auto pool, 26 sessions"),
+    Scenario("h127-neg-short-85sess", ("--max-num-seqs", "128"),
+             ("--sessions", "85", "--short-prompt-tokens", "22", "--max-tokens", "32") + SHORT_ONLY, seed=1279,
+             held_out=127,
+             exercises="negative: 85 sessions of 22-token prompts"),
+    Scenario("h127-end-in-stall-tiny-1750", OFF, _h2(4, 1750, "{half}"), seed=1280, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=127,
+             exercises="`tiny`: the data ends 2 s after a whole 1,750-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -3432,4 +3547,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_105 + HELD_OUT_106 + HELD_OUT_107 + HELD_OUT_108 + HELD_OUT_109
              + HELD_OUT_110 + HELD_OUT_111 + HELD_OUT_112 + HELD_OUT_113 + HELD_OUT_114 + HELD_OUT_115
              + HELD_OUT_116 + HELD_OUT_117 + HELD_OUT_118 + HELD_OUT_119
-             + HELD_OUT_120 + HELD_OUT_121 + HELD_OUT_122 + HELD_OUT_123)
+             + HELD_OUT_120 + HELD_OUT_121 + HELD_OUT_122 + HELD_OUT_123
+             + HELD_OUT_124 + HELD_OUT_125 + HELD_OUT_126 + HELD_OUT_127)
