@@ -3411,7 +3411,7 @@ HELD_OUT_123 = [
 ]
 
 # Held-out 124-127: general draws (`draw_scenarios.py --seed 202612145`, `--seed 202612146`, `--seed 202612147`,
-# `--seed 202612148`); drawn together 2026-12-07 05:10 UTC with the detector as at 2e71f21, committed before their
+# `--seed 202612148`); drawn together 2026-12-07 04:57 UTC with the detector as at 2e71f21, committed before their
 # first run: the session's only draws, whatever they show.
 HELD_OUT_124 = [
     Scenario("h124-tiny-chunk192-s9", chunked(192), _h2(9, 900, 4.4), seed=1241, held_out=124,
