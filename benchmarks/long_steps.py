@@ -1,5 +1,5 @@
-"""One recorded run's long-prompt steps beside what the scrapes saw: the step trace's steps of 512+ prompt tokens
-and the ITL samples above the SLO per scrape interval.
+"""One recorded run's long-prompt steps beside what the scrapes saw: the step trace's steps of 512+ prompt tokens,
+the ITL samples above the SLO per scrape interval, and the running gauge and first windows of the signals grid.
 
 The idea: a miss is explained from the two sides the truth and the detector read, and docs/accuracy.md cites both
 from here: the steps the truth rule counts (from the step trace, which the detector never reads) and the scrape
@@ -7,6 +7,7 @@ intervals whose ITL histogram gained samples above the SLO (what the metrics had
 
     python benchmarks/long_steps.py runs/h119/h119-end-in-stall-tiny-1600-scrape1s
     python benchmarks/long_steps.py runs/h116/h116-neg-short-127sess --slo 0.2
+    python benchmarks/long_steps.py runs/h126-full/h126-neg-short-84sess --windows 4   # a burst at a cold start
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from stallscope.analyzers import signals
 from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS
 from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.collectors import loader
+from stallscope.core.config import load_thresholds
 
 ITL = signals.ITL[0] + "_bucket"
+RUNNING = "vllm:num_requests_running"
 
 
 def long_steps(run: Path) -> list[str]:
@@ -35,10 +38,13 @@ def long_steps(run: Path) -> list[str]:
             for r in big.itertuples()]
 
 
-def above_slo(run: Path, slo: float) -> list[str]:
+def _samples(run: Path):
+    return next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
+
+
+def above_slo(samples, slo: float) -> list[str]:
     """Rows of the scrape intervals whose ITL histogram gained samples above `slo` (the bucket bound `slo` must be
     one of vLLM's), times from the first scrape."""
-    samples = next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
     b = samples[samples["metric"] == ITL]
     per_ts = b.groupby(["ts", "le"])["value"].sum().unstack("le").sort_index()
     if slo not in per_ts.columns:
@@ -49,15 +55,37 @@ def above_slo(run: Path, slo: float) -> list[str]:
             for i in np.flatnonzero(gained > 0)]
 
 
+def first_windows(samples, slo: float, n: int) -> list[str]:
+    """Rows of the first `n` scrapes' running gauge and of the signals grid's first `n` windows as `analyze` reads
+    them (the episodes' inputs: running, stream-time share in gaps above `slo`, samples above it per second, long
+    prefills per second; `running_min` too where a signals frame has it), times from the first scrape."""
+    t0 = int(samples["ts"].min())
+    run = samples[samples["metric"] == RUNNING].groupby("ts")["value"].sum().sort_index().head(n)
+    rows = [f"| scrape | {(ts - t0) / 1e9:.2f} s | running {v:.0f} |" for ts, v in run.items()]
+    sig = signals.compute(samples, thresholds={**load_thresholds(), "itl_slo_s": slo}).head(n)
+    cols = [c for c in ("running", "running_min", "itl_stall_share", "itl_above_slo_rate", "long_prefill_rate")
+            if c in sig.columns]
+    for r in sig.itertuples():
+        rows.append(f"| window | {(r.ts - t0) / 1e9:.2f} s | " + ", ".join(f"{c} {getattr(r, c):.4g}" for c in cols)
+                    + " |")
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="a recorded run directory (steps.jsonl and store.db)")
     ap.add_argument("--slo", type=float, default=0.2, help="the ITL SLO in seconds, a vLLM bucket bound (0.2)")
+    ap.add_argument("--windows", type=int, default=0, metavar="N",
+                    help="also the first N scrapes' running gauge and the signals grid's first N windows")
     args = ap.parse_args()
     print("| step | start | duration | prompt tokens | prompt requests | decodes |\n|---|---|---|---|---|---|")
     print("\n".join(long_steps(args.run)))
     print(f"\n| scrape interval | ITL samples above {args.slo} s |\n|---|---|")
-    print("\n".join(above_slo(args.run, args.slo)))
+    samples = _samples(args.run)
+    print("\n".join(above_slo(samples, args.slo)))
+    if args.windows > 0:
+        print("\n| what | at | figures |\n|---|---|---|")
+        print("\n".join(first_windows(samples, args.slo, args.windows)))
     return 0
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from stallscope.analyzers import truth
@@ -314,6 +315,21 @@ def test_a_drawn_set_printed_as_code_is_the_committed_set(n, seed, argv, first_s
     start = source.index(f"HELD_OUT_{n} = [")
     committed = source[start:source.index("\n]\n", start) + 2]
     assert " ".join(res.stdout.split()) == " ".join(committed.split())
+
+
+def test_long_steps_first_windows_show_the_gauge_before_a_burst_and_the_grids_first_window():
+    """A cold start: the first scrape reads the 2 streams decoding before a burst admitted 7 more; the grid's first
+    window (4 scrape intervals) ends 2 s in and reads the gauge there, not the 2."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import long_steps
+
+    ts = (np.arange(12) * 0.5e9).astype("int64") + 10**18
+    s = pd.DataFrame({"ts": ts, "metric": "vllm:num_requests_running", "source_metric": "vllm:num_requests_running",
+                      "labels": [{} for _ in ts], "le": np.nan,
+                      "value": np.array([2, 9, 8, 8, 7, 8, 8, 8, 8, 8, 8, 8], float), "target": "vllm"})
+    rows = long_steps.first_windows(s, 0.2, 2)
+    assert rows[:2] == ["| scrape | 0.00 s | running 2 |", "| scrape | 0.50 s | running 9 |"]
+    assert rows[2].startswith("| window | 2.00 s | running 7, itl_stall_share nan") and len(rows) == 4
 
 
 def test_chunking_estimates_pools_the_files_counts():
