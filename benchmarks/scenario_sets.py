@@ -3525,6 +3525,124 @@ HELD_OUT_127 = [
              exercises="`tiny`: the data ends 2 s after a whole 1,750-token prefill starts"),
 ]
 
+
+# Held-out 128-131: general draws (`draw_scenarios.py --seed 202612149`, `--seed 202612150`, `--seed 202612151`,
+# `--seed 202612152`); drawn together 2026-12-07 07:42 UTC with the detector as at 8a4fa13, committed before their
+# first run: the session's only draws, whatever they show.
+HELD_OUT_128 = [
+    Scenario("h128-small-chunk640-s5", chunked(640), _h2(5, 550, 8.0), model="small", seed=1281, held_out=128,
+             exercises="`small`, budget 640, 5 sessions, 550-token prompts every 8.0 s"),
+    Scenario("h128-small-nochunk-1250-s7", OFF, _h2(7, 1250, 9.4), model="small", seed=1282, held_out=128,
+             exercises="`small`, 7 sessions, whole 1,250-token prefills every 9.4 s"),
+    Scenario("h128-tiny-chunk256-s8", chunked(256), _h2(8, 1600, 4.2), seed=1283, held_out=128,
+             exercises="budget 256, 8 sessions, 1,600-token prompts every 4.2 s"),
+    Scenario("h128-small-nochunk-500-s3", OFF, _h2(3, 500, 7.0), model="small", seed=1284, held_out=128,
+             exercises="`small`, 3 sessions, whole 500-token prefills every 7.0 s"),
+    Scenario("h128-small-chunk64-s15-scrape1s", chunked(64), _h2(15, 1250, 1.6), model="small", seed=1285, interval="1s",
+             held_out=128,
+             exercises="`small`, budget 64, 15 sessions, 1,250-token prompts every 1.6 s, 1 s scrapes"),
+    Scenario("h128-tiny-nochunk-650-s5", OFF, _h2(5, 650, 3.9), seed=1286, held_out=128,
+             exercises="5 sessions, whole 650-token prefills every 3.9 s"),
+    Scenario("h128-kv-fp8-14.4mb-14sess", KV + ("--kv-cache-mb", "14.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "14") + KV_LOAD[2:], seed=1287, held_out=128,
+             exercises="a 14.4 MiB fp8 pool, 14 sessions"),
+    Scenario("h128-kv-auto-11.0mb-29sess", KV + ("--kv-cache-mb", "11.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "29") + KV_LOAD[2:], seed=1288, held_out=128,
+             exercises="a 11.0 MiB auto pool, 29 sessions"),
+    Scenario("h128-neg-short-112sess", ("--max-num-seqs", "128"),
+             ("--sessions", "112", "--short-prompt-tokens", "33", "--max-tokens", "32") + SHORT_ONLY, seed=1289,
+             held_out=128,
+             exercises="negative: 112 sessions of 33-token prompts"),
+    Scenario("h128-end-in-stall-small-1800", OFF, _h2(4, 1800, "{half}"), model="small", seed=1290, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=128,
+             exercises="`small`: the data ends 2 s after a whole 1,800-token prefill starts"),
+]
+
+HELD_OUT_129 = [
+    Scenario("h129-small-chunk64-s4", chunked(64), _h2(4, 1300, 4.2), model="small", seed=1291, held_out=129,
+             exercises="`small`, budget 64, 4 sessions, 1,300-token prompts every 4.2 s"),
+    Scenario("h129-tiny-nochunk-750-s7", OFF, _h2(7, 750, 10.0), seed=1292, held_out=129,
+             exercises="7 sessions, whole 750-token prefills every 10.0 s"),
+    Scenario("h129-small-chunk1536-s11", chunked(1536), _h2(11, 1150, 10.0), model="small", seed=1293, held_out=129,
+             exercises="`small`, budget 1536, 11 sessions, 1,150-token prompts every 10.0 s"),
+    Scenario("h129-tiny-chunk192-s12", chunked(192), _h2(12, 1800, 1.2), seed=1294, held_out=129,
+             exercises="budget 192, 12 sessions, 1,800-token prompts every 1.2 s"),
+    Scenario("h129-tiny-chunk64-s14", chunked(64), _h2(14, 1850, 6.7), seed=1295, held_out=129,
+             exercises="budget 64, 14 sessions, 1,850-token prompts every 6.7 s"),
+    Scenario("h129-small-chunk192-s15", chunked(192), _h2(15, 550, 2.8), model="small", seed=1296, held_out=129,
+             exercises="`small`, budget 192, 15 sessions, 550-token prompts every 2.8 s"),
+    Scenario("h129-kv-fp8-13.7mb-8sess", KV + ("--kv-cache-mb", "13.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "8") + KV_LOAD[2:], seed=1297, held_out=129,
+             exercises="a 13.7 MiB fp8 pool, 8 sessions"),
+    Scenario("h129-kv-auto-9.4mb-29sess", KV + ("--kv-cache-mb", "9.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "29") + KV_LOAD[2:], seed=1298, held_out=129,
+             exercises="a 9.4 MiB auto pool, 29 sessions"),
+    Scenario("h129-neg-short-66sess", ("--max-num-seqs", "128"),
+             ("--sessions", "66", "--short-prompt-tokens", "46", "--max-tokens", "32") + SHORT_ONLY, seed=1299,
+             held_out=129,
+             exercises="negative: 66 sessions of 46-token prompts"),
+    Scenario("h129-end-in-stall-small-850-scrape1s", OFF, _h2(4, 850, "{half}"), model="small", seed=1300, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=129,
+             exercises="`small`: the data ends 2 s after a whole 850-token prefill starts"),
+]
+
+HELD_OUT_130 = [
+    Scenario("h130-tiny-chunk128-s14", chunked(128), _h2(14, 1000, 1.4), seed=1301, held_out=130,
+             exercises="budget 128, 14 sessions, 1,000-token prompts every 1.4 s"),
+    Scenario("h130-tiny-nochunk-700-s9-scrape1s", OFF, _h2(9, 700, 4.5), seed=1302, interval="1s", held_out=130,
+             exercises="9 sessions, whole 700-token prefills every 4.5 s, 1 s scrapes"),
+    Scenario("h130-tiny-nochunk-1100-s6", OFF, _h2(6, 1100, 1.3), seed=1303, held_out=130,
+             exercises="6 sessions, whole 1,100-token prefills every 1.3 s"),
+    Scenario("h130-tiny-nochunk-1200-s10", OFF, _h2(10, 1200, 9.7), seed=1304, held_out=130,
+             exercises="10 sessions, whole 1,200-token prefills every 9.7 s"),
+    Scenario("h130-small-chunk64-s11", chunked(64), _h2(11, 1050, 8.1), model="small", seed=1305, held_out=130,
+             exercises="`small`, budget 64, 11 sessions, 1,050-token prompts every 8.1 s"),
+    Scenario("h130-tiny-chunk512-s12", chunked(512), _h2(12, 1450, 8.5), seed=1306, held_out=130,
+             exercises="budget 512, 12 sessions, 1,450-token prompts every 8.5 s"),
+    Scenario("h130-kv-fp8-11.3mb-33sess", KV + ("--kv-cache-mb", "11.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "33") + KV_LOAD[2:], seed=1307, held_out=130,
+             exercises="a 11.3 MiB fp8 pool, 33 sessions"),
+    Scenario("h130-kv-fp8-14.3mb-18sess", KV + ("--kv-cache-mb", "14.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "18") + KV_LOAD[2:], seed=1308, held_out=130,
+             exercises="a 14.3 MiB fp8 pool, 18 sessions"),
+    Scenario("h130-neg-short-52sess", ("--max-num-seqs", "128"),
+             ("--sessions", "52", "--short-prompt-tokens", "43", "--max-tokens", "32") + SHORT_ONLY, seed=1309,
+             held_out=130,
+             exercises="negative: 52 sessions of 43-token prompts"),
+    Scenario("h130-end-in-stall-small-800-scrape1s", OFF, _h2(4, 800, "{half}"), model="small", seed=1310, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=130,
+             exercises="`small`: the data ends 2 s after a whole 800-token prefill starts"),
+]
+
+HELD_OUT_131 = [
+    Scenario("h131-tiny-chunk1024-s12", chunked(1024), _h2(12, 1350, 2.0), seed=1311, held_out=131,
+             exercises="budget 1024, 12 sessions, 1,350-token prompts every 2.0 s"),
+    Scenario("h131-small-chunk256-s6", chunked(256), _h2(6, 900, 8.5), model="small", seed=1312, held_out=131,
+             exercises="`small`, budget 256, 6 sessions, 900-token prompts every 8.5 s"),
+    Scenario("h131-tiny-chunk384-s8-scrape1s", chunked(384), _h2(8, 650, 2.6), seed=1313, interval="1s", held_out=131,
+             exercises="budget 384, 8 sessions, 650-token prompts every 2.6 s, 1 s scrapes"),
+    Scenario("h131-tiny-nochunk-1450-s8", OFF, _h2(8, 1450, 6.9), seed=1314, held_out=131,
+             exercises="8 sessions, whole 1,450-token prefills every 6.9 s"),
+    Scenario("h131-tiny-nochunk-1250-s14", OFF, _h2(14, 1250, 6.2), seed=1315, held_out=131,
+             exercises="14 sessions, whole 1,250-token prefills every 6.2 s"),
+    Scenario("h131-tiny-nochunk-1600-s7", OFF, _h2(7, 1600, 5.9), seed=1316, held_out=131,
+             exercises="7 sessions, whole 1,600-token prefills every 5.9 s"),
+    Scenario("h131-kv-fp8-16.6mb-25sess", KV + ("--kv-cache-mb", "16.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "25") + KV_LOAD[2:], seed=1317, held_out=131,
+             exercises="a 16.6 MiB fp8 pool, 25 sessions"),
+    Scenario("h131-kv-auto-14.4mb-22sess", KV + ("--kv-cache-mb", "14.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "22") + KV_LOAD[2:], seed=1318, held_out=131,
+             exercises="a 14.4 MiB auto pool, 22 sessions"),
+    Scenario("h131-neg-short-14sess", ("--max-num-seqs", "128"),
+             ("--sessions", "14", "--short-prompt-tokens", "52", "--max-tokens", "32") + SHORT_ONLY, seed=1319,
+             held_out=131,
+             exercises="negative: 14 sessions of 52-token prompts"),
+    Scenario("h131-end-in-stall-small-1950", OFF, _h2(4, 1950, "{half}"), model="small", seed=1320, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=131,
+             exercises="`small`: the data ends 2 s after a whole 1,950-token prefill starts"),
+]
+
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -3548,4 +3666,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_110 + HELD_OUT_111 + HELD_OUT_112 + HELD_OUT_113 + HELD_OUT_114 + HELD_OUT_115
              + HELD_OUT_116 + HELD_OUT_117 + HELD_OUT_118 + HELD_OUT_119
              + HELD_OUT_120 + HELD_OUT_121 + HELD_OUT_122 + HELD_OUT_123
-             + HELD_OUT_124 + HELD_OUT_125 + HELD_OUT_126 + HELD_OUT_127)
+             + HELD_OUT_124 + HELD_OUT_125 + HELD_OUT_126 + HELD_OUT_127
+             + HELD_OUT_128 + HELD_OUT_129 + HELD_OUT_130 + HELD_OUT_131)
