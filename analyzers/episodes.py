@@ -15,14 +15,16 @@ spans, it gets one cause, and the finding says which evidence decided it.
    Impaired windows at most one window apart form one episode; a sleeping engine's windows are not impaired.
 2. Evidence over the episode and one window after it (a prompt's tokens are counted when its prefill
    completes): long prefill completions, ITL samples above the SLO, preemptions, windows frozen while
-   prompt tokens were computed at `prefill_tokens_rate_high` or more, windows frozen with nothing moving.
+   prompt tokens were computed at `prefill_tokens_rate_high` or more, windows frozen with nothing moving (one
+   step holding everything: nothing came out over the live window and the latest scrape saw no step end, or
+   `still`; a lone prompt prefilled in chunks puts out nothing, but its steps move the scheduler's gauges).
    Counts come from the windows' rates (`span_count`), whole also where an episode touches the data's first or
    last evaluation (a run that starts with a burst, or whose data end just after a stall).
 3. The cause, first match (`CAUSES`; `decided_by` names the evidence):
    - `stuck`: nothing came out (fewer than `generation_tokens_rate_low` tokens/s and no computed prompt token
      over the live window, the test of the VLLMSchedulerStalled rule) for longer than
      `for.VLLMSchedulerStalled`, or for two windows when chunked prefill is known on (no step of a bounded
-     budget takes that long): a stuck engine core or a livelock;
+     budget takes that long), whether or not steps ended: a stuck engine core or a livelock;
    - `preemption`: preemptions number at least half the ITL samples above the SLO (each preempted request
      stalls once, for its recompute), or the samples they leave number fewer than half the running streams
      (`FEW_STREAMS`): every decode waits for the whole step, so a step that held a long prompt past the SLO
@@ -120,7 +122,10 @@ def window_states(sig: pd.DataFrame, slo: float, gen_low: float = 0.5) -> dict[s
     # window (rules/render.py); at scrape resolution, no progress for longer than the SLO (a live window longer
     # than the freeze still holds the tokens from before it)
     quiet = frozen & (_col(sig, "live_gen_rate", 0.0) < gen_low) & (_col(sig, "live_prompt_rate", 0.0) <= 0)
-    nothing = quiet | still
+    # one step holding everything: not where the latest scrape saw a step end (a counter or a scheduler gauge
+    # moved: a lone prompt prefilled in chunks puts out nothing until its last chunk, but its steps end)
+    stepping = _col(sig, "nothing_for_s") == 0
+    nothing = (quiet & ~stepping) | still
     missed_ref, critical_ref = _slo_missed(sig, slo, p99_lo)
     return {"missed": missed, "frozen": frozen, "still": still, "interference": interference, "ratio": ratio,
             "nothing_moves": nothing, "quiet_live_window": quiet, "missed_ref": awake & missed_ref,
@@ -185,8 +190,8 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
     # elsewhere), a run of live windows without progress spans them all
     run_nothing = max((b - a + 1 for a, b in runs_of(st["quiet_live_window"][i:j + 1])), default=0)
     measured = _col(sig, "nothing_for_s")[i:j + 1]
-    nothing_s = (float(np.nanmax(measured)) if np.isfinite(measured).any()
-                 else run_nothing * step_s + live_s if run_nothing else 0.0)
+    quiet_s = run_nothing * step_s + live_s if run_nothing else 0.0
+    nothing_s = float(np.nanmax(measured)) if np.isfinite(measured).any() else quiet_s
     with np.errstate(divide="ignore", invalid="ignore"):
         per_prefill = above_prefill / (long_prefills * streams) if long_prefills > 0 and streams > 0 else float("nan")
     return {"windows": j - i + 1, "window_s": window_s, "windows_missed": int(st["missed"][i:j + 1].sum()),
@@ -195,7 +200,8 @@ def _tally(sig: pd.DataFrame, st: dict, i: int, j: int, after: int, step_s: floa
             "preemptions": preempt, "running_median": streams,
             "stalls_per_long_prefill_per_stream": per_prefill,
             "windows_frozen_computing_prompts": int(long_work.sum()), "windows_nothing_moves": int(nothing.sum()),
-            "nothing_moves_s": nothing_s,
+            "nothing_moves_s": nothing_s, "windows_quiet": int(st["quiet_live_window"][i:j + 1].sum()),
+            "nothing_out_s": max(nothing_s, quiet_s),
             "windows_prefill_free": int((_col(sig, "prompt_rate", 0.0)[i:j + 1] <= 0).sum()),
             **_reference(sig, i, j)}
 
@@ -248,8 +254,11 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
     description), first match of module docstring 3."""
     known_chunked = chunking.enabled is True and chunking.source != "inferred from metrics"
     stuck_bound = 2 * ev["window_s"] if known_chunked else stuck_after_s
-    if ev["windows_nothing_moves"] >= 2 and ev["nothing_moves_s"] > stuck_bound:
-        return "stuck", (f"no output and no computed prompt token for {ev['nothing_moves_s']:.0f} s with "
+    # nothing came out (the VLLMSchedulerStalled test), whether or not steps ended: a livelock's steps move the
+    # scheduler's gauges but put out nothing
+    out_s = ev.get("nothing_out_s", ev["nothing_moves_s"])
+    if ev.get("windows_quiet", ev["windows_nothing_moves"]) >= 2 and out_s > stuck_bound:
+        return "stuck", (f"no output and no computed prompt token for {out_s:.0f} s with "
                          f"{ev['running_median']:.0f} requests RUNNING, longer than {stuck_bound:.0f} s"), None
     above = ev["itl_samples_above_slo"]
     running = ev["running_median"]

@@ -29,9 +29,12 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
    `live_mean_itl` = running / live generation rate, the mean gap per running stream right now (inf when
    nothing was generated). Unlike ITL, which is observed only when a stalled stream gets its next token,
    these counters show a stall while it lasts. `nothing_for_s`: seconds since the last scrape at which
-   the generation counter rose by at least half the running requests or the computed prompt tokens rose at
-   all to the latest scrape (0 when nothing runs): a lower bound of how long one engine step has been holding
-   everything, at scrape resolution.
+   the generation counter rose by at least half the running requests, the computed prompt tokens rose at
+   all, or a scheduler gauge (running, waiting, KV usage) changed, to the latest scrape (0 when nothing runs):
+   a lower bound of how long one engine step has been holding everything, at scrape resolution. vLLM sends
+   the scheduler's stats after every step, outputs or none (`v1/core/sched/scheduler.py`, "We must return
+   the stats even if there are no request outputs this step"), so a gauge that moved proves a step ended: a
+   lone prompt prefilled in chunks moves the KV usage every step and no counter until its last.
 5. Gauges as instant values (5 min lookback): running and waiting summed over engines, KV usage max.
    `waiting` is `num_requests_waiting_by_reason{reason="capacity"}` where scraped (0.20+), else
    `num_requests_waiting`, which also counts deferred requests (`waiting_total`); `asleep` is 1 while an
@@ -238,6 +241,7 @@ def _nothing_for(rows, eval_ts: np.ndarray) -> dict:
     """{group: (seconds without progress, running requests)} at each eval time (module docstring, 4)."""
     gen, running = _totals(rows("vllm:generation_tokens_total")), _totals(rows("vllm:num_requests_running"))
     prompt = _totals(rows(BY_SOURCE)) or _totals(rows("vllm:prompt_tokens_total"))
+    gauges = [running, _totals(rows("vllm:num_requests_waiting")), _totals(rows("vllm:kv_cache_usage_perc"))]
     found = {}
     for g, series in gen.items():
         ts = series.index.to_numpy(dtype=np.int64)
@@ -247,6 +251,9 @@ def _nothing_for(rows, eval_ts: np.ndarray) -> dict:
         if g in prompt:
             p = prompt[g].reindex(ts).ffill().to_numpy(dtype=float)
             moved |= np.diff(p, prepend=np.nan) > 0
+        for gauge in (gg[g] for gg in gauges if g in gg):   # a step ended: the scheduler's stats came
+            step = np.diff(gauge.reindex(ts).to_numpy(dtype=float), prepend=np.nan)
+            moved |= np.isfinite(step) & (step != 0)
         last = np.maximum.accumulate(np.where(moved, ts, ts[0]))
         idx = np.searchsorted(ts, eval_ts, side="right") - 1
         ok = idx >= 0

@@ -65,17 +65,22 @@ ASLEEP = f'unless on ({BY}) vllm:engine_sleep_state{{sleep_state!="awake"}} == 1
 
 
 RUNNING = "model_name_instance:vllm_num_requests_running:sum"
+# the scheduler's gauges, sent after every engine step (outputs or none): one that changed means a step ended
+STEP_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", *KV_USAGE_NAMES)
 
 
 def _live(th: dict, windows: dict) -> dict:
     """The stall-in-progress expressions (analyzers/episodes.py, the same tests): `frozen` = RUNNING requests
     whose live mean gap per stream (running / live generation rate) is above the ITL SLO; `nothing` = no
-    token generated and no prompt token computed over the live window."""
+    token generated and no prompt token computed over the live window; `held` = that, and no scheduler gauge
+    changed over it either (vLLM sends them after every step: one step is holding everything)."""
     gen, prompt = name_rate("vllm_generation_tokens", windows["live"]), name_rate("vllm_prompt_tokens", windows["live"])
     low = f'{th["generation_tokens_rate_low"]:g}'
+    nothing = f"({gen} < {low} unless on ({BY}) {prompt} > 0)"
+    stepped = " ".join(f"unless on ({BY}) sum by ({BY}) (changes({g}[{windows['live']}])) > 0" for g in STEP_GAUGES)
     return {"frozen": f"({RUNNING} / on ({BY}) {gen} > {th['itl_slo_s']:g} and on ({BY}) {RUNNING} > 0)",
             "computing": f"{prompt} >= {th['prefill_tokens_rate_high']:g}",
-            "nothing": f"({gen} < {low} unless on ({BY}) {prompt} > 0)",
+            "nothing": nothing, "held": f"({nothing} {stepped})",
             "young": f"max_over_time({gen}[{windows['stuck']}]) >= {low}", "gen": gen}
 
 
@@ -186,13 +191,14 @@ def _alert_specs(th: dict, windows: dict) -> dict[str, tuple[str, str, str]]:
             f"than {th['prefill_tokens_rate_high']:g} prompt tokens/s are prefilled: long prefills hold the "
             "engine step and running decodes wait."),
         "VLLMDecodeStarvationInProgress": (
-            f"{live['frozen']} and on ({BY}) ({live['computing']} or on ({BY}) ({live['nothing']} and on ({BY}) "
+            f"{live['frozen']} and on ({BY}) ({live['computing']} or on ({BY}) ({live['held']} and on ({BY}) "
             f"{live['young']})) {ASLEEP}",
             "Decode starvation in progress: running streams are frozen now while prefill work holds the engine.",
             f"{{{{ $value | humanizeDuration }}}} mean gap per running stream on {where} over the last "
             f"{windows['live']} (SLO {itl_slo}), while prompt tokens are computed at {th['prefill_tokens_rate_high']:g}/s "
-            "or more, or nothing has come out at all for less than the stuck bound (one engine step in progress: "
-            "with chunked prefill off, a whole prompt's prefill). ITL shows this only after the stall ends."),
+            "or more, or nothing has come out at all, and no step has ended, for less than the stuck bound (one "
+            "engine step in progress: with chunked prefill off, a whole prompt's prefill). ITL shows this only "
+            "after the stall ends."),
         "VLLMInterTokenLatencyHigh": (
             f'{itl_l}{{quantile="0.99"}} > {th["itl_slo_s"]:g}',
             "Inter-token latency P99 is over the SLO.",

@@ -1,6 +1,8 @@
 """Episodes with one cause (issue 16): the configuration the explanation assumes, advice that never repeats the
 budget in use, one finding per episode, the same budget alone and beside a sibling, and Nsight severity."""
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from expo_frames import simulate_starvation
@@ -762,3 +764,66 @@ def test_the_levers_name_no_max_num_seqs_figure_for_a_running_gauge_read_nan_or_
                                                  source="test", budget_in_use=64, running=running)
     assert extra["max_num_seqs"] is None and "--max-num-seqs" not in text
     assert "Levers that remain: prefill/decode disaggregation" in text
+
+
+def _lone_prefill_scrapes(kv_moves: bool):
+    """1 s scrapes of a server with three streams decoding for 3 s, then one RUNNING request alone for 4 s with no
+    token out and no prompt completed, then its prefill completing. With `kv_moves` the KV usage rises every
+    scrape (a prompt prefilled in chunks: each step allocates its chunk's blocks and vLLM sends the scheduler's
+    stats after it); without, every gauge stands still (one step holding everything)."""
+    from expo_frames import T0_NS, VllmMetrics
+
+    m, frames, kv = VllmMetrics(), [], 0.10
+    for k in range(9):
+        if k < 3:
+            m.running.set(3)
+            m.generation.inc(90)
+            kv += 0.01
+        elif k < 7:
+            m.running.set(1)
+            kv += 0.02 if kv_moves else 0.0
+        else:
+            m.prompt.inc(1250)
+            m.generation.inc(1)
+        m.kv.set(kv)
+        frames.append(m.scrape(T0_NS + k * 10**9))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_a_lone_prompt_prefilled_in_chunks_is_no_step_holding_everything():
+    """No token and no prompt token came out for 4 s either way (scrapes 3-6). Where the KV usage rose at every scrape, steps
+    kept ending (vLLM sends the scheduler's gauges after every step), so `nothing_for_s` stays 0 and no window is
+    read as one step holding everything; where every gauge stood still after the running gauge fell to 1, it
+    counts 1, 2, 3 s."""
+    from stallscope.analyzers import signals
+    from stallscope.analyzers.episodes import window_states
+    from stallscope.core.config import load_thresholds
+
+    th = {**load_thresholds(), "itl_slo_s": 0.2}
+    held = {}
+    for kv_moves in (True, False):
+        samples = _lone_prefill_scrapes(kv_moves)
+        ts = np.unique(samples["ts"].to_numpy(dtype=np.int64))[1:]
+        sig = signals.compute(samples, thresholds=th, eval_ts=ts, window_ns=2 * 10**9)
+        held[kv_moves] = (sig["nothing_for_s"].tolist(), window_states(sig, 0.2)["nothing_moves"].tolist())
+    assert held[True][0] == [0.0] * 8 and not any(held[True][1][:6])
+    assert held[False][0] == [0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.0, 0.0]
+    assert held[False][1][3:6] == [True, True, True]
+
+
+def test_a_livelock_whose_steps_move_the_gauges_is_still_stuck():
+    """Quiet live windows (RUNNING, nothing out) where every scrape saw a step end: no step held everything
+    (`nothing_moves_s` 0), but nothing came out for the quiet run plus the live window, and past the stuck bound
+    the cause is `stuck`, as the VLLMSchedulerStalled rule (no output over the live window) says."""
+    from stallscope.analyzers.episodes import _cause, _tally, window_states
+
+    n = 200
+    sig = pd.DataFrame({"running": [4.0] * n, "live_mean_itl": [np.inf] * n, "nothing_for_s": [0.0] * n,
+                        "live_gen_rate": [0.0] * n, "live_prompt_rate": [0.0] * n})
+    st = window_states(sig, 0.2)
+    st["above_excess"] = np.zeros(n)
+    assert st["quiet_live_window"].all() and not st["nothing_moves"].any()
+    ev = _tally(sig, st, 0, n - 1, 0, step_s=1.0, live_s=4.0, prefill_rate_high=1e9, window_s=8.0)
+    assert ev["nothing_moves_s"] == 0.0 and ev["windows_quiet"] == n and ev["nothing_out_s"] == pytest.approx(204.0)
+    cause, decided, _ = _cause(ev, C.Chunking(None, None, "inferred from metrics"), 120.0, False)
+    assert cause == "stuck" and "204 s" in decided
