@@ -791,10 +791,10 @@ def _lone_prefill_scrapes(kv_moves: bool):
 
 
 def test_a_lone_prompt_prefilled_in_chunks_is_no_step_holding_everything():
-    """No token and no prompt token came out for 4 s either way (scrapes 3-6). Where the KV usage rose at every scrape, steps
-    kept ending (vLLM sends the scheduler's gauges after every step), so `nothing_for_s` stays 0 and no window is
-    read as one step holding everything; where every gauge stood still after the running gauge fell to 1, it
-    counts 1, 2, 3 s."""
+    """No token and no prompt token came out for 4 s either way (scrapes 3-6). Where the KV usage rose at every
+    scrape, steps kept ending (vLLM sends the scheduler's gauges after every step), so `nothing_for_s` stays 0 and
+    no window is read as one step holding everything; where every gauge stood still after the running gauge fell
+    to 1, it counts 1, 2, 3 s."""
     from stallscope.analyzers import signals
     from stallscope.analyzers.episodes import window_states
     from stallscope.core.config import load_thresholds
