@@ -19,10 +19,9 @@ from stallscope.core.config import load_thresholds
 def texts(ep, where: str) -> tuple[str, str]:
     """(explanation, recommendation) of a stuck episode."""
     ev = ep.evidence
-    out_s = ev.get("nothing_out_s", ev["nothing_moves_s"])
     explanation = (
         f"The engine{where} made no progress: {ev['running_median']:.0f} requests stayed RUNNING and no token or "
-        f"prompt token came out for {out_s:.0f} s. Typical causes are a livelock where running "
+        f"prompt token came out for {ev['nothing_out_s']:.0f} s. Typical causes are a livelock where running "
         "requests are preempted and readmitted without finishing (KV cache too small for their context), a stuck "
         f"engine core, or a hung collective in tensor parallelism. Decided by: {ep.decided_by}.")
     recommendation = ("Check the engine logs for repeated preemptions or a hung worker; if the KV cache cannot hold "

@@ -28,14 +28,19 @@ ITL = signals.ITL[0] + "_bucket"
 RUNNING = "vllm:num_requests_running"
 
 
-def long_steps(run: Path) -> list[str]:
-    """Rows of the steps computing `LONG_PREFILL_TOKENS` or more prompt tokens, times from the trace's first step."""
+def long_steps(run: Path, last_scrape_ns: int, slowest: int = 0) -> list[str]:
+    """Rows of the steps computing `LONG_PREFILL_TOKENS` or more prompt tokens (with `slowest`, the `slowest` longest
+    steps whatever they computed, then the median step), times from the trace's first step and to the store's last
+    scrape (both clocks are the host's wall clock)."""
     st = read_step_trace(run / "steps.jsonl")
     t0 = int(st["start_ns"].min())
-    big = st[st["num_prefill_tokens"] >= LONG_PREFILL_TOKENS]
-    return [f"| {int(r.step)} | {(r.start_ns - t0) / 1e9:.3f} s | {(r.end_ns - r.start_ns) / 1e9:.3f} s "
-            f"| {r.num_prefill_tokens:.0f} | {r.num_prefill_reqs:.0f} | {r.num_decode_tokens:.0f} |"
-            for r in big.itertuples()]
+    dur = st["end_ns"] - st["start_ns"]
+    big = (st.loc[dur.sort_values(kind="stable").index[-slowest:]] if slowest
+           else st[st["num_prefill_tokens"] >= LONG_PREFILL_TOKENS])
+    rows = [f"| {int(r.step)} | {(r.start_ns - t0) / 1e9:.3f} s | {(r.end_ns - r.start_ns) / 1e9:.3f} s "
+            f"| {r.num_prefill_tokens:.0f} | {r.num_prefill_reqs:.0f} | {r.num_decode_tokens:.0f} "
+            f"| {(last_scrape_ns - r.start_ns) / 1e9:.3f} s |" for r in big.sort_values("start_ns").itertuples()]
+    return rows + ([f"\nmedian step: {dur.median() / 1e9:.3f} s over {len(st)} steps"] if slowest else [])
 
 
 def _samples(run: Path):
@@ -55,16 +60,20 @@ def above_slo(samples, slo: float) -> list[str]:
             for i in np.flatnonzero(gained > 0)]
 
 
-def first_windows(samples, slo: float, n: int) -> list[str]:
-    """Rows of the first `n` scrapes' running gauge and of the signals grid's first `n` windows as `analyze` reads
-    them (the episodes' inputs: running, stream-time share in gaps above `slo`, samples above it per second, long
-    prefills per second; `running_min` too where a signals frame has it), times from the first scrape."""
+def first_windows(samples, slo: float, n: int, at_s: float = 0.0) -> list[str]:
+    """Rows of the first `n` scrapes' running gauge and of the signals grid's first `n` windows from `at_s` seconds
+    after the first scrape, as `analyze` reads them (the episodes' inputs: running, stream-time share in gaps above
+    `slo`, samples above it per second, long prefills per second, waiting, seconds one step has held everything;
+    `running_min` too where a signals frame has it), times from the first scrape."""
     t0 = int(samples["ts"].min())
-    run = samples[samples["metric"] == RUNNING].groupby("ts")["value"].sum().sort_index().head(n)
-    rows = [f"| scrape | {(ts - t0) / 1e9:.2f} s | running {v:.0f} |" for ts, v in run.items()]
-    sig = signals.compute(samples, thresholds={**load_thresholds(), "itl_slo_s": slo}).head(n)
-    cols = [c for c in ("running", "running_min", "itl_stall_share", "itl_above_slo_rate", "long_prefill_rate")
-            if c in sig.columns]
+    start = t0 + int(at_s * 1e9)
+    run = samples[samples["metric"] == RUNNING].groupby("ts")["value"].sum().sort_index()
+    rows = [f"| scrape | {(ts - t0) / 1e9:.2f} s | running {v:.0f} |"
+            for ts, v in run[run.index >= start].head(n).items()]
+    sig = signals.compute(samples, thresholds={**load_thresholds(), "itl_slo_s": slo})
+    sig = sig[sig["ts"] >= start].head(n)
+    cols = [c for c in ("running", "running_min", "itl_stall_share", "itl_above_slo_rate", "long_prefill_rate",
+                        "waiting", "nothing_for_s") if c in sig.columns]
     for r in sig.itertuples():
         rows.append(f"| window | {(r.ts - t0) / 1e9:.2f} s | " + ", ".join(f"{c} {getattr(r, c):.4g}" for c in cols)
                     + " |")
@@ -77,15 +86,20 @@ def main() -> int:
     ap.add_argument("--slo", type=float, default=0.2, help="the ITL SLO in seconds, a vLLM bucket bound (0.2)")
     ap.add_argument("--windows", type=int, default=0, metavar="N",
                     help="also the first N scrapes' running gauge and the signals grid's first N windows")
+    ap.add_argument("--at", type=float, default=0.0, metavar="S",
+                    help="with --windows: from S seconds after the first scrape (0)")
+    ap.add_argument("--slowest", type=int, default=0, metavar="N",
+                    help="the N slowest steps, whatever they computed, and the median step, in place of the long ones")
     args = ap.parse_args()
-    print("| step | start | duration | prompt tokens | prompt requests | decodes |\n|---|---|---|---|---|---|")
-    print("\n".join(long_steps(args.run)))
-    print(f"\n| scrape interval | ITL samples above {args.slo} s |\n|---|---|")
     samples = _samples(args.run)
+    print("| step | start | duration | prompt tokens | prompt requests | decodes | to the last scrape |\n"
+          "|---|---|---|---|---|---|---|")
+    print("\n".join(long_steps(args.run, int(samples["ts"].max()), args.slowest)))
+    print(f"\n| scrape interval | ITL samples above {args.slo} s |\n|---|---|")
     print("\n".join(above_slo(samples, args.slo)))
     if args.windows > 0:
         print("\n| what | at | figures |\n|---|---|---|")
-        print("\n".join(first_windows(samples, args.slo, args.windows)))
+        print("\n".join(first_windows(samples, args.slo, args.windows, args.at)))
     return 0
 
 

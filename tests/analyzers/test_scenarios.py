@@ -330,6 +330,31 @@ def test_long_steps_first_windows_show_the_gauge_before_a_burst_and_the_grids_fi
     rows = long_steps.first_windows(s, 0.2, 2)
     assert rows[:2] == ["| scrape | 0.00 s | running 2 |", "| scrape | 0.50 s | running 9 |"]
     assert rows[2].startswith("| window | 2.00 s | running 7, itl_stall_share nan") and len(rows) == 4
+    later = long_steps.first_windows(s, 0.2, 1, at_s=2.5)   # from 2.5 s: the scrape and the window there
+    assert later[0] == "| scrape | 2.50 s | running 8 |" and later[1].startswith("| window | 2.50 s | running 8,")
+
+
+def test_long_steps_slowest_lists_any_step_with_the_median_and_the_time_to_the_last_scrape(tmp_path):
+    """The 2 slowest of 4 steps whatever they computed (a 64-token chunk among them), in start order, each with its
+    start to the last scrape, then the median step; without `slowest`, only the 512+ prompt-token step."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import long_steps
+
+    rows = [(0, 0.10, 64), (1, 0.30, 0), (2, 0.25, 600), (3, 0.20, 0)]
+    t, lines = 10**18, []
+    for step, dur, prompt in rows:
+        lines.append(json.dumps({"step": step, "start_ns": t, "end_ns": t + int(dur * 1e9),
+                                 "num_prefill_tokens": prompt, "num_decode_tokens": 2,
+                                 "num_prefill_reqs": int(prompt > 0), "num_decode_reqs": 2, "num_running": 3,
+                                 "num_waiting": 0, "num_preempted": 0}))
+        t += int(dur * 1e9)
+    (tmp_path / "steps.jsonl").write_text("\n".join(lines) + "\n")
+    last = 10**18 + int(1.0e9)
+    out = long_steps.long_steps(tmp_path, last, slowest=2)
+    assert out[0] == "| 1 | 0.100 s | 0.300 s | 0 | 0 | 2 | 0.900 s |"
+    assert out[1] == "| 2 | 0.400 s | 0.250 s | 600 | 1 | 2 | 0.600 s |"
+    assert out[2] == "\nmedian step: 0.225 s over 4 steps" and len(out) == 3
+    assert long_steps.long_steps(tmp_path, last) == [out[1]]
 
 
 def test_chunking_estimates_pools_the_files_counts():
