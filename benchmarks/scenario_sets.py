@@ -3643,6 +3643,127 @@ HELD_OUT_131 = [
 ]
 
 
+# Held-out 132-135: general draws (`draw_scenarios.py --seed 202612153`, `--seed 202612154`, `--seed 202612155`,
+# `--seed 202612156`); drawn together 2026-12-07 10:35 UTC with the detector as at 8c29908, committed before their
+# first run: the session's only draws, whatever they show.
+HELD_OUT_132 = [
+    Scenario("h132-small-chunk128-s8", chunked(128), _h2(8, 950, 1.5), model="small", seed=1321, held_out=132,
+             exercises="`small`, budget 128, 8 sessions, 950-token prompts every 1.5 s"),
+    Scenario("h132-tiny-chunk64-s14", chunked(64), _h2(14, 950, 1.4), seed=1322, held_out=132,
+             exercises="budget 64, 14 sessions, 950-token prompts every 1.4 s"),
+    Scenario("h132-tiny-chunk1024-s7", chunked(1024), _h2(7, 1900, 5.8), seed=1323, held_out=132,
+             exercises="budget 1024, 7 sessions, 1,900-token prompts every 5.8 s"),
+    Scenario("h132-tiny-nochunk-1000-s2", OFF, _h2(2, 1000, 5.7), seed=1324, held_out=132,
+             exercises="2 sessions, whole 1,000-token prefills every 5.7 s"),
+    Scenario("h132-tiny-chunk128-s6", chunked(128), _h2(6, 1150, 4.9), seed=1325, held_out=132,
+             exercises="budget 128, 6 sessions, 1,150-token prompts every 4.9 s"),
+    Scenario("h132-tiny-chunk128-s11-scrape1s", chunked(128), _h2(11, 750, 3.5), seed=1326, interval="1s", held_out=132,
+             exercises="budget 128, 11 sessions, 750-token prompts every 3.5 s, 1 s scrapes"),
+    Scenario("h132-kv-fp8-11.7mb-14sess", KV + ("--kv-cache-mb", "11.7", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "14") + KV_LOAD[2:], seed=1327, held_out=132,
+             exercises="a 11.7 MiB fp8 pool, 14 sessions"),
+    Scenario("h132-kv-fp8-14.2mb-34sess", KV + ("--kv-cache-mb", "14.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "34") + KV_LOAD[2:], seed=1328, held_out=132,
+             exercises="a 14.2 MiB fp8 pool, 34 sessions"),
+    Scenario("h132-neg-short-126sess", ("--max-num-seqs", "128"),
+             ("--sessions", "126", "--short-prompt-tokens", "9", "--max-tokens", "32") + SHORT_ONLY, seed=1329,
+             held_out=132,
+             exercises="negative: 126 sessions of 9-token prompts"),
+    Scenario("h132-end-in-stall-tiny-700-scrape1s", OFF, _h2(4, 700, "{half}"), seed=1330, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=132,
+             exercises="`tiny`: the data ends 2 s after a whole 700-token prefill starts"),
+]
+
+
+HELD_OUT_133 = [
+    Scenario("h133-small-chunk192-s14", chunked(192), _h2(14, 900, 5.6), model="small", seed=1331, held_out=133,
+             exercises="`small`, budget 192, 14 sessions, 900-token prompts every 5.6 s"),
+    Scenario("h133-tiny-chunk1024-s10", chunked(1024), _h2(10, 1550, 8.7), seed=1332, held_out=133,
+             exercises="budget 1024, 10 sessions, 1,550-token prompts every 8.7 s"),
+    Scenario("h133-small-chunk256-s2", chunked(256), _h2(2, 400, 3.0), model="small", seed=1333, held_out=133,
+             exercises="`small`, budget 256, 2 sessions, 400-token prompts every 3.0 s"),
+    Scenario("h133-small-chunk128-s16", chunked(128), _h2(16, 750, 6.7), model="small", seed=1334, held_out=133,
+             exercises="`small`, budget 128, 16 sessions, 750-token prompts every 6.7 s"),
+    Scenario("h133-small-chunk192-s11", chunked(192), _h2(11, 1250, 6.1), model="small", seed=1335, held_out=133,
+             exercises="`small`, budget 192, 11 sessions, 1,250-token prompts every 6.1 s"),
+    Scenario("h133-tiny-nochunk-1650-s5", OFF, _h2(5, 1650, 9.4), seed=1336, held_out=133,
+             exercises="5 sessions, whole 1,650-token prefills every 9.4 s"),
+    Scenario("h133-kv-fp8-10.6mb-27sess", KV + ("--kv-cache-mb", "10.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "27") + KV_LOAD[2:], seed=1337, held_out=133,
+             exercises="a 10.6 MiB fp8 pool, 27 sessions"),
+    Scenario("h133-kv-fp8-4.5mb-24sess", KV + ("--kv-cache-mb", "4.5", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "24") + KV_LOAD[2:], seed=1338, held_out=133,
+             exercises="a 4.5 MiB fp8 pool, 24 sessions"),
+    Scenario("h133-neg-short-73sess", ("--max-num-seqs", "128"),
+             ("--sessions", "73", "--short-prompt-tokens", "17", "--max-tokens", "32") + SHORT_ONLY, seed=1339,
+             held_out=133,
+             exercises="negative: 73 sessions of 17-token prompts"),
+    Scenario("h133-end-in-stall-small-1200-scrape1s", OFF, _h2(4, 1200, "{half}"), model="small", seed=1340, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=133,
+             exercises="`small`: the data ends 2 s after a whole 1,200-token prefill starts"),
+]
+
+
+HELD_OUT_134 = [
+    Scenario("h134-tiny-chunk128-s13", chunked(128), _h2(13, 1550, 7.3), seed=1341, held_out=134,
+             exercises="budget 128, 13 sessions, 1,550-token prompts every 7.3 s"),
+    Scenario("h134-tiny-nochunk-950-s5", OFF, _h2(5, 950, 6.6), seed=1342, held_out=134,
+             exercises="5 sessions, whole 950-token prefills every 6.6 s"),
+    Scenario("h134-tiny-chunk64-s13-scrape1s", chunked(64), _h2(13, 1200, 3.8), seed=1343, interval="1s", held_out=134,
+             exercises="budget 64, 13 sessions, 1,200-token prompts every 3.8 s, 1 s scrapes"),
+    Scenario("h134-tiny-chunk128-s2", chunked(128), _h2(2, 850, 9.1), seed=1344, held_out=134,
+             exercises="budget 128, 2 sessions, 850-token prompts every 9.1 s"),
+    Scenario("h134-tiny-nochunk-700-s9", OFF, _h2(9, 700, 9.7), seed=1345, held_out=134,
+             exercises="9 sessions, whole 700-token prefills every 9.7 s"),
+    Scenario("h134-small-nochunk-700-s4", OFF, _h2(4, 700, 3.2), model="small", seed=1346, held_out=134,
+             exercises="`small`, 4 sessions, whole 700-token prefills every 3.2 s"),
+    Scenario("h134-kv-fp8-7.4mb-9sess", KV + ("--kv-cache-mb", "7.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "9") + KV_LOAD[2:], seed=1347, held_out=134,
+             exercises="a 7.4 MiB fp8 pool, 9 sessions"),
+    Scenario("h134-kv-fp8-3.4mb-12sess", KV + ("--kv-cache-mb", "3.4", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "12") + KV_LOAD[2:], seed=1348, held_out=134,
+             exercises="a 3.4 MiB fp8 pool, 12 sessions"),
+    Scenario("h134-neg-short-48sess", ("--max-num-seqs", "128"),
+             ("--sessions", "48", "--short-prompt-tokens", "25", "--max-tokens", "32") + SHORT_ONLY, seed=1349,
+             held_out=134,
+             exercises="negative: 48 sessions of 25-token prompts"),
+    Scenario("h134-end-in-stall-tiny-1500", OFF, _h2(4, 1500, "{half}"), seed=1350, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=134,
+             exercises="`tiny`: the data ends 2 s after a whole 1,500-token prefill starts"),
+]
+
+
+HELD_OUT_135 = [
+    Scenario("h135-tiny-chunk1024-s3-scrape1s", chunked(1024), _h2(3, 1150, 5.2), seed=1351, interval="1s",
+             held_out=135,
+             exercises="budget 1024, 3 sessions, 1,150-token prompts every 5.2 s, 1 s scrapes"),
+    Scenario("h135-tiny-nochunk-750-s12", OFF, _h2(12, 750, 4.1), seed=1352, held_out=135,
+             exercises="12 sessions, whole 750-token prefills every 4.1 s"),
+    Scenario("h135-tiny-chunk384-s15", chunked(384), _h2(15, 1250, 2.0), seed=1353, held_out=135,
+             exercises="budget 384, 15 sessions, 1,250-token prompts every 2.0 s"),
+    Scenario("h135-tiny-chunk256-s10", chunked(256), _h2(10, 850, 5.5), seed=1354, held_out=135,
+             exercises="budget 256, 10 sessions, 850-token prompts every 5.5 s"),
+    Scenario("h135-small-chunk128-s3-scrape1s", chunked(128), _h2(3, 550, 9.0), model="small", seed=1355, interval="1s",
+             held_out=135,
+             exercises="`small`, budget 128, 3 sessions, 550-token prompts every 9.0 s, 1 s scrapes"),
+    Scenario("h135-tiny-chunk1024-s4-scrape1s", chunked(1024), _h2(4, 1150, 4.3), seed=1356, interval="1s",
+             held_out=135,
+             exercises="budget 1024, 4 sessions, 1,150-token prompts every 4.3 s, 1 s scrapes"),
+    Scenario("h135-kv-auto-19.2mb-31sess", KV + ("--kv-cache-mb", "19.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "31") + KV_LOAD[2:], seed=1357, held_out=135,
+             exercises="a 19.2 MiB auto pool, 31 sessions"),
+    Scenario("h135-kv-auto-16.4mb-32sess", KV + ("--kv-cache-mb", "16.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "32") + KV_LOAD[2:], seed=1358, held_out=135,
+             exercises="a 16.4 MiB auto pool, 32 sessions"),
+    Scenario("h135-neg-short-76sess", ("--max-num-seqs", "128"),
+             ("--sessions", "76", "--short-prompt-tokens", "54", "--max-tokens", "32") + SHORT_ONLY, seed=1359,
+             held_out=135,
+             exercises="negative: 76 sessions of 54-token prompts"),
+    Scenario("h135-end-in-stall-small-750-scrape1s", OFF, _h2(4, 750, "{half}"), model="small", seed=1360, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=135,
+             exercises="`small`: the data ends 2 s after a whole 750-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -3667,4 +3788,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_116 + HELD_OUT_117 + HELD_OUT_118 + HELD_OUT_119
              + HELD_OUT_120 + HELD_OUT_121 + HELD_OUT_122 + HELD_OUT_123
              + HELD_OUT_124 + HELD_OUT_125 + HELD_OUT_126 + HELD_OUT_127
-             + HELD_OUT_128 + HELD_OUT_129 + HELD_OUT_130 + HELD_OUT_131)
+             + HELD_OUT_128 + HELD_OUT_129 + HELD_OUT_130 + HELD_OUT_131
+             + HELD_OUT_132 + HELD_OUT_133 + HELD_OUT_134 + HELD_OUT_135)
