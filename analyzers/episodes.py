@@ -256,8 +256,8 @@ def _cause(ev: dict, chunking: Chunking, stuck_after_s: float,
     stuck_bound = 2 * ev["window_s"] if known_chunked else stuck_after_s
     # nothing came out (the VLLMSchedulerStalled test), whether or not steps ended: a livelock's steps move the
     # scheduler's gauges but put out nothing
-    out_s = ev.get("nothing_out_s", ev["nothing_moves_s"])
-    if ev.get("windows_quiet", ev["windows_nothing_moves"]) >= 2 and out_s > stuck_bound:
+    out_s = ev["nothing_out_s"]
+    if ev["windows_quiet"] >= 2 and out_s > stuck_bound:
         return "stuck", (f"no output and no computed prompt token for {out_s:.0f} s with "
                          f"{ev['running_median']:.0f} requests RUNNING, longer than {stuck_bound:.0f} s"), None
     above = ev["itl_samples_above_slo"]

@@ -146,7 +146,8 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     ref = itl if ref_ns <= window_ns else Q.bucket_rates(rows(itl_family + "_bucket"), itl_family, ref_ts, ref_ns)
     ref_sum = itl_sum if ref_ns <= window_ns else _by_group(
         Q.rate_range(rows(itl_family + "_sum"), itl_family + "_sum", ref_ts, ref_ns), "value")
-    _put_itl_ref(put, ref, ref_sum, ref_ns, slo, _nothing_for(rows, ref_ts))
+    moved = _last_moved(rows)
+    _put_itl_ref(put, ref, ref_sum, ref_ns, slo, _nothing_for(moved, ref_ts))
     for family, tag in ((TTFT, "ttft"),):
         for g, (labels, les, counts) in Q.bucket_rates(rows(family + "_bucket"), family, eval_ts, window_ns).items():
             r99 = Q.quantile_rows(q, labels, les, counts, eval_ts)
@@ -176,7 +177,7 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
         put("kv_usage_peak", g, v)
     _put_computed_work(cols, put, rate, gauge, len(eval_ts))
     _put_live(cols, put, rows, eval_ts, live_window(window_ns, scrape_interval_ns(samples)))
-    _put_nothing_for(put, rows, eval_ts)
+    _put_nothing_for(put, moved, eval_ts)
     _put_long_prefill(cols, put, Q.bucket_rates(rows(ITERATION + "_bucket"), ITERATION, eval_ts, window_ns))
     return _frame(cols, eval_ts, window_ns)
 
@@ -231,14 +232,21 @@ def _totals(frame: pd.DataFrame) -> dict[str, pd.Series]:
             for t, part in frame.groupby(target.to_numpy())}
 
 
-def _put_nothing_for(put, rows, eval_ts: np.ndarray) -> None:
+def _put_nothing_for(put, moved: dict, eval_ts: np.ndarray) -> None:
     """`nothing_for_s` (module docstring, 4)."""
-    for g, (out, _) in _nothing_for(rows, eval_ts).items():
+    for g, (out, _) in _nothing_for(moved, eval_ts).items():
         put("nothing_for_s", g, out)
 
 
-def _nothing_for(rows, eval_ts: np.ndarray) -> dict:
-    """{group: (seconds without progress, running requests)} at each eval time (module docstring, 4)."""
+def _nothing_for(moved: dict, eval_ts: np.ndarray) -> dict:
+    """{group: (seconds without progress, running requests)} at each eval time, from `_last_moved` (module
+    docstring, 4)."""
+    return {g: _nothing_at(ts, last, run, eval_ts) for g, (ts, last, run) in moved.items()}
+
+
+def _last_moved(rows) -> dict:
+    """{group: (scrape times, when progress was last seen at each, running requests)}: a counter moved or a step
+    ended (module docstring, 4)."""
     gen, running = _totals(rows("vllm:generation_tokens_total")), _totals(rows("vllm:num_requests_running"))
     prompt = _totals(rows(BY_SOURCE)) or _totals(rows("vllm:prompt_tokens_total"))
     gauges = [running, _totals(rows("vllm:num_requests_waiting")), _totals(rows("vllm:kv_cache_usage_perc"))]
@@ -254,14 +262,18 @@ def _nothing_for(rows, eval_ts: np.ndarray) -> dict:
         for gauge in (gg[g] for gg in gauges if g in gg):   # a step ended: the scheduler's stats came
             step = np.diff(gauge.reindex(ts).to_numpy(dtype=float), prepend=np.nan)
             moved |= np.isfinite(step) & (step != 0)
-        last = np.maximum.accumulate(np.where(moved, ts, ts[0]))
-        idx = np.searchsorted(ts, eval_ts, side="right") - 1
-        ok = idx >= 0
-        out, now = np.full(len(eval_ts), np.nan), np.zeros(len(eval_ts))
-        out[ok] = np.where(run[idx[ok]] > 0, (ts[idx[ok]] - last[idx[ok]]) / NS, 0.0)   # a lower bound
-        now[ok] = run[idx[ok]]
-        found[g] = (out, now)
+        found[g] = (ts, np.maximum.accumulate(np.where(moved, ts, ts[0])), run)
     return found
+
+
+def _nothing_at(ts: np.ndarray, last: np.ndarray, run: np.ndarray, eval_ts: np.ndarray):
+    """(seconds without progress, running requests) at each eval time, from `_last_moved`'s arrays."""
+    idx = np.searchsorted(ts, eval_ts, side="right") - 1
+    ok = idx >= 0
+    out, now = np.full(len(eval_ts), np.nan), np.zeros(len(eval_ts))
+    out[ok] = np.where(run[idx[ok]] > 0, (ts[idx[ok]] - last[idx[ok]]) / NS, 0.0)   # a lower bound
+    now[ok] = run[idx[ok]]
+    return out, now
 
 
 def _put_long_prefill(cols: dict, put, iteration: dict) -> None:

@@ -367,7 +367,8 @@ def test_inferred_whole_prompt_steps_name_the_budget_that_reads_the_same_and_chu
           "prompt_tokens_source": "local_compute"}
     assert "With chunked prefill off, or on with a budget that holds most of a long prompt (about 886 tokens) in " \
            "one step" in explain(ep, ev, "", 0.2, off)
-    frozen = {"window_s": 5.0, "windows_nothing_moves": 1, "nothing_moves_s": 2.0, "itl_samples_above_slo": 40.0,
+    frozen = {"window_s": 5.0, "windows_nothing_moves": 1, "nothing_moves_s": 2.0, "windows_quiet": 1,
+              "nothing_out_s": 2.0, "itl_samples_above_slo": 40.0,
               "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 1, "long_prefills": 14.0, "running_median": 13.0,
               "stalls_per_long_prefill_per_stream": 2.0}
     on = C.Chunking(True, None, "inferred from metrics", "a test", budget_estimate=784.5)
@@ -378,7 +379,8 @@ def test_inferred_whole_prompt_steps_name_the_budget_that_reads_the_same_and_chu
                                                                              "prompt tokens")
     assert _cause(frozen, off, 30.0, False)[1].endswith("one step held the whole prompt, or most of it")
     assert _cause(frozen, C.from_flags(False, None), 30.0, False)[1].endswith("one step held the whole prompt")
-    one = {**frozen, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "stalls_per_long_prefill_per_stream": 1.0}
+    one = {**frozen, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "windows_quiet": 0, "nothing_out_s": 0.0,
+           "stalls_per_long_prefill_per_stream": 1.0}
     assert _cause(one, C.from_flags(True, 1024), 30.0, False)[1].endswith(
         "(one stall per prompt: its slowest step held a chunk of up to 1024 prompt tokens)")
     assert _cause(one, off, 30.0, False)[1].endswith("(one stall per prompt: its slowest step held the whole "
@@ -410,7 +412,8 @@ def test_a_few_stalls_beside_preemptions_are_theirs_not_a_long_prompt_step():
     or no preemption, the long prefills still decide."""
     from stallscope.analyzers.episodes import _cause
 
-    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 4.17,
+    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "windows_quiet": 0, "nothing_out_s": 0.0,
+          "itl_samples_above_slo": 4.17,
           "itl_samples_above_slo_at_prefills": 4.17, "preemptions": 2.0, "windows_frozen_computing_prompts": 0,
           "long_prefills": 2.67, "running_median": 29.0, "stalls_per_long_prefill_per_stream": 0.054}
     cause, why, _ = _cause(ev, C.UNKNOWN, 30.0, False)
@@ -438,7 +441,8 @@ def test_a_long_prefill_that_stalled_nobody_does_not_make_slow_short_prompt_step
     gap: no long prompt's step held the streams, so it is chunk steps (prompt work) slower than the SLO."""
     from stallscope.analyzers.episodes import _cause
 
-    ev = {"window_s": 2.75, "windows_nothing_moves": 1, "nothing_moves_s": 0.5, "itl_samples_above_slo": 27.5,
+    ev = {"window_s": 2.75, "windows_nothing_moves": 1, "nothing_moves_s": 0.5, "windows_quiet": 1, "nothing_out_s": 0.5,
+          "itl_samples_above_slo": 27.5,
           "itl_samples_above_slo_at_prefills": 0.55, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
           "long_prefills": 0.55, "running_median": 15.0, "stalls_per_long_prefill_per_stream": 0.067}
     for config in (C.from_flags(True, 768), C.from_flags(False, None), C.UNKNOWN):
@@ -531,7 +535,8 @@ def test_an_itl_high_episode_read_as_chunking_off_quotes_no_budget_in_use():
 
 
 # an episode's evidence: 5 long prefills, 40 ITL samples above the SLO all at them, 8 streams running
-CHUNK_STEPS_EV = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 40.0,
+CHUNK_STEPS_EV = {"window_s": 5.0, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "windows_quiet": 0,
+                  "nothing_out_s": 0.0, "itl_samples_above_slo": 40.0,
                   "itl_samples_above_slo_at_prefills": 40.0, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
                   "long_prefills": 5.0, "running_median": 8.0, "stalls_per_long_prefill_per_stream": 1.0}
 
@@ -584,7 +589,8 @@ def test_stalls_that_do_not_cluster_at_long_prefills_are_the_steady_steps_not_st
     prefills explain half the stalls, or the configuration says a step holds a long prompt, it is starvation."""
     from stallscope.analyzers.episodes import PREFILL_SHARE_MIN, _cause
 
-    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "itl_samples_above_slo": 889.0,
+    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "windows_quiet": 0, "nothing_out_s": 0.0,
+          "itl_samples_above_slo": 889.0,
           "itl_samples_above_slo_at_prefills": 1.5, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
           "long_prefills": 3.0, "running_median": 5.0, "stalls_per_long_prefill_per_stream": 0.1}
     on = CI.infer(59.3, 3.0)
@@ -603,7 +609,7 @@ def test_stalls_that_do_not_cluster_at_long_prefills_are_the_steady_steps_not_st
     assert _cause(ev, C.from_flags(True, 64), 120.0, False)[0] == "prefill_chunks"   # known budget: as before
     # no ITL sample above the SLO yet (a freeze still open): nothing to share out, the freeze decides
     still = {**ev, "itl_samples_above_slo": 0.0, "itl_samples_above_slo_at_prefills": 0.0, "windows_nothing_moves": 2,
-             "nothing_moves_s": 20.0}
+             "nothing_moves_s": 20.0, "windows_quiet": 2, "nothing_out_s": 20.0}
     assert _cause(still, on, 120.0, False)[0] == "prefill"
 
 
@@ -827,3 +833,4 @@ def test_a_livelock_whose_steps_move_the_gauges_is_still_stuck():
     assert ev["nothing_moves_s"] == 0.0 and ev["windows_quiet"] == n and ev["nothing_out_s"] == pytest.approx(204.0)
     cause, decided, _ = _cause(ev, C.Chunking(None, None, "inferred from metrics"), 120.0, False)
     assert cause == "stuck" and "204 s" in decided
+
