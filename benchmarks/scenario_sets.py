@@ -3644,7 +3644,7 @@ HELD_OUT_131 = [
 
 
 # Held-out 132-135: general draws (`draw_scenarios.py --seed 202612153`, `--seed 202612154`, `--seed 202612155`,
-# `--seed 202612156`); drawn together 2026-12-07 10:35 UTC with the detector as at 8c29908, committed before their
+# `--seed 202612156`); drawn together 2026-12-07 10:24 UTC with the detector as at 8c29908, committed before their
 # first run: the session's only draws, whatever they show.
 HELD_OUT_132 = [
     Scenario("h132-small-chunk128-s8", chunked(128), _h2(8, 950, 1.5), model="small", seed=1321, held_out=132,
