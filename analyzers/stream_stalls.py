@@ -83,9 +83,12 @@ def _freezes(sig: pd.DataFrame, eps: list) -> list[tuple[float, bool]]:
 
 def _inferred(eps: list) -> C.Chunking:
     """The chunking one target's episodes imply, pooled over every episode with long prefills whose stalls
-    preemptions do not explain (a preempted request's gap spans its wait and recompute, not one step)."""
+    preemptions do not explain (a preempted request's gap spans its wait and recompute, not one step). Only the
+    stalls at its long prefills count, over the rate elsewhere (`itl_samples_above_slo_at_prefills`): whole
+    prompts just under the long bound stall every stream too, and counted as a long prompt's they read as its
+    chunk steps."""
     eps = [ep for ep in eps if ep.evidence["long_prefills"] > 0 and ep.cause != "preemption"]
-    above = sum(ep.evidence["itl_samples_above_slo"] for ep in eps)
+    above = sum(ep.evidence["itl_samples_above_slo_at_prefills"] for ep in eps)
     per = [(ep.evidence["long_prefills"] * ep.evidence["running_median"]) for ep in eps]
     total = sum(per)
     return CI.infer(above / total if total > 0 else float("nan"), total)

@@ -834,3 +834,20 @@ def test_a_livelock_whose_steps_move_the_gauges_is_still_stuck():
     cause, decided, _ = _cause(ev, C.Chunking(None, None, "inferred from metrics"), 120.0, False)
     assert cause == "stuck" and "204 s" in decided
 
+
+def test_the_chunking_episodes_imply_counts_only_the_stalls_at_their_long_prefills():
+    """h128-small-nochunk-500-s3 (full pass, chunking off on `small`): whole 500-token prompts, under the long
+    bound of vLLM's prompt histogram, and one of 540 each froze the 3 running streams for about 1.2 s. Of the
+    episode's 83.4 ITL samples above the SLO, 2.1 came at the one long prefill over the rate elsewhere: 0.7 per
+    long prefill per running stream, one step per prompt. Every stall counted read 26.8, slow chunk steps ("on")."""
+    from types import SimpleNamespace
+
+    from stallscope.analyzers.stream_stalls import _inferred
+
+    ev = {"long_prefills": 1.04, "running_median": 3.0, "itl_samples_above_slo": 83.4,
+          "itl_samples_above_slo_at_prefills": 2.08}
+    off = _inferred([SimpleNamespace(evidence=ev, cause="prefill")])
+    assert off.enabled is False and off.detail.startswith("0.7 ITL samples above the SLO per long prefill")
+    chunks = _inferred([SimpleNamespace(evidence={**ev, "itl_samples_above_slo_at_prefills": 8.0}, cause="prefill")])
+    assert chunks.enabled is True and chunks.detail.startswith("2.6 ITL samples")
+    assert _inferred([SimpleNamespace(evidence=ev, cause="preemption")]).enabled is None
