@@ -836,10 +836,11 @@ def test_a_livelock_whose_steps_move_the_gauges_is_still_stuck():
 
 
 def test_the_chunking_episodes_imply_counts_only_the_stalls_at_their_long_prefills():
-    """h128-small-nochunk-500-s3 (full pass, chunking off on `small`): whole 500-token prompts, under the long
-    bound of vLLM's prompt histogram, and one of 540 each froze the 3 running streams for about 1.2 s. Of the
-    episode's 83.4 ITL samples above the SLO, 2.1 came at the one long prefill over the rate elsewhere: 0.7 per
-    long prefill per running stream, one step per prompt. Every stall counted read 26.8, slow chunk steps ("on")."""
+    """h128-small-nochunk-500-s3 (full pass, chunking off on `small`): seven steps of one whole 500-token prompt
+    (`iteration_tokens_total`'s `le="512"` bucket, no long prefill) and one of 540 tokens each froze the 3 running
+    streams for about 1.2 s. Of the episode's 83.4 ITL samples above the SLO, 2.1 came at the one long prefill over
+    the rate elsewhere: 0.7 per long prefill per running stream, one step per prompt. Every stall counted read
+    26.8, slow chunk steps ("on")."""
     from types import SimpleNamespace
 
     from stallscope.analyzers.stream_stalls import _inferred
