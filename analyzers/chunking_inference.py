@@ -71,11 +71,11 @@ one, and without one every running request was prefilling (chunk steps queued be
 them).
 
 Without long prompts in the histograms, the stalls decide (`infer`): about one ITL sample above the SLO per long
-prefill per stream (those at the long prefills over the rate elsewhere) means whole-prompt steps, more means slow chunk steps, and under half of one (`FEW_STREAMS`) says
-nothing: a whole prompt's step past the SLO stalls every running stream, so none was, on or off (held-out 103's
-0.1 read as "off" on a chunked server). `iteration_tokens_total` cannot tell:
-vLLM counts a prompt's computed tokens in the step where its prefill completes, chunked or not
-(docs/metric-traps.md).
+prefill per stream (those at the long prefills, over the rate elsewhere) means whole-prompt steps, more means slow
+chunk steps, and under half of one (`FEW_STREAMS`) says nothing: a whole prompt's step past the SLO stalls every
+running stream, so none was, on or off (held-out 103's 0.1 read as "off" on a chunked server).
+`iteration_tokens_total` cannot tell: vLLM counts a prompt's computed tokens in the step where its prefill
+completes, chunked or not (docs/metric-traps.md).
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 The idea: a detector change is judged on runs it was not written on, but it is also rescored on every kept
 recording (`scenarios.py --evaluate-only`), and docs/accuracy.md states which runs turned and how. This prints
 those lists from the two directories of `--json` files, matched by file name, so the "before -> after" lines in
-the docs are rerunnable, then sums the turned runs by class (`by_class`) and counts the verdicts of the runs that
-ask for the budget (`asking`). A run's verdict per kind is found (flagged, true), missed (true, not flagged), false
+the docs are rerunnable, then sums the turned runs by class (`by_class`), counts the verdicts of the runs that
+ask for the budget (`asking`) and sets the stated configurations contradicting the server side by side
+(`stated`). A run's verdict per kind is found (flagged, true), missed (true, not flagged), false
 alarm (flagged, not true) or clear (neither), with analyze's findings at any severity as `scenarios.py` counts them.
 
     python benchmarks/rescore_diff.py /tmp/before /tmp/after                 # decode_starvation
@@ -87,6 +88,18 @@ def asking(scored: dict[str, dict], kind: str) -> str:
     return f"asking for the budget: {len(asks)} runs: " + ", ".join(f"{asks.count(v)} {v}" for v in VERDICTS)
 
 
+def stated(before: dict[str, dict], after: dict[str, dict], both: list[str]) -> list[str]:
+    """The stated configurations contradicting the server (`scenarios.py`'s `config_contradictions`): the runs
+    whose count changed, then the totals. `h1-full-first/r2: 1 -> 0`, `stated configurations contradicting the
+    server: 2 -> 1`."""
+    def n(row):
+        return len(row.get("config_contradictions") or [])
+
+    lines = [f"{k}: {n(before[k])} -> {n(after[k])}" for k in both if n(before[k]) != n(after[k])]
+    return lines + ["stated configurations contradicting the server: "
+                    f"{sum(n(before[k]) for k in both)} -> {sum(n(after[k]) for k in both)}"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before", type=Path, help="a folder of scenarios.py --json files")
@@ -106,6 +119,8 @@ def main() -> int:
     print(f"before: {scores({k: before[k] for k in both}, args.kind)}")
     print(f"after:  {scores({k: after[k] for k in both}, args.kind)}")
     print(f"after, {asking({k: after[k] for k in both}, args.kind)}")
+    for line in stated(before, after, both):
+        print(line)
     return 0
 
 

@@ -412,8 +412,8 @@ def test_a_few_stalls_beside_preemptions_are_theirs_not_a_long_prompt_step():
     or no preemption, the long prefills still decide."""
     from stallscope.analyzers.episodes import _cause
 
-    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "windows_quiet": 0, "nothing_out_s": 0.0,
-          "itl_samples_above_slo": 4.17,
+    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "windows_quiet": 0,
+          "nothing_out_s": 0.0, "itl_samples_above_slo": 4.17,
           "itl_samples_above_slo_at_prefills": 4.17, "preemptions": 2.0, "windows_frozen_computing_prompts": 0,
           "long_prefills": 2.67, "running_median": 29.0, "stalls_per_long_prefill_per_stream": 0.054}
     cause, why, _ = _cause(ev, C.UNKNOWN, 30.0, False)
@@ -441,8 +441,8 @@ def test_a_long_prefill_that_stalled_nobody_does_not_make_slow_short_prompt_step
     gap: no long prompt's step held the streams, so it is chunk steps (prompt work) slower than the SLO."""
     from stallscope.analyzers.episodes import _cause
 
-    ev = {"window_s": 2.75, "windows_nothing_moves": 1, "nothing_moves_s": 0.5, "windows_quiet": 1, "nothing_out_s": 0.5,
-          "itl_samples_above_slo": 27.5,
+    ev = {"window_s": 2.75, "windows_nothing_moves": 1, "nothing_moves_s": 0.5, "windows_quiet": 1,
+          "nothing_out_s": 0.5, "itl_samples_above_slo": 27.5,
           "itl_samples_above_slo_at_prefills": 0.55, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
           "long_prefills": 0.55, "running_median": 15.0, "stalls_per_long_prefill_per_stream": 0.067}
     for config in (C.from_flags(True, 768), C.from_flags(False, None), C.UNKNOWN):
@@ -589,8 +589,8 @@ def test_stalls_that_do_not_cluster_at_long_prefills_are_the_steady_steps_not_st
     prefills explain half the stalls, or the configuration says a step holds a long prompt, it is starvation."""
     from stallscope.analyzers.episodes import PREFILL_SHARE_MIN, _cause
 
-    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "windows_quiet": 0, "nothing_out_s": 0.0,
-          "itl_samples_above_slo": 889.0,
+    ev = {"window_s": 6.7, "windows_nothing_moves": 0, "nothing_moves_s": 0.0, "windows_quiet": 0,
+          "nothing_out_s": 0.0, "itl_samples_above_slo": 889.0,
           "itl_samples_above_slo_at_prefills": 1.5, "preemptions": 0.0, "windows_frozen_computing_prompts": 0,
           "long_prefills": 3.0, "running_median": 5.0, "stalls_per_long_prefill_per_stream": 0.1}
     on = CI.infer(59.3, 3.0)

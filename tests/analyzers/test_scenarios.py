@@ -278,7 +278,7 @@ def test_rescore_diff_lists_the_runs_that_turned_and_both_scores(tmp_path):
     def scored(folder, flagged):
         folder.mkdir()
         rows = [{"run": f"runs/h1/r{i}", "scenario": name, "truth": t, "flagged": f, "itl_p99_s": p99,
-                 "asks_for_config": f}
+                 "asks_for_config": f, "config_contradictions": ["decode_starvation at 0: on"] * (i == 1) * len(f)}
                 for i, (name, t, f, p99) in enumerate(zip(["h1-end-in-stall-tiny", "h1-a", "h1-b"],
                                                           [["decode_starvation"], ["decode_starvation"], []],
                                                           flagged, [0.9, 0.5, 0.05]))]
@@ -300,6 +300,8 @@ def test_rescore_diff_lists_the_runs_that_turned_and_both_scores(tmp_path):
                                            "  other: missed -> found: 1 (1 ask for the budget)"]
     assert "after:  3 runs: precision 1.000 (2/2), recall 1.000 (2/2)" in res.stdout
     assert "after, asking for the budget: 2 runs: 2 found, 0 missed, 0 false alarm, 0 clear" in res.stdout
+    assert res.stdout.splitlines()[-2:] == ["h1-first/r1: 0 -> 1",
+                                            "stated configurations contradicting the server: 0 -> 1"]
     assert rescore_diff.asking(rescore_diff.rows(tmp_path / "a"), "decode_starvation") == \
         "asking for the budget: 2 runs: 1 found, 0 missed, 1 false alarm, 0 clear"
 
