@@ -59,6 +59,9 @@ ITERATION = "vllm:iteration_tokens_total"
 BY_SOURCE = "vllm:prompt_tokens_by_source_total"
 BY_REASON = "vllm:num_requests_waiting_by_reason"
 SLEEP = "vllm:engine_sleep_state"
+# the scheduler's gauges, sent after every engine step (outputs or none): one that changed means a step ended
+# (rules/render.py's STEP_GAUGES: the same, with the pre-0.12 KV name the rules must also match)
+STEP_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
 DRAFTS, ACCEPTED = "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_accepted_tokens_total"
 COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "itl_p50_lo", "itl_p50_hi",
            "ttft_p99", "ttft_p99_lo", "ttft_p99_hi", "ttft_p50", "itl_rate", "itl_stall_share", "itl_above_slo_rate",
@@ -247,9 +250,9 @@ def _nothing_for(moved: dict, eval_ts: np.ndarray) -> dict:
 def _last_moved(rows) -> dict:
     """{group: (scrape times, when progress was last seen at each, running requests)}: a counter moved or a step
     ended (module docstring, 4)."""
-    gen, running = _totals(rows("vllm:generation_tokens_total")), _totals(rows("vllm:num_requests_running"))
+    gen, gauges = _totals(rows("vllm:generation_tokens_total")), [_totals(rows(name)) for name in STEP_GAUGES]
+    running = gauges[STEP_GAUGES.index("vllm:num_requests_running")]
     prompt = _totals(rows(BY_SOURCE)) or _totals(rows("vllm:prompt_tokens_total"))
-    gauges = [running, _totals(rows("vllm:num_requests_waiting")), _totals(rows("vllm:kv_cache_usage_perc"))]
     found = {}
     for g, series in gen.items():
         ts = series.index.to_numpy(dtype=np.int64)

@@ -65,7 +65,8 @@ ASLEEP = f'unless on ({BY}) vllm:engine_sleep_state{{sleep_state!="awake"}} == 1
 
 
 RUNNING = "model_name_instance:vllm_num_requests_running:sum"
-# the scheduler's gauges, sent after every engine step (outputs or none): one that changed means a step ended
+# the scheduler's gauges, sent after every engine step (outputs or none): one that changed means a step ended;
+# analyzers/signals.py's STEP_GAUGES with the pre-0.12 KV name beside today's (tests/rules/test_rules.py)
 STEP_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", *KV_USAGE_NAMES)
 
 

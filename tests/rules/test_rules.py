@@ -249,3 +249,15 @@ def test_cli_check_without_promtool_says_how_to_get_it(tmp_path, capsys, monkeyp
     assert err.count("\n") == 1
     assert err.startswith(f"stallscope: error: promtool not found on PATH, cannot check {path}")
     assert "apt-get install prometheus" in err and "prometheus.io/download" in err
+
+
+def test_the_rules_and_the_analyzer_watch_the_same_step_gauges():
+    """A step ended where one of the scheduler's gauges changed: the in-progress alert (`changes()` over each of
+    rules/render.py's STEP_GAUGES) and the analyzer's `nothing_for_s` (analyzers/signals.py) read the same gauges,
+    the rules with vLLM's pre-0.12 KV name beside today's."""
+    from stallscope.analyzers.signals import STEP_GAUGES as ANALYZER
+    from stallscope.collectors.vllm import canonical
+    from stallscope.rules.render import STEP_GAUGES as RULES
+
+    assert sorted({canonical(g)[0] for g in RULES}) == sorted(ANALYZER)
+    assert "vllm:gpu_cache_usage_perc" in RULES and len(RULES) == len(ANALYZER) + 1
