@@ -3764,6 +3764,124 @@ HELD_OUT_135 = [
              exercises="`small`: the data ends 2 s after a whole 750-token prefill starts"),
 ]
 
+# Held-out 136-139: general draws (`draw_scenarios.py --seed 202612157`, `--seed 202612158`, `--seed 202612159`,
+# `--seed 202612160`); drawn together 2026-12-07 13:18 UTC with the detector as at 475f504, committed before their
+# first run: the session's only draws, whatever they show.
+HELD_OUT_136 = [
+    Scenario("h136-tiny-nochunk-1900-s15-scrape1s", OFF, _h2(15, 1900, 7.1), seed=1361, interval="1s", held_out=136,
+             exercises="15 sessions, whole 1,900-token prefills every 7.1 s, 1 s scrapes"),
+    Scenario("h136-small-chunk1024-s7", chunked(1024), _h2(7, 1450, 9.7), model="small", seed=1362, held_out=136,
+             exercises="`small`, budget 1024, 7 sessions, 1,450-token prompts every 9.7 s"),
+    Scenario("h136-small-chunk64-s9-scrape1s", chunked(64), _h2(9, 1350, 7.7), model="small", seed=1363, interval="1s",
+             held_out=136,
+             exercises="`small`, budget 64, 9 sessions, 1,350-token prompts every 7.7 s, 1 s scrapes"),
+    Scenario("h136-small-chunk512-s14-scrape1s", chunked(512), _h2(14, 900, 2.3), model="small", seed=1364, interval="1s",
+             held_out=136,
+             exercises="`small`, budget 512, 14 sessions, 900-token prompts every 2.3 s, 1 s scrapes"),
+    Scenario("h136-tiny-chunk256-s11", chunked(256), _h2(11, 1000, 5.3), seed=1365, held_out=136,
+             exercises="budget 256, 11 sessions, 1,000-token prompts every 5.3 s"),
+    Scenario("h136-tiny-chunk640-s3", chunked(640), _h2(3, 900, 8.0), seed=1366, held_out=136,
+             exercises="budget 640, 3 sessions, 900-token prompts every 8.0 s"),
+    Scenario("h136-kv-fp8-4.8mb-10sess", KV + ("--kv-cache-mb", "4.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "10") + KV_LOAD[2:], seed=1367, held_out=136,
+             exercises="a 4.8 MiB fp8 pool, 10 sessions"),
+    Scenario("h136-kv-auto-15.7mb-25sess", KV + ("--kv-cache-mb", "15.7", "--kv-cache-dtype", "auto"),
+             ("--sessions", "25") + KV_LOAD[2:], seed=1368, held_out=136,
+             exercises="a 15.7 MiB auto pool, 25 sessions"),
+    Scenario("h136-neg-short-34sess", ("--max-num-seqs", "128"),
+             ("--sessions", "34", "--short-prompt-tokens", "44", "--max-tokens", "32") + SHORT_ONLY, seed=1369,
+             held_out=136,
+             exercises="negative: 34 sessions of 44-token prompts"),
+    Scenario("h136-end-in-stall-tiny-850-scrape1s", OFF, _h2(4, 850, "{half}"), seed=1370, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=136,
+             exercises="`tiny`: the data ends 2 s after a whole 850-token prefill starts"),
+]
+
+HELD_OUT_137 = [
+    Scenario("h137-tiny-nochunk-1100-s5", OFF, _h2(5, 1100, 5.3), seed=1371, held_out=137,
+             exercises="5 sessions, whole 1,100-token prefills every 5.3 s"),
+    Scenario("h137-tiny-nochunk-1650-s8", OFF, _h2(8, 1650, 7.3), seed=1372, held_out=137,
+             exercises="8 sessions, whole 1,650-token prefills every 7.3 s"),
+    Scenario("h137-tiny-chunk64-s10", chunked(64), _h2(10, 1550, 1.4), seed=1373, held_out=137,
+             exercises="budget 64, 10 sessions, 1,550-token prompts every 1.4 s"),
+    Scenario("h137-small-chunk192-s9-scrape1s", chunked(192), _h2(9, 1450, 4.2), model="small", seed=1374, interval="1s",
+             held_out=137,
+             exercises="`small`, budget 192, 9 sessions, 1,450-token prompts every 4.2 s, 1 s scrapes"),
+    Scenario("h137-tiny-chunk64-s11", chunked(64), _h2(11, 1800, 8.2), seed=1375, held_out=137,
+             exercises="budget 64, 11 sessions, 1,800-token prompts every 8.2 s"),
+    Scenario("h137-tiny-chunk1536-s7", chunked(1536), _h2(7, 900, 7.7), seed=1376, held_out=137,
+             exercises="budget 1536, 7 sessions, 900-token prompts every 7.7 s"),
+    Scenario("h137-kv-auto-7.0mb-11sess", KV + ("--kv-cache-mb", "7.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "11") + KV_LOAD[2:], seed=1377, held_out=137,
+             exercises="a 7.0 MiB auto pool, 11 sessions"),
+    Scenario("h137-kv-auto-16.0mb-23sess", KV + ("--kv-cache-mb", "16.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "23") + KV_LOAD[2:], seed=1378, held_out=137,
+             exercises="a 16.0 MiB auto pool, 23 sessions"),
+    Scenario("h137-neg-short-29sess", ("--max-num-seqs", "128"),
+             ("--sessions", "29", "--short-prompt-tokens", "45", "--max-tokens", "32") + SHORT_ONLY, seed=1379,
+             held_out=137,
+             exercises="negative: 29 sessions of 45-token prompts"),
+    Scenario("h137-end-in-stall-tiny-1350-scrape1s", OFF, _h2(4, 1350, "{half}"), seed=1380, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=137,
+             exercises="`tiny`: the data ends 2 s after a whole 1,350-token prefill starts"),
+]
+
+HELD_OUT_138 = [
+    Scenario("h138-tiny-chunk512-s8", chunked(512), _h2(8, 1150, 8.2), seed=1381, held_out=138,
+             exercises="budget 512, 8 sessions, 1,150-token prompts every 8.2 s"),
+    Scenario("h138-tiny-chunk1536-s7", chunked(1536), _h2(7, 1200, 1.9), seed=1382, held_out=138,
+             exercises="budget 1536, 7 sessions, 1,200-token prompts every 1.9 s"),
+    Scenario("h138-small-nochunk-1000-s2", OFF, _h2(2, 1000, 8.5), model="small", seed=1383, held_out=138,
+             exercises="`small`, 2 sessions, whole 1,000-token prefills every 8.5 s"),
+    Scenario("h138-small-chunk192-s16", chunked(192), _h2(16, 800, 4.3), model="small", seed=1384, held_out=138,
+             exercises="`small`, budget 192, 16 sessions, 800-token prompts every 4.3 s"),
+    Scenario("h138-tiny-chunk256-s12", chunked(256), _h2(12, 1450, 7.2), seed=1385, held_out=138,
+             exercises="budget 256, 12 sessions, 1,450-token prompts every 7.2 s"),
+    Scenario("h138-tiny-nochunk-1950-s11", OFF, _h2(11, 1950, 1.9), seed=1386, held_out=138,
+             exercises="11 sessions, whole 1,950-token prefills every 1.9 s"),
+    Scenario("h138-kv-fp8-15.9mb-23sess", KV + ("--kv-cache-mb", "15.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "23") + KV_LOAD[2:], seed=1387, held_out=138,
+             exercises="a 15.9 MiB fp8 pool, 23 sessions"),
+    Scenario("h138-kv-auto-6.1mb-38sess", KV + ("--kv-cache-mb", "6.1", "--kv-cache-dtype", "auto"),
+             ("--sessions", "38") + KV_LOAD[2:], seed=1388, held_out=138,
+             exercises="a 6.1 MiB auto pool, 38 sessions"),
+    Scenario("h138-neg-short-40sess", ("--max-num-seqs", "128"),
+             ("--sessions", "40", "--short-prompt-tokens", "19", "--max-tokens", "32") + SHORT_ONLY, seed=1389,
+             held_out=138,
+             exercises="negative: 40 sessions of 19-token prompts"),
+    Scenario("h138-end-in-stall-small-1100", OFF, _h2(4, 1100, "{half}"), model="small", seed=1390, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=138,
+             exercises="`small`: the data ends 2 s after a whole 1,100-token prefill starts"),
+]
+
+HELD_OUT_139 = [
+    Scenario("h139-small-chunk128-s15", chunked(128), _h2(15, 650, 3.1), model="small", seed=1391, held_out=139,
+             exercises="`small`, budget 128, 15 sessions, 650-token prompts every 3.1 s"),
+    Scenario("h139-small-nochunk-800-s9", OFF, _h2(9, 800, 5.3), model="small", seed=1392, held_out=139,
+             exercises="`small`, 9 sessions, whole 800-token prefills every 5.3 s"),
+    Scenario("h139-tiny-chunk640-s2", chunked(640), _h2(2, 1600, 6.3), seed=1393, held_out=139,
+             exercises="budget 640, 2 sessions, 1,600-token prompts every 6.3 s"),
+    Scenario("h139-small-nochunk-1350-s2", OFF, _h2(2, 1350, 2.0), model="small", seed=1394, held_out=139,
+             exercises="`small`, 2 sessions, whole 1,350-token prefills every 2.0 s"),
+    Scenario("h139-small-chunk192-s12", chunked(192), _h2(12, 950, 2.3), model="small", seed=1395, held_out=139,
+             exercises="`small`, budget 192, 12 sessions, 950-token prompts every 2.3 s"),
+    Scenario("h139-tiny-nochunk-700-s7-scrape1s", OFF, _h2(7, 700, 7.3), seed=1396, interval="1s", held_out=139,
+             exercises="7 sessions, whole 700-token prefills every 7.3 s, 1 s scrapes"),
+    Scenario("h139-kv-auto-3.4mb-28sess", KV + ("--kv-cache-mb", "3.4", "--kv-cache-dtype", "auto"),
+             ("--sessions", "28") + KV_LOAD[2:], seed=1397, held_out=139,
+             exercises="a 3.4 MiB auto pool, 28 sessions"),
+    Scenario("h139-kv-fp8-2.6mb-28sess", KV + ("--kv-cache-mb", "2.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "28") + KV_LOAD[2:], seed=1398, held_out=139,
+             exercises="a 2.6 MiB fp8 pool, 28 sessions"),
+    Scenario("h139-neg-short-67sess", ("--max-num-seqs", "128"),
+             ("--sessions", "67", "--short-prompt-tokens", "20", "--max-tokens", "32") + SHORT_ONLY, seed=1399,
+             held_out=139,
+             exercises="negative: 67 sessions of 20-token prompts"),
+    Scenario("h139-end-in-stall-tiny-950-scrape1s", OFF, _h2(4, 950, "{half}"), seed=1400, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=139,
+             exercises="`tiny`: the data ends 2 s after a whole 950-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -3789,4 +3907,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_120 + HELD_OUT_121 + HELD_OUT_122 + HELD_OUT_123
              + HELD_OUT_124 + HELD_OUT_125 + HELD_OUT_126 + HELD_OUT_127
              + HELD_OUT_128 + HELD_OUT_129 + HELD_OUT_130 + HELD_OUT_131
-             + HELD_OUT_132 + HELD_OUT_133 + HELD_OUT_134 + HELD_OUT_135)
+             + HELD_OUT_132 + HELD_OUT_133 + HELD_OUT_134 + HELD_OUT_135
+             + HELD_OUT_136 + HELD_OUT_137 + HELD_OUT_138 + HELD_OUT_139)
