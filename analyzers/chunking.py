@@ -48,7 +48,6 @@ class Chunking:
     slow_share: float | None = None       # inferred from metrics: P / S, tokens per step above the SLO
     slowest_step_s: float | None = None   # inferred from metrics: the slowest step's exact gap (slow_step.py)
     queued_floor: float | None = None     # inferred from metrics: at most the largest chunk (queued_steps.py)
-    longest_gap_s: float | None = None    # inferred from metrics: the highest ITL bucket in use, its upper bound
     counted: bool = False                 # inferred from metrics: the estimate is P / K, a count of slow gaps
 
     def holds_long_prefills(self, cut: int = LONG_PREFILL_TOKENS, decodes: int = 0) -> bool | None:

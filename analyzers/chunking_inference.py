@@ -64,11 +64,10 @@ The count of slow steps (`_slow_steps`): S, the gaps above the ITL SLO per long 
   `1.2 x 512` whatever the estimate says (S read 0.85-1.11 times the slow steps per long prompt on the 5
   recordings it was written on where it applies, `benchmarks/chunking_estimates.py`).
 
-A gap still open is in no histogram yet (`frozen_through_prefill`): when the live counters show the streams frozen
-with nothing moving for at least 3/4 of T, one step held (nearly) a whole prompt, so chunking reads off after all.
-A freeze that ended counts only where the ITL histogram holds a gap that long: a stream that waited through it left
-one, and without one every running request was prefilling (chunk steps queued behind one another, no decode among
-them).
+A gap still open is in no histogram yet (`frozen_through_prefill`): when the scrapes show the streams frozen with
+nothing moving (no counter, no scheduler gauge: no step ended) for at least 3/4 of T, one step held (nearly) a whole
+prompt, so chunking reads off after all, whether that freeze is still open or ended: the next step may be another
+whole prompt, and the streams' gap stays open through it.
 
 Without long prompts in the histograms, the stalls decide (`infer`): about one ITL sample above the SLO per long
 prefill per stream (those at the long prefills, over the rate elsewhere) means whole-prompt steps, more means slow
@@ -205,7 +204,7 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=lp.t_long,
                     budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=lp.prompt,
                     slow_share=share, slowest_step_s=exact.step_s if exact is not None else None,
-                    queued_floor=queued.floor if queued is not None else None, longest_gap_s=lp.gap, counted=counted)
+                    queued_floor=queued.floor if queued is not None else None, counted=counted)
 
 
 def _long_prompts(samples) -> _LongPrompts | None:
@@ -382,17 +381,17 @@ FROZEN_SHARE = 0.75   # a freeze this share of a whole long prefill is one step 
 
 
 def frozen_through_prefill(inferred: Chunking, freezes) -> Chunking:
-    """An inferred "on" overruled by a live freeze of at least 3/4 of a long prefill with nothing moving: the
-    ITL histogram had not yet recorded that gap (the streams were still frozen), but one step held them about
-    as long as a whole prefill takes (a chunk step holds one chunk's share of it). `freezes`: (seconds nothing
-    moved, still frozen at the last scrape), as `stream_stalls._freezes` reads them. A freeze that ended counts
-    only when the ITL histogram holds a gap that long (`longest_gap_s`): a decoding stream that waited through it
-    left one when its next token came, so a longer freeze had none waiting, only requests in prefill (held-out
-    68: 1,250-token prompts queued 15-18 deep in 448-token chunks ran 5.7 s of steps with no decode in them
-    while the sessions' next requests waited; both counters stood still for 3.0 s between scrapes, and no ITL
-    gap passed 2.5 s)."""
-    longest = max((s for s, still in freezes
-                   if still or inferred.longest_gap_s is None or s <= inferred.longest_gap_s), default=0.0)
+    """An inferred "on" overruled by a freeze of at least 3/4 of a long prefill with nothing moving: no counter
+    rose and no scheduler gauge changed, so no step ended (vLLM sends the gauges after every step), and one step
+    held everything about as long as a whole prefill takes (a chunk step holds one chunk's share of it).
+    `freezes`: (seconds nothing moved, still frozen at the last scrape), as `stream_stalls._freezes` reads them;
+    a freeze that ended counts as one still open does. The ITL histogram need not hold a gap that long: while the
+    next step is another whole prompt, the streams that waited through the first have still had no token
+    (held-out 139's `h139-small-nochunk-1350-s2` quick: five whole-prompt steps of 3.4-10.8 s, no decode among
+    them, the data ending 25 s into the streams' gap with no ITL sample above 0.2 s). 84f507e asked for that gap
+    when a freeze could span several chunk steps that moved no counter (held-out 68's 448-token chunks); since
+    e3b26d7 each such step ends the freeze (it moves the KV usage)."""
+    longest = max((s for s, _ in freezes), default=0.0)
     if inferred.enabled and inferred.long_prefill_s and longest >= FROZEN_SHARE * inferred.long_prefill_s:
         return Chunking(False, None, "inferred from metrics",
                         f"the streams froze for {longest:.1f} s with nothing moving, as long as a whole "

@@ -214,25 +214,27 @@ def test_a_whole_step_just_under_a_bucket_bound_below_the_prefill_time_reads_as_
         assert inferred.enabled is True and inferred.budget_estimate == pytest.approx(1900 * 0.3 / 0.4333, rel=1e-3)
 
 
-@pytest.mark.parametrize("freezes,longest_gap_s,off", [
-    ([(3.0, False)], 2.5, False),               # ended, longer than every recorded gap: nobody decoding waited
-    ([(3.0, True)], 2.5, True),                 # still frozen at the end: the histogram cannot hold it yet
-    ([(2.0, True), (3.0, False)], 2.5, False),  # the open one is under 3/4 of the 3.75 s prefill
-    ([(3.0, False)], 5.0, True),                # ended, and the histogram holds a gap that long
+@pytest.mark.parametrize("freezes,prefill_s,off", [
+    ([(0.0, True), (10.0, False)], 8.75, True),   # ended: the next step was another whole prompt (held-out 139)
+    ([(3.0, True)], 3.75, True),                  # still frozen at the end: the histogram cannot hold it yet
+    ([(2.0, True), (2.5, False)], 3.75, False),   # both under 3/4 of the 3.75 s prefill: chunk steps
+    ([(0.0, True), (6.5, False)], 8.75, False),   # 6.5 s is under 3/4 of 8.75 s
 ])
-def test_a_freeze_overrules_chunking_only_where_a_decoding_stream_waited_through_it(freezes, longest_gap_s, off):
-    """held-out 68's `h68-small-chunk448-s2` (full): an inferred chunk of about 438 tokens, a 3.75 s long
-    prefill, and a 3.0 s freeze (over 3/4 of it) that ended while every ITL gap stayed in (1 s, 2.5 s]: the
-    prompts queued behind one another held no decode, and it stays "on". A freeze still open at the end of the
-    data, or one the histogram holds a gap as long as, reads "off"."""
+def test_a_freeze_of_three_quarters_of_a_prefill_overrules_chunking_open_or_ended(freezes, prefill_s, off):
+    """held-out 139's `h139-small-nochunk-1350-s2` (quick): the histograms read chunking on (the longest ITL gap
+    under 0.2 s against an 8.75 s median prefill of 1,350-token prompts), but one whole-prompt step after another
+    held the streams, nothing moving for 10.0 s in one of them, and the data ended before any stream had its next
+    token. A freeze that ended counts as one still open: no step ended inside it (no counter, no gauge moved)."""
     from stallscope.analyzers.chunking import Chunking
 
-    on = Chunking(True, None, "inferred from metrics", "x", budget_estimate=438.0, long_prefill_s=3.75,
-                  long_prompt_tokens=1250.0, longest_gap_s=longest_gap_s)
+    on = Chunking(True, None, "inferred from metrics", "x", budget_estimate=12.0, long_prefill_s=prefill_s,
+                  long_prompt_tokens=1350.0)
     got = CI.frozen_through_prefill(on, freezes)
     assert got.enabled is (not off)
     if off:
-        assert got.detail.startswith("the streams froze for 3.0 s with nothing moving")
+        longest = max(s for s, _ in freezes)
+        assert got.detail.startswith(f"the streams froze for {longest:.1f} s with nothing moving")
+        assert got.long_prompt_tokens == 1350.0
 
 
 def test_a_freeze_that_ended_is_told_from_the_one_still_open_by_the_scrapes_not_the_episode():
@@ -310,3 +312,17 @@ def test_a_count_of_slow_gaps_just_under_the_cut_is_unsettled():
                                              chunk_gaps=(1.3, 38)), 0.2)
     assert more.counted and more.budget_estimate == pytest.approx(1600 / 3.8)
     assert more.holds_long_prefills() is False and not more.estimate_unsettled()
+
+
+def test_a_freeze_that_ended_overrules_the_histograms_whatever_gap_they_hold():
+    """held-out 139's `h139-small-nochunk-1350-s2` (quick), its shape: 1,350-token prompts of an 8.75 s prefill and
+    no ITL gap past 0.2 s read chunking on, because the streams were still waiting when the data ended; one
+    whole-prompt step had held everything for 10 s before another began. 84f507e let that ended freeze count only
+    where the histogram held a gap as long, and kept the "on" (a budget of about 12 tokens, for an unchunked
+    server)."""
+    run = _scrapes(30, long_at={5, 9, 13, 17, 21}, long_tokens=1350, prefill_s=8.75, running=2, chunk_gaps=(0.15, 2),
+                   short_gaps=(0.21, 0))
+    inferred = CI.infer_from_histograms(run, 0.2)
+    assert inferred.enabled is True and inferred.long_prefill_s == pytest.approx(7.5)   # (7.5 s, 10 s] bucket
+    got = CI.frozen_through_prefill(inferred, [(0.0, True), (10.0, False)])
+    assert got.enabled is False and got.detail.startswith("the streams froze for 10.0 s with nothing moving")
