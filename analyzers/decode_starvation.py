@@ -213,7 +213,9 @@ def explain(ep, ev: dict, where: str, slo: float, chunking: Chunking) -> str:
     if ep.ongoing and ep.evidence["windows_frozen"]:
         last = ep.timeline[-1] if ep.timeline else {}
         still = float(last.get("nothing_for_s", float("nan")))
-        now = (f"no token has come out for {still:.1f} s" if still > slo else
+        waited = float(last.get("unserved_for_s", float("nan")))
+        now = (f"no stream has had a token after its first for {waited:.1f} s" if waited > max(still, slo) else
+               f"no token has come out for {still:.1f} s" if still > slo else
                f"the live mean gap per stream is {_fmt_gap(last.get('live_mean_itl', ev['live_mean_itl_s_max']))}")
         lead = (f"Running streams{where} are frozen now, at the end of the data: {ep.evidence['running_median']:.0f} "
                 f"requests are RUNNING and {now}, against a {slo * 1e3:.0f} ms SLO (ITL is recorded only when a "

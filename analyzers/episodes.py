@@ -74,8 +74,8 @@ P99_TAIL = 0.01   # the ITL SLO is a P99: missed when more than 1 % of observati
 PREFILL_SHARE_MIN = 0.5   # the share of above-SLO ITL samples long prefills must explain to be the cause (3)
 CAUSES = ("stuck", "preemption", "prefill_chunks", "prefill", "slow_decode")
 TIMELINE_ROWS = 40   # an episode's evidence timeline: at most this many windows
-TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "nothing_for_s", "prompt_rate", "long_prefill_rate",
-            "gen_rate", "preempt_rate", "running", "waiting", "kv_usage")
+TIMELINE = ("ts", "itl_p99", "itl_stall_share", "live_mean_itl", "nothing_for_s", "unserved_for_s", "prompt_rate",
+            "long_prefill_rate", "gen_rate", "preempt_rate", "running", "waiting", "kv_usage")
 
 
 @dataclass(frozen=True)

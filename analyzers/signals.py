@@ -16,7 +16,8 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
    (`windows.short`, the alert rules' window, even where a short run shrank the grid's window; for a point
    in a run's first such window, the first full one, the whole run when shorter), all of them and those in
    buckets wholly at or above the SLO and twice it, and `itl_ref_share`, the stream-time share over it; a
-   freeze still open where that window ends counts one observation per running request; `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode
+   freeze still open where that window ends (no ITL observation since: a whole prompt's step puts out only its
+   first token, and the next step may be another) counts one observation per running request; `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode
    steps cannot reach: it observes the *computed* prompt tokens (cached ones excluded) plus the generated
    tokens of one engine output, so a prefill counts where it completes; the cut is 2 x peak running x
    tokens per output (1 + accepted / drafts under speculative decoding, else 1), at least 512.
@@ -35,6 +36,8 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
    the scheduler's stats after every step, outputs or none (`v1/core/sched/scheduler.py`, "We must return
    the stats even if there are no request outputs this step"), so a gauge that moved proves a step ended: a
    lone prompt prefilled in chunks moves the KV usage every step and no counter until its last.
+   `unserved_for_s`: the streams' own clock, seconds since the ITL count (tokens after a request's first) rose by
+   at least half the running requests; a whole prompt's step ends, and moves the counters, without serving them.
 5. Gauges as instant values (5 min lookback): running and waiting summed over engines, KV usage max.
    `waiting` is `num_requests_waiting_by_reason{reason="capacity"}` where scraped (0.20+), else
    `num_requests_waiting`, which also counts deferred requests (`waiting_total`); `asleep` is 1 while an
@@ -68,7 +71,7 @@ COLUMNS = ["ts", "target", "itl_p99", "itl_p99_lo", "itl_p99_hi", "itl_p50", "it
            "prompt_rate", "gen_rate", "preempt_rate", "prefill_time_rate", "long_prefill_rate", "running",
            "waiting", "kv_usage", "prompt_computed", "waiting_total", "asleep", "tokens_per_output", "live_gen_rate",
            "live_prompt_rate", "live_mean_itl", "prefill_count_rate", "nothing_for_s", "itl_ref_count",
-           "itl_ref_above", "itl_ref_above2", "itl_ref_share", "kv_usage_peak"]
+           "itl_ref_above", "itl_ref_above2", "itl_ref_share", "kv_usage_peak", "unserved_for_s"]
 
 
 def scrape_interval_ns(samples: pd.DataFrame) -> int:
@@ -124,7 +127,8 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
         eval_ts, window_ns = choose_grid(samples, th)
     slo = float(th["itl_slo_s"])
     cols: dict[str, dict[str, np.ndarray]] = {}
-    parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT, ITERATION)] + [f + "_sum" for f in ITL] + [
+    parts = split_metrics(samples, [f + "_bucket" for f in (*ITL, TTFT, ITERATION)] + [f + end for f in ITL for end in
+                                                                                       ("_sum", "_count")] + [
         "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
         f"{PREFILL_TIME}_sum", f"{PREFILL_TIME}_count",
         "vllm:num_requests_running", "vllm:num_requests_waiting",
@@ -149,8 +153,8 @@ def compute(samples: pd.DataFrame, *, thresholds: dict | None = None, eval_ts: n
     ref = itl if ref_ns <= window_ns else Q.bucket_rates(rows(itl_family + "_bucket"), itl_family, ref_ts, ref_ns)
     ref_sum = itl_sum if ref_ns <= window_ns else _by_group(
         Q.rate_range(rows(itl_family + "_sum"), itl_family + "_sum", ref_ts, ref_ns), "value")
-    moved = _last_moved(rows)
-    _put_itl_ref(put, ref, ref_sum, ref_ns, slo, _nothing_for(moved, ref_ts))
+    moved = _last_moved(rows, itl_family)
+    _put_itl_ref(put, ref, ref_sum, ref_ns, slo, _nothing_for(moved, ref_ts, streams=True))
     for family, tag in ((TTFT, "ttft"),):
         for g, (labels, les, counts) in Q.bucket_rates(rows(family + "_bucket"), family, eval_ts, window_ns).items():
             r99 = Q.quantile_rows(q, labels, les, counts, eval_ts)
@@ -236,36 +240,50 @@ def _totals(frame: pd.DataFrame) -> dict[str, pd.Series]:
 
 
 def _put_nothing_for(put, moved: dict, eval_ts: np.ndarray) -> None:
-    """`nothing_for_s` (module docstring, 4)."""
-    for g, (out, _) in _nothing_for(moved, eval_ts).items():
-        put("nothing_for_s", g, out)
+    """`nothing_for_s` and `unserved_for_s` (module docstring, 4)."""
+    for name, streams in (("nothing_for_s", False), ("unserved_for_s", True)):
+        for g, (out, _) in _nothing_for(moved, eval_ts, streams=streams).items():
+            put(name, g, out)
 
 
-def _nothing_for(moved: dict, eval_ts: np.ndarray) -> dict:
+def _nothing_for(moved: dict, eval_ts: np.ndarray, *, streams: bool = False) -> dict:
     """{group: (seconds without progress, running requests)} at each eval time, from `_last_moved` (module
-    docstring, 4)."""
-    return {g: _nothing_at(ts, last, run, eval_ts) for g, (ts, last, run) in moved.items()}
+    docstring, 4); with `streams`, seconds since the running streams last got a token after their first."""
+    return {g: _nothing_at(ts, served if streams else last, run, eval_ts)
+            for g, (ts, last, run, served) in moved.items()}
 
 
-def _last_moved(rows) -> dict:
-    """{group: (scrape times, when progress was last seen at each, running requests)}: a counter moved or a step
-    ended (module docstring, 4)."""
+def _rose(series: pd.Series, ts: np.ndarray, run: np.ndarray) -> np.ndarray:
+    """At each scrape, whether the counter rose by at least half the running requests of the scrape before (at
+    least 1), or reset."""
+    inc = np.diff(series.reindex(ts).ffill().to_numpy(dtype=float), prepend=np.nan)
+    return ~(inc >= 0) | (inc >= np.maximum(1.0, 0.5 * np.concatenate([[0.0], run[:-1]])))
+
+
+def _last_moved(rows, itl_family: str = ITL[0]) -> dict:
+    """{group: (scrape times, when progress was last seen at each, running requests, when the streams were last
+    served at each)}: a counter moved or a step ended (module docstring, 4); served: the ITL count rose by half
+    the running requests, tokens after a stream's first (a whole prompt's step puts out its first token and ends,
+    and the next may be another: the streams' gap stays open through both)."""
     gen, gauges = _totals(rows("vllm:generation_tokens_total")), [_totals(rows(name)) for name in STEP_GAUGES]
     running = gauges[STEP_GAUGES.index("vllm:num_requests_running")]
     prompt = _totals(rows(BY_SOURCE)) or _totals(rows("vllm:prompt_tokens_total"))
+    itl_count = _totals(rows(itl_family + "_count"))
     found = {}
     for g, series in gen.items():
         ts = series.index.to_numpy(dtype=np.int64)
         run = running.get(g, pd.Series(dtype=float)).reindex(ts).ffill().fillna(0.0).to_numpy()
-        inc = np.diff(series.to_numpy(dtype=float), prepend=np.nan)
-        moved = ~(inc >= 0) | (inc >= np.maximum(1.0, 0.5 * np.concatenate([[0.0], run[:-1]])))
+        moved = _rose(series, ts, run)
+        served = _rose(itl_count[g], ts, run) if g in itl_count else None
         if g in prompt:
             p = prompt[g].reindex(ts).ffill().to_numpy(dtype=float)
             moved |= np.diff(p, prepend=np.nan) > 0
         for gauge in (gg[g] for gg in gauges if g in gg):   # a step ended: the scheduler's stats came
             step = np.diff(gauge.reindex(ts).to_numpy(dtype=float), prepend=np.nan)
             moved |= np.isfinite(step) & (step != 0)
-        found[g] = (ts, np.maximum.accumulate(np.where(moved, ts, ts[0])), run)
+        served = moved if served is None else served   # no ITL count scraped: any progress
+        last, streams = (np.maximum.accumulate(np.where(m, ts, ts[0])) for m in (moved, served))
+        found[g] = (ts, last, run, streams)
     return found
 
 
@@ -321,9 +339,9 @@ def _per_bucket(les: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.nda
 def _put_itl_ref(put, ref: dict, ref_sum: dict, ref_ns: int, slo: float, frozen: dict) -> None:
     """Over the reference window: `itl_ref_count`, `itl_ref_above`, `itl_ref_above2` (ITL observations, all of
     them and those in buckets wholly at or above the SLO and twice it) and `itl_ref_share` (stream time in
-    gaps above the SLO, as `itl_stall_share`). A freeze still open where the window ends (`frozen`:
-    `_nothing_for` there) counts one observation of its length so far per running request, as a client's P99
-    and its stream time count the gap it is waiting in."""
+    gaps above the SLO, as `itl_stall_share`). A freeze still open where the window ends (`frozen`: the streams'
+    clock of `_nothing_for` there, since the ITL count last rose) counts one observation of its length so far per
+    running request, as a client's P99 and its stream time count the gap it is waiting in."""
     span = ref_ns / NS
     for g, (labels, les, counts) in ref.items():
         lower, per_bucket = _per_bucket(les, counts * span)   # observations, not per second

@@ -13,9 +13,10 @@ The idea: the server evaluates the windowed quantiles, rates and gauges of `anal
    `long_prefill_rate` is rate(+Inf) - rate(le = the cut), the cut rounded up to a bucket bound per
    replica; the live rates use the live window; gauges are instant (Prometheus' 5 min lookback), the KV
    usage is `max by`, `waiting` the capacity reason where exported. Not pushed down: `nothing_for_s`
-   (seconds since the counters or the scheduler gauges last moved, a scrape-by-scrape scan with no PromQL
-   form); the drill-down computes it from the raw series, as cause evidence and as the `still` state
-   (analyzers/episodes.py 1), which the triage sees once the live window does.
+   (seconds since the counters or the scheduler gauges last moved) and `unserved_for_s` (since the ITL count
+   last rose), scrape-by-scrape scans with no PromQL form; the drill-down computes them from the raw series, as
+   cause evidence, the `still` state (analyzers/episodes.py 1) and the open gap of its severity, which the
+   triage sees once the live window does.
 3. `rules/fleet_recorded.py` renders the window tests of 4. as recording rules (rules/fleet.rules.yaml),
    from these same functions; where they are installed the triage reads them by name (`path="recorded"`).
 4. `episode_exprs` composes the detectors' window tests from the same expressions (same thresholds):

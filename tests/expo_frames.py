@@ -124,13 +124,15 @@ def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s
                         long_tokens: int = 2048, chunk: int | None = None, decode_step_s: float = 0.03,
                         per_token_s: float = 0.001, scrape_s: float = 1.0, t0_ns: int = T0_NS,
                         first_long_s: float = 5.0, texts: list | None = None, model: str = "m",
-                        prompt_lengths: bool = False):
+                        prompt_lengths: bool = False, prefill_first: bool = False):
     """A deterministic engine in simulated time: `streams` decoding forever plus a long prompt every
     `long_every_s`, unchunked (`chunk=None`, the whole prompt in one step) or in chunks of `chunk` tokens.
     A step takes decode_step_s + prefill tokens x per_token_s. Returns (samples frame, steps frame) with
     vLLM's recording rules (ITL per output, prompt tokens and iteration tokens at prefill completion); the
     series carry `model_name=model`; with `prompt_lengths`, the prompt-length histogram too (vLLM records it
-    when a request finishes: here at its prefill, the long requests generating one token)."""
+    when a request finishes: here at its prefill, the long requests generating one token). With `prefill_first`
+    (the reference server's unchunked mode, vLLM V0's), a step with prefill work decodes nothing: the streams wait
+    through it, and the only token it puts out is the long prompt's first."""
     m = VllmMetrics(model=model)
     lengths = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", list(m.labels),
                         buckets=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
@@ -159,25 +161,27 @@ def simulate_starvation(seconds: float = 60.0, *, streams: int = 8, long_every_s
             frames.append(m.scrape(next_scrape, texts))
             next_scrape += int(scrape_s * 1e9)
         t_end = t + dur
-        for s in range(streams):
+        decodes = 0 if prefill_first and n_pre else streams
+        for s in range(decodes):
             if last_token[s] is not None:
                 m.itl.observe((t_end - last_token[s]) / 1e9)
             last_token[s] = t_end
-        m.generation.inc(streams)
+        m.generation.inc(decodes)
         done = False
         if active is not None:
             active[1] -= n_pre
             if active[1] == 0:
                 done = True
                 m.prompt.inc(long_tokens)
+                m.generation.inc(1 if prefill_first else 0)
                 if lengths is not None:
                     lengths.observe(long_tokens)
                 m.ttft.observe((t_end - active[0]) / 1e9)
                 m.prefill_time.observe((t_end - active[2]) / 1e9)
                 active = None
-        m.iteration.observe(streams + (long_tokens if done else 0))
+        m.iteration.observe(decodes + (long_tokens + prefill_first if done else 0))
         steps.append({"step": step, "start_ns": t, "end_ns": t_end, "num_prefill_tokens": float(n_pre),
-                      "num_decode_tokens": float(streams), "num_running": float(streams + (n_pre > 0)),
+                      "num_decode_tokens": float(decodes), "num_running": float(streams + (n_pre > 0)),
                       "num_waiting": float(len(queue)), "num_preempted": 0.0})
         t, step = t_end, step + 1
     return pd.concat(frames, ignore_index=True), pd.DataFrame(steps)

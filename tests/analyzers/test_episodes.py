@@ -194,6 +194,31 @@ def test_a_freeze_still_open_counts_one_gap_per_running_request_in_the_reference
     assert np.all(above[later] == 0) and above[-1] == 9 and above2[-1] == 9
 
 
+def test_an_open_gap_lasts_from_the_streams_last_token_through_whole_prompt_steps_that_ended():
+    """held-out 139's `h139-small-nochunk-1350-s2` (quick), its shape: 2 streams, then from 2 s one whole 4,000-token
+    prompt after another, each step decoding nothing (the reference server's unchunked mode) and putting out only
+    its prompt's first token. Each step's end moves the counters and gauges, so `nothing_for_s` resets every 4 s;
+    the streams' gap still runs from their last token at about 2 s to the data's end, and the reference window
+    counts that open gap, one per running request: 3 x 23 s (at scrape resolution) against the 4 s of gaps the
+    streams recorded."""
+    from stallscope.analyzers import signals
+    from stallscope.core.config import load_thresholds
+
+    samples, steps = simulate_starvation(26.5, streams=2, long_every_s=4.0, first_long_s=2.0, long_tokens=4000,
+                                         prefill_first=True)
+    assert steps["num_decode_tokens"].iloc[-1] == 0 and (steps["num_prefill_tokens"] == 4000).sum() == 7
+    th = load_thresholds()
+    th["itl_slo_s"] = 0.2
+    sig = signals.compute(samples, thresholds=th)
+    assert sig["nothing_for_s"].iloc[-1] == pytest.approx(3.0)          # the last step ended at 22.2 s
+    assert sig["unserved_for_s"].iloc[-1] == pytest.approx(23.0)   # their last tokens (2.0 s), seen by the 3 s scrape
+    assert sig["itl_ref_above"].iloc[-1] == 3                            # 2 streams + the prefilling request
+    assert sig["itl_ref_share"].iloc[-1] == pytest.approx(3 * 23 / (3 * 23 + 4), abs=0.01)
+    (f,) = _findings(samples)
+    assert (f.kind, f.severity, f.evidence["ongoing"]) == ("decode_starvation", "critical", True)
+    assert "no stream has had a token after its first for 23.0 s" in f.explanation
+
+
 def test_a_freeze_that_lasts_the_in_progress_alerts_for_is_critical_a_shorter_one_with_p99_met_is_info():
     """8 streams at 30 ms; one whole-prompt prefill at 65 s: 45 s long (still open when the data ends at 110 s,
     frozen past the VLLMDecodeStarvationInProgress alert's 30 s `for:`) is critical; 20 s long, ended, with

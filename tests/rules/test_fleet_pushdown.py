@@ -18,10 +18,10 @@ from stallscope.rules import fleet_signals
 
 NS = 1_000_000_000
 # every column the detectors read, except prompt_computed (the push-down defines it by presence only),
-# nothing_for_s (a scrape-by-scrape scan with no PromQL form: cause evidence the drill-down computes) and the
-# reference-window severity figures built on it (itl_ref_*: the severity of the drill-down's findings)
+# nothing_for_s and unserved_for_s (scrape-by-scrape scans with no PromQL form: cause evidence the drill-down
+# computes) and the reference-window severity figures built on them (itl_ref_*: the drill-down's severity)
 REFERENCE = ("itl_ref_count", "itl_ref_above", "itl_ref_above2", "itl_ref_share")
-NOT_PUSHED = ("prompt_computed", "nothing_for_s", *REFERENCE)
+NOT_PUSHED = ("prompt_computed", "nothing_for_s", "unserved_for_s", *REFERENCE)
 COMPARED = [c for c in signals.COLUMNS[2:] if c not in NOT_PUSHED]
 
 
@@ -75,7 +75,8 @@ def test_pushdown_signals_equal_local_signals_on_a_starved_replica(tmp_path):
     assert (remote["itl_stall_share"] >= 0.01).sum() >= 5 and (remote["long_prefill_rate"] > 0).sum() >= 3
     assert stats["requests"] == len(F.signal_exprs(th)) + 1 and not stats["failures"]  # + long_prefill_rate
     assert set(signals.COLUMNS[2:]) - set(F.signal_exprs(th, iteration_cut="512.0")) - {
-        "itl_p99_lo", "itl_p99_hi", "itl_p50_lo", "itl_p50_hi", "ttft_p99_lo", "ttft_p99_hi"} == {"nothing_for_s", *REFERENCE}
+        "itl_p99_lo", "itl_p99_hi", "itl_p50_lo", "itl_p50_hi", "ttft_p99_lo", "ttft_p99_hi"} == {
+        "nothing_for_s", "unserved_for_s", *REFERENCE}
 
 
 @pytest.mark.slow
