@@ -17,9 +17,10 @@ with PromQL-equivalent values, so each detector is a few vectorised comparisons.
    in a run's first such window, the first full one, the whole run when shorter), all of them and those in
    buckets wholly at or above the SLO and twice it, and `itl_ref_share`, the stream-time share over it; a
    freeze still open where that window ends (no ITL observation since: a whole prompt's step puts out only its
-   first token, and the next step may be another) counts one observation per running request; `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode
-   steps cannot reach: it observes the *computed* prompt tokens (cached ones excluded) plus the generated
-   tokens of one engine output, so a prefill counts where it completes; the cut is 2 x peak running x
+   first token, and the next step may be another) counts one observation per running request;
+   `long_prefill_rate`, engine outputs of `iteration_tokens_total` above a cut that decode steps cannot reach:
+   it observes the *computed* prompt tokens (cached ones excluded) plus the generated tokens of one engine
+   output, so a prefill counts where it completes; the cut is 2 x peak running x
    tokens per output (1 + accepted / drafts under speculative decoding, else 1), at least 512.
 3. Counters as `rate`: prompt, generation tokens, preemptions, the prefill-time sum (finish-time, lags).
    `prompt_rate` is the computed work, `prompt_tokens_by_source_total{source="local_compute"}` (vLLM

@@ -3,10 +3,11 @@
 The idea: a detector change is judged on runs it was not written on, but it is also rescored on every kept
 recording (`scenarios.py --evaluate-only`), and docs/accuracy.md states which runs turned and how. This prints
 those lists from the two directories of `--json` files, matched by file name, so the "before -> after" lines in
-the docs are rerunnable, then sums the turned runs by class (`by_class`), counts the verdicts of the runs that
-ask for the budget (`asking`) and sets the stated configurations contradicting the server side by side
-(`stated`). A run's verdict per kind is found (flagged, true), missed (true, not flagged), false
-alarm (flagged, not true) or clear (neither), with analyze's findings at any severity as `scenarios.py` counts them.
+the docs are rerunnable, then sums the turned runs by class (`by_class`), counts the verdicts of the runs that ask
+for the budget (`asking`) and sets the stated configurations contradicting the server (`stated`) and the files'
+summed severity and contradiction counts (`summed`) side by side. A run's verdict per kind is found (flagged,
+true), missed (true, not flagged), false alarm (flagged, not true) or clear (neither), with analyze's findings at
+any severity as `scenarios.py` counts them.
 
     python benchmarks/rescore_diff.py /tmp/before /tmp/after                 # decode_starvation
     python benchmarks/rescore_diff.py /tmp/before /tmp/after --kind kv_pressure
@@ -22,6 +23,9 @@ from pathlib import Path
 from stallscope.analyzers.truth import run_scores
 
 VERDICTS = ("found", "missed", "false alarm", "clear")
+SUMMED = {"starvation_warnings_on_runs_meeting_slo": "warnings on runs meeting the SLO",
+          "contradictions_within_episodes": "contradictions within episodes",
+          "starvation_runs_missing_slo_without_warning": "true starvation runs missing the SLO without a warning"}
 
 
 def verdict(row: dict, kind: str) -> str:
@@ -100,6 +104,27 @@ def stated(before: dict[str, dict], after: dict[str, dict], both: list[str]) -> 
                     f"{sum(n(before[k]) for k in both)} -> {sum(n(after[k]) for k in both)}"]
 
 
+def totals(folder: Path, stems: set[str]) -> dict[str, float]:
+    """The `SUMMED` counts of the `summary` of each `*.json` in `folder` whose stem is in `stems`, summed (a
+    missing or NaN count adds nothing)."""
+    out = dict.fromkeys(SUMMED, 0.0)
+    for path in sorted(folder.glob("*.json")):
+        summary = json.loads(path.read_text()).get("summary", {}) if path.stem in stems else {}
+        for key in SUMMED:
+            entry = summary.get(key)
+            value = entry.get("value") if isinstance(entry, dict) else entry
+            out[key] += value if isinstance(value, (int, float)) and value == value else 0.0
+    return out
+
+
+def summed(before: Path, after: Path, both: list[str]) -> list[str]:
+    """`warnings on runs meeting the SLO: 0 -> 0`, one line per `SUMMED` count, over the files both folders
+    scored."""
+    stems = {k.split("/", 1)[0] for k in both}
+    a, b = totals(before, stems), totals(after, stems)
+    return [f"{label}: {a[key]:.0f} -> {b[key]:.0f}" for key, label in SUMMED.items()]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before", type=Path, help="a folder of scenarios.py --json files")
@@ -119,6 +144,8 @@ def main() -> int:
     print(f"before: {scores({k: before[k] for k in both}, args.kind)}")
     print(f"after:  {scores({k: after[k] for k in both}, args.kind)}")
     print(f"after, {asking({k: after[k] for k in both}, args.kind)}")
+    for line in summed(args.before, args.after, both):
+        print(line)
     for line in stated(before, after, both):
         print(line)
     return 0

@@ -282,7 +282,10 @@ def test_rescore_diff_lists_the_runs_that_turned_and_both_scores(tmp_path):
                 for i, (name, t, f, p99) in enumerate(zip(["h1-end-in-stall-tiny", "h1-a", "h1-b"],
                                                           [["decode_starvation"], ["decode_starvation"], []],
                                                           flagged, [0.9, 0.5, 0.05]))]
-        (folder / "h1-first.json").write_text(json.dumps({"itl_slo_s": 0.2, "scenarios": rows}))
+        missing = {"value": float(not flagged[1])}   # r1, true and unflagged, missed its SLO without a warning
+        summary = {"starvation_runs_missing_slo_without_warning": missing,
+                   "contradictions_within_episodes": {"value": None}}
+        (folder / "h1-first.json").write_text(json.dumps({"itl_slo_s": 0.2, "scenarios": rows, "summary": summary}))
         return folder
 
     ds = ["decode_starvation"]
@@ -300,6 +303,8 @@ def test_rescore_diff_lists_the_runs_that_turned_and_both_scores(tmp_path):
                                            "  other: missed -> found: 1 (1 ask for the budget)"]
     assert "after:  3 runs: precision 1.000 (2/2), recall 1.000 (2/2)" in res.stdout
     assert "after, asking for the budget: 2 runs: 2 found, 0 missed, 0 false alarm, 0 clear" in res.stdout
+    assert "true starvation runs missing the SLO without a warning: 1 -> 0" in res.stdout
+    assert "warnings on runs meeting the SLO: 0 -> 0" in res.stdout
     assert res.stdout.splitlines()[-2:] == ["h1-first/r1: 0 -> 1",
                                             "stated configurations contradicting the server: 0 -> 1"]
     assert rescore_diff.asking(rescore_diff.rows(tmp_path / "a"), "decode_starvation") == \
