@@ -50,7 +50,10 @@ Otherwise on, with a budget estimate (`_estimate`):
   scrape faster than the steps (analyzers/queued_steps.py); at 512 or more a step held a long prefill.
 - An "on" whose slowest step held 0.9 x P or more (and no count of slow steps bounds it lower) is stated as an
   inferred "off" is: a whole-prompt step's gap and the prefill time T (which also holds the step's output) can straddle a bucket
-  bound, as 0.4 s and 0.42 s did on `tiny`'s 1,900-token prompts (held-out 55).
+  bound, as 0.4 s and 0.42 s did on `tiny`'s 1,900-token prompts (held-out 55). So is one whose buckets leave a whole
+  step possible (the slowest gap's bucket reaches past the lower bound of T's) and rule out a step of half the prompt
+  or less (its lower bound, which the gap exceeds, is at least half T's upper bound): T is interpolated inside its
+  bucket (held-out 143).
 
 The count of slow steps (`_slow_steps`): S, the gaps above the ITL SLO per long prefill per running stream.
 - S leaves out the gaps above the SLO that come without long prefills: those of the scrape intervals no long
@@ -143,6 +146,7 @@ class _LongPrompts:
     n_long: float
     prompt: float
     t_long: float
+    t_bucket: tuple[float, float]
     gap: float
     floor: float
     intervals: pd.DataFrame | None
@@ -196,10 +200,11 @@ def infer_from_histograms(samples, slo: float | None = None) -> Chunking:
     queued = queued_steps(lp.parts, lp.itl_family, lp.prompt)
     if queued is not None and queued.floor >= LONG_PREFILL_TOKENS:
         what += f"; {queued.describe()}"
-    if est >= WHOLE_WAIT_SHARE * lp.prompt and (bound is None or bound >= WHOLE_WAIT_SHARE * lp.prompt):
+    most = est >= WHOLE_WAIT_SHARE * lp.prompt or (exact is None and not counted and _straddled(lp, est, floor))
+    if most and (bound is None or bound >= WHOLE_WAIT_SHARE * lp.prompt):
         # a bucket bound just under T (a whole step's gap and the prefill time straddle it) reads "spread"
         return Chunking(False, None, "inferred from metrics", what + f"; that is {est / lp.prompt:.0%} of the "
-                        "prompt: one step held it, or most of it", long_prefill_s=lp.t_long,
+                        f"prompt{_bounds(lp, est, floor)}: one step held it, or most of it", long_prefill_s=lp.t_long,
                         budget_floor=min(floor, est), long_prompt_tokens=lp.prompt)
     return Chunking(True, None, "inferred from metrics", what, budget_estimate=est, long_prefill_s=lp.t_long,
                     budget_bound=bound, budget_floor=min(floor, est), long_prompt_tokens=lp.prompt,
@@ -234,7 +239,7 @@ def _long_prompts(samples) -> _LongPrompts | None:
     rank = 1.0 - n_long / (2.0 * tc[-1])
     intervals = prompt_intervals(parts, family)
     prompt = _prompt_size(tl, tc, rank, intervals)
-    t_long = float(Q.bucket_quantile(rank, ptime[0], ptime[1][None, :])[0][0])
+    t_long, t_lo, t_hi = (float(v[0]) for v in Q.bucket_quantile(rank, ptime[0], ptime[1][None, :]))
     top_at = int(used[-1])
     gap = float(itl[0][top_at]) if np.isfinite(itl[0][top_at]) else float(itl[0][top_at - 1]) * 2
     if not (t_long > 0 and np.isfinite(t_long)):
@@ -244,7 +249,8 @@ def _long_prompts(samples) -> _LongPrompts | None:
     running = parts.get("vllm:num_requests_running")
     by_ts = running.groupby("ts")["value"].sum() if running is not None and len(running) else None
     streams = max(float(np.median(by_ts)) if by_ts is not None else 1.0, 1.0)
-    return _LongPrompts(parts, itl_family, itl, top_at, float(n_long), prompt, t_long, gap, floor, intervals, streams,
+    return _LongPrompts(parts, itl_family, itl, top_at, float(n_long), prompt, t_long, (t_lo, t_hi), gap, floor,
+                        intervals, streams,
                         _whole_step_gaps(intervals, by_ts, t_long))
 
 
@@ -324,6 +330,26 @@ def _estimate(lp: _LongPrompts, top: float, exact) -> tuple[float, float, bool, 
     floor = lp.prompt * min(float(lo[0]), min(slowest, lp.gap)) / lp.t_long if np.isfinite(lo[0]) else lp.floor
     return est, floor, bool(by_count < by_time), (f": prefills spread over steps; the slowest step of each held "
                                                   f"about {est:.0f} of a {lp.prompt:.0f}-token prompt")
+
+
+def _straddled(lp: _LongPrompts, est: float, floor: float) -> bool:
+    """The buckets leave a whole prompt's step possible and rule out one holding half of it or less: the slowest
+    gap's bucket reaches past the lower bound of the prefill time's bucket, and its lower bound (which the gap
+    exceeds) is at least half that bucket's upper bound. Held-out 143: a whole 1,750-token step's gaps in (0.3 s,
+    0.4 s], its prefill time in (0.3 s, 0.5 s] read 0.45 s by interpolation, which left 89 % of the prompt to the
+    step, under the 0.9 margin. The bounds come back from `est` and `floor` with rounding, hence `isclose`."""
+    gap_hi, gap_lo = est * lp.t_long / lp.prompt, floor * lp.t_long / lp.prompt
+    t_lo, half = lp.t_bucket[0], 0.5 * lp.t_bucket[1]
+    return gap_hi > t_lo and not np.isclose(gap_hi, t_lo) and (gap_lo >= half or bool(np.isclose(gap_lo, half)))
+
+
+def _bounds(lp: _LongPrompts, est: float, floor: float) -> str:
+    """The gap's and the prefill time's buckets, where they decided it (`_straddled`)."""
+    if est >= WHOLE_WAIT_SHARE * lp.prompt:
+        return ""
+    t = lp.t_long / lp.prompt
+    return (f" (the slowest gap's bucket, {floor * t:.3g}-{est * t:.3g} s, and the prefill time's, "
+            f"{lp.t_bucket[0]:.3g}-{lp.t_bucket[1]:.3g} s, leave one step anything from half the prompt to all of it)")
 
 
 def _slow_steps(lp: _LongPrompts, slo: float | None) -> tuple[float | None, float | None, str]:

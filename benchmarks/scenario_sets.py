@@ -3883,7 +3883,7 @@ HELD_OUT_139 = [
 ]
 
 # Held-out 140-143: general draws (`draw_scenarios.py --seed 202612161`, `--seed 202612162`, `--seed 202612163`,
-# `--seed 202612164`); drawn together 2026-12-07 15:55 UTC with the detector as at 156ab40 (HEAD 3d22b74),
+# `--seed 202612164`); drawn together 2026-12-07 15:52 UTC with the detector as at 156ab40 (HEAD 3d22b74),
 # committed before their first run: the session's only draws, whatever they show.
 HELD_OUT_140 = [
     Scenario("h140-small-chunk192-s4", chunked(192), _h2(4, 450, 8.8), model="small", seed=1401, held_out=140,

@@ -23,12 +23,12 @@ def _metrics(running):
 
 
 def _scrapes(n_intervals, long_at, *, long_tokens=950, short_tokens=37, shorts=5, running=10, prefill_s=2.0,
-             chunk_gaps=(1.3, 17), short_gaps=(0.21, 0)):
+             chunk_gaps=(1.3, 17), short_gaps=(0.21, 0), beside_s=None):
     """`n_intervals` one-second scrape intervals of vLLM's histograms (prometheus_client's own exposition):
     each finishes `shorts` prompts of `short_tokens` (0.2 s prefill) and 60 decode gaps of 70 ms per stream,
     plus `short_gaps` = (seconds, count): gaps a short prompt's prefill step held; the intervals in `long_at`
     also finish one prompt of `long_tokens`, taking `prefill_s` (or the next of a list of them), whose chunk steps
-    held `chunk_gaps`."""
+    held `chunk_gaps`, and with `beside_s` a short prompt that shared its step, taking that long."""
     m, tokens, frames = _metrics(running)
     for k in range(1, n_intervals + 1):
         for _ in range(shorts):
@@ -43,6 +43,9 @@ def _scrapes(n_intervals, long_at, *, long_tokens=950, short_tokens=37, shorts=5
             m.prefill_time.observe(prefill_s if isinstance(prefill_s, float) else prefill_s[sorted(long_at).index(k)])
             for _ in range(chunk_gaps[1]):
                 m.itl.observe(chunk_gaps[0])
+            if beside_s is not None:
+                tokens.observe(short_tokens)
+                m.prefill_time.observe(beside_s)
         frames.append(m.scrape(T0_NS + k * SECOND))
     return pd.concat(frames, ignore_index=True).assign(target="vllm")
 
@@ -326,3 +329,24 @@ def test_a_freeze_that_ended_overrules_the_histograms_whatever_gap_they_hold():
     assert inferred.enabled is True and inferred.long_prefill_s == pytest.approx(7.5)   # (7.5 s, 10 s] bucket
     got = CI.frozen_through_prefill(inferred, [(0.0, True), (10.0, False)])
     assert got.enabled is False and got.detail.startswith("the streams froze for 10.0 s with nothing moving")
+
+
+@pytest.mark.parametrize("gap_s,prefill_s,whole", [(0.35, 0.32, True), (0.24, 0.32, False), (0.17, 0.25, True)])
+def test_a_gap_and_a_prefill_time_whose_buckets_straddle_read_as_one_step_holding_most_of_the_prompt(gap_s, prefill_s,
+                                                                                                     whole):
+    """h143-full/h143-end-in-stall-tiny-1750-scrape1s: chunking off, one 1,750-token prompt whose 0.32 s step left
+    its streams' gaps in (0.3 s, 0.4 s] and its prefill time in (0.3 s, 0.5 s], read 0.45 s (the 40-token prompt
+    that shared its step is in that bucket too). The bucket bounds give the step 89 % of the prompt, under the 0.9 margin, and it was stated "on". Those buckets leave a
+    whole step possible and rule out one of half the prompt or less: off, or a budget that holds most of it.
+    Gaps in (0.2 s, 0.3 s] leave half or less possible: chunks. Gaps above 0.15 s against a prefill time of at most
+    0.3 s (held-out 130's 1,200-token whole steps) are more than half of it."""
+    run = _scrapes(30, long_at={20}, long_tokens=1750, running=4, prefill_s=prefill_s, chunk_gaps=(gap_s, 3),
+                   beside_s=prefill_s)
+    inferred = CI.infer_from_histograms(run, 0.2)
+    assert inferred.whole_prompts_inferred() is whole
+    if whole:
+        assert "leave one step anything from half the prompt" in inferred.detail
+        assert inferred.describe().startswith("chunked prefill off, or on with a budget that holds most of a long "
+                                              "prompt (about 1750 tokens)")
+    else:
+        assert inferred.enabled is True and inferred.budget_estimate < 0.9 * 1750
