@@ -3999,6 +3999,126 @@ HELD_OUT_143 = [
              exercises="`tiny`: the data ends 2 s after a whole 1,750-token prefill starts"),
 ]
 
+# Held-out 144-147: general draws (`draw_scenarios.py --seed 202612165`, `--seed 202612166`, `--seed 202612167`,
+# `--seed 202612168`); drawn together 2026-12-07 18:47 UTC with the detector as at 2b6bbcd (HEAD 2fd59ca),
+# committed before their first run: the session's only draws, whatever they show.
+HELD_OUT_144 = [
+    Scenario("h144-small-nochunk-800-s3-scrape1s", OFF, _h2(3, 800, 1.3), model="small", seed=1441, interval="1s",
+             held_out=144,
+             exercises="`small`, 3 sessions, whole 800-token prefills every 1.3 s, 1 s scrapes"),
+    Scenario("h144-small-nochunk-550-s3", OFF, _h2(3, 550, 1.6), model="small", seed=1442, held_out=144,
+             exercises="`small`, 3 sessions, whole 550-token prefills every 1.6 s"),
+    Scenario("h144-tiny-chunk64-s6", chunked(64), _h2(6, 900, 5.6), seed=1443, held_out=144,
+             exercises="budget 64, 6 sessions, 900-token prompts every 5.6 s"),
+    Scenario("h144-tiny-nochunk-500-s6-scrape1s", OFF, _h2(6, 500, 7.4), seed=1444, interval="1s", held_out=144,
+             exercises="6 sessions, whole 500-token prefills every 7.4 s, 1 s scrapes"),
+    Scenario("h144-tiny-chunk128-s16", chunked(128), _h2(16, 1650, 8.0), seed=1445, held_out=144,
+             exercises="budget 128, 16 sessions, 1,650-token prompts every 8.0 s"),
+    Scenario("h144-small-chunk768-s10-scrape1s", chunked(768), _h2(10, 950, 9.1), model="small", seed=1446, interval="1s",
+             held_out=144,
+             exercises="`small`, budget 768, 10 sessions, 950-token prompts every 9.1 s, 1 s scrapes"),
+    Scenario("h144-kv-fp8-5.6mb-30sess", KV + ("--kv-cache-mb", "5.6", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "30") + KV_LOAD[2:], seed=1447, held_out=144,
+             exercises="a 5.6 MiB fp8 pool, 30 sessions"),
+    Scenario("h144-kv-fp8-19.9mb-22sess", KV + ("--kv-cache-mb", "19.9", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "22") + KV_LOAD[2:], seed=1448, held_out=144,
+             exercises="a 19.9 MiB fp8 pool, 22 sessions"),
+    Scenario("h144-neg-short-96sess", ("--max-num-seqs", "128"),
+             ("--sessions", "96", "--short-prompt-tokens", "60", "--max-tokens", "32") + SHORT_ONLY, seed=1449,
+             held_out=144,
+             exercises="negative: 96 sessions of 60-token prompts"),
+    Scenario("h144-end-in-stall-small-1450-scrape1s", OFF, _h2(4, 1450, "{half}"), model="small", seed=1450, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=144,
+             exercises="`small`: the data ends 2 s after a whole 1,450-token prefill starts"),
+]
+
+HELD_OUT_145 = [
+    Scenario("h145-tiny-nochunk-550-s4", OFF, _h2(4, 550, 1.8), seed=1451, held_out=145,
+             exercises="4 sessions, whole 550-token prefills every 1.8 s"),
+    Scenario("h145-tiny-chunk64-s16", chunked(64), _h2(16, 1700, 6.1), seed=1452, held_out=145,
+             exercises="budget 64, 16 sessions, 1,700-token prompts every 6.1 s"),
+    Scenario("h145-small-chunk512-s12", chunked(512), _h2(12, 750, 9.9), model="small", seed=1453, held_out=145,
+             exercises="`small`, budget 512, 12 sessions, 750-token prompts every 9.9 s"),
+    Scenario("h145-tiny-chunk512-s12-scrape1s", chunked(512), _h2(12, 1650, 4.6), seed=1454, interval="1s",
+             held_out=145,
+             exercises="budget 512, 12 sessions, 1,650-token prompts every 4.6 s, 1 s scrapes"),
+    Scenario("h145-tiny-chunk512-s15", chunked(512), _h2(15, 1300, 3.8), seed=1455, held_out=145,
+             exercises="budget 512, 15 sessions, 1,300-token prompts every 3.8 s"),
+    Scenario("h145-small-chunk64-s4", chunked(64), _h2(4, 500, 6.3), model="small", seed=1456, held_out=145,
+             exercises="`small`, budget 64, 4 sessions, 500-token prompts every 6.3 s"),
+    Scenario("h145-kv-fp8-13.3mb-28sess", KV + ("--kv-cache-mb", "13.3", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "28") + KV_LOAD[2:], seed=1457, held_out=145,
+             exercises="a 13.3 MiB fp8 pool, 28 sessions"),
+    Scenario("h145-kv-fp8-13.2mb-13sess", KV + ("--kv-cache-mb", "13.2", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "13") + KV_LOAD[2:], seed=1458, held_out=145,
+             exercises="a 13.2 MiB fp8 pool, 13 sessions"),
+    Scenario("h145-neg-short-12sess", ("--max-num-seqs", "128"),
+             ("--sessions", "12", "--short-prompt-tokens", "28", "--max-tokens", "32") + SHORT_ONLY, seed=1459,
+             held_out=145,
+             exercises="negative: 12 sessions of 28-token prompts"),
+    Scenario("h145-end-in-stall-tiny-1550", OFF, _h2(4, 1550, "{half}"), seed=1460, collect_frac=0.5, collect_tail_s=2.0,
+             held_out=145,
+             exercises="`tiny`: the data ends 2 s after a whole 1,550-token prefill starts"),
+]
+
+HELD_OUT_146 = [
+    Scenario("h146-small-chunk128-s16-scrape1s", chunked(128), _h2(16, 550, 2.1), model="small", seed=1461, interval="1s",
+             held_out=146,
+             exercises="`small`, budget 128, 16 sessions, 550-token prompts every 2.1 s, 1 s scrapes"),
+    Scenario("h146-tiny-chunk1024-s2", chunked(1024), _h2(2, 1450, 8.8), seed=1462, held_out=146,
+             exercises="budget 1024, 2 sessions, 1,450-token prompts every 8.8 s"),
+    Scenario("h146-small-nochunk-500-s13", OFF, _h2(13, 500, 7.4), model="small", seed=1463, held_out=146,
+             exercises="`small`, 13 sessions, whole 500-token prefills every 7.4 s"),
+    Scenario("h146-tiny-chunk256-s9", chunked(256), _h2(9, 1500, 8.2), seed=1464, held_out=146,
+             exercises="budget 256, 9 sessions, 1,500-token prompts every 8.2 s"),
+    Scenario("h146-tiny-chunk640-s5-scrape1s", chunked(640), _h2(5, 1600, 6.4), seed=1465, interval="1s", held_out=146,
+             exercises="budget 640, 5 sessions, 1,600-token prompts every 6.4 s, 1 s scrapes"),
+    Scenario("h146-small-nochunk-1200-s10-scrape1s", OFF, _h2(10, 1200, 1.5), model="small", seed=1466, interval="1s",
+             held_out=146,
+             exercises="`small`, 10 sessions, whole 1,200-token prefills every 1.5 s, 1 s scrapes"),
+    Scenario("h146-kv-auto-11.6mb-29sess", KV + ("--kv-cache-mb", "11.6", "--kv-cache-dtype", "auto"),
+             ("--sessions", "29") + KV_LOAD[2:], seed=1467, held_out=146,
+             exercises="a 11.6 MiB auto pool, 29 sessions"),
+    Scenario("h146-kv-fp8-10.8mb-32sess", KV + ("--kv-cache-mb", "10.8", "--kv-cache-dtype", "fp8"),
+             ("--sessions", "32") + KV_LOAD[2:], seed=1468, held_out=146,
+             exercises="a 10.8 MiB fp8 pool, 32 sessions"),
+    Scenario("h146-neg-short-18sess", ("--max-num-seqs", "128"),
+             ("--sessions", "18", "--short-prompt-tokens", "60", "--max-tokens", "32") + SHORT_ONLY, seed=1469,
+             held_out=146,
+             exercises="negative: 18 sessions of 60-token prompts"),
+    Scenario("h146-end-in-stall-small-1500-scrape1s", OFF, _h2(4, 1500, "{half}"), model="small", seed=1470, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=146,
+             exercises="`small`: the data ends 2 s after a whole 1,500-token prefill starts"),
+]
+
+HELD_OUT_147 = [
+    Scenario("h147-tiny-chunk512-s5-scrape1s", chunked(512), _h2(5, 1000, 7.8), seed=1471, interval="1s", held_out=147,
+             exercises="budget 512, 5 sessions, 1,000-token prompts every 7.8 s, 1 s scrapes"),
+    Scenario("h147-tiny-nochunk-1050-s9-scrape1s", OFF, _h2(9, 1050, 5.5), seed=1472, interval="1s", held_out=147,
+             exercises="9 sessions, whole 1,050-token prefills every 5.5 s, 1 s scrapes"),
+    Scenario("h147-tiny-chunk256-s12", chunked(256), _h2(12, 1600, 9.6), seed=1473, held_out=147,
+             exercises="budget 256, 12 sessions, 1,600-token prompts every 9.6 s"),
+    Scenario("h147-tiny-nochunk-1200-s10", OFF, _h2(10, 1200, 5.9), seed=1474, held_out=147,
+             exercises="10 sessions, whole 1,200-token prefills every 5.9 s"),
+    Scenario("h147-tiny-chunk1024-s8", chunked(1024), _h2(8, 1600, 1.6), seed=1475, held_out=147,
+             exercises="budget 1024, 8 sessions, 1,600-token prompts every 1.6 s"),
+    Scenario("h147-small-chunk192-s10", chunked(192), _h2(10, 1350, 5.5), model="small", seed=1476, held_out=147,
+             exercises="`small`, budget 192, 10 sessions, 1,350-token prompts every 5.5 s"),
+    Scenario("h147-kv-auto-12.0mb-22sess", KV + ("--kv-cache-mb", "12.0", "--kv-cache-dtype", "auto"),
+             ("--sessions", "22") + KV_LOAD[2:], seed=1477, held_out=147,
+             exercises="a 12.0 MiB auto pool, 22 sessions"),
+    Scenario("h147-kv-auto-5.2mb-28sess", KV + ("--kv-cache-mb", "5.2", "--kv-cache-dtype", "auto"),
+             ("--sessions", "28") + KV_LOAD[2:], seed=1478, held_out=147,
+             exercises="a 5.2 MiB auto pool, 28 sessions"),
+    Scenario("h147-neg-short-64sess", ("--max-num-seqs", "128"),
+             ("--sessions", "64", "--short-prompt-tokens", "13", "--max-tokens", "32") + SHORT_ONLY, seed=1479,
+             held_out=147,
+             exercises="negative: 64 sessions of 13-token prompts"),
+    Scenario("h147-end-in-stall-tiny-1150-scrape1s", OFF, _h2(4, 1150, "{half}"), seed=1480, interval="1s", collect_frac=0.5, collect_tail_s=2.0,
+             held_out=147,
+             exercises="`tiny`: the data ends 2 s after a whole 1,150-token prefill starts"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -4026,4 +4146,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_128 + HELD_OUT_129 + HELD_OUT_130 + HELD_OUT_131
              + HELD_OUT_132 + HELD_OUT_133 + HELD_OUT_134 + HELD_OUT_135
              + HELD_OUT_136 + HELD_OUT_137 + HELD_OUT_138 + HELD_OUT_139
-             + HELD_OUT_140 + HELD_OUT_141 + HELD_OUT_142 + HELD_OUT_143)
+             + HELD_OUT_140 + HELD_OUT_141 + HELD_OUT_142 + HELD_OUT_143
+             + HELD_OUT_144 + HELD_OUT_145 + HELD_OUT_146 + HELD_OUT_147)
