@@ -1,5 +1,6 @@
 """One recorded run's long-prompt steps beside what the scrapes saw: the step trace's steps of 512+ prompt tokens,
-the ITL samples above the SLO per scrape interval, and the running gauge and first windows of the signals grid.
+the ITL samples above the SLO (and all of them) per scrape interval, and the running gauge and first windows of the
+signals grid.
 
 The idea: a miss is explained from the two sides the truth and the detector read, and docs/accuracy.md cites both
 from here: the steps the truth rule counts (from the step trace, which the detector never reads) and the scrape
@@ -49,14 +50,14 @@ def _samples(run: Path):
 
 def above_slo(samples, slo: float) -> list[str]:
     """Rows of the scrape intervals whose ITL histogram gained samples above `slo` (the bucket bound `slo` must be
-    one of vLLM's), times from the first scrape."""
+    one of vLLM's), beside all the samples it gained there, times from the first scrape."""
     b = samples[samples["metric"] == ITL]
     per_ts = b.groupby(["ts", "le"])["value"].sum().unstack("le").sort_index()
     if slo not in per_ts.columns:
         raise SystemExit(f"error: --slo {slo} is not an ITL bucket bound of this store")
     above = (per_ts[np.inf] - per_ts[slo]).to_numpy()
-    gained, ts = np.diff(above), per_ts.index.to_numpy(dtype=np.int64)
-    return [f"| {(ts[i] - ts[0]) / 1e9:.1f}-{(ts[i + 1] - ts[0]) / 1e9:.1f} s | {gained[i]:.0f} |"
+    gained, every, ts = np.diff(above), np.diff(per_ts[np.inf].to_numpy()), per_ts.index.to_numpy(dtype=np.int64)
+    return [f"| {(ts[i] - ts[0]) / 1e9:.1f}-{(ts[i + 1] - ts[0]) / 1e9:.1f} s | {gained[i]:.0f} | {every[i]:.0f} |"
             for i in np.flatnonzero(gained > 0)]
 
 
@@ -95,7 +96,7 @@ def main() -> int:
     print("| step | start | duration | prompt tokens | prompt requests | decodes | to the last scrape |\n"
           "|---|---|---|---|---|---|---|")
     print("\n".join(long_steps(args.run, int(samples["ts"].max()), args.slowest)))
-    print(f"\n| scrape interval | ITL samples above {args.slo} s |\n|---|---|")
+    print(f"\n| scrape interval | ITL samples above {args.slo} s | all ITL samples |\n|---|---|---|")
     print("\n".join(above_slo(samples, args.slo)))
     if args.windows > 0:
         print("\n| what | at | figures |\n|---|---|---|")
