@@ -26,6 +26,7 @@ from stallscope.collectors import loader
 from stallscope.core.config import load_thresholds
 
 ITL = signals.ITL[0] + "_bucket"
+ITERATION_TOKENS = signals.ITERATION + "_bucket"
 RUNNING = "vllm:num_requests_running"
 
 
@@ -48,17 +49,33 @@ def _samples(run: Path):
     return next(f["samples"] for f in loader.load(run / "store.db").values() if len(f["samples"]))
 
 
+def _per_scrape(samples, metric: str):
+    return samples[samples["metric"] == metric].groupby(["ts", "le"])["value"].sum().unstack("le").sort_index()
+
+
+def interval_gains(samples, slo: float, above_tokens: float | None = None) -> dict[str, np.ndarray]:
+    """Per scrape interval (between consecutive scrapes): `ts` (the scrapes, one more than the intervals), the ITL
+    samples gained above `slo` (`above`, `slo` must be one of vLLM's bucket bounds) and in all (`every`), and with
+    `above_tokens` (an `iteration_tokens_total` bucket bound) the engine steps gained above that many tokens
+    (`big_steps`)."""
+    per_ts = _per_scrape(samples, ITL)
+    if slo not in per_ts.columns:
+        raise SystemExit(f"error: --slo {slo} is not an ITL bucket bound of this store")
+    out = {"ts": per_ts.index.to_numpy(dtype=np.int64), "above": np.diff((per_ts[np.inf] - per_ts[slo]).to_numpy()),
+           "every": np.diff(per_ts[np.inf].to_numpy())}
+    if above_tokens is not None:
+        steps = _per_scrape(samples, ITERATION_TOKENS).reindex(per_ts.index).ffill().fillna(0.0)
+        out["big_steps"] = np.diff((steps[np.inf] - steps[above_tokens]).to_numpy())
+    return out
+
+
 def above_slo(samples, slo: float) -> list[str]:
     """Rows of the scrape intervals whose ITL histogram gained samples above `slo` (the bucket bound `slo` must be
     one of vLLM's), beside all the samples it gained there, times from the first scrape."""
-    b = samples[samples["metric"] == ITL]
-    per_ts = b.groupby(["ts", "le"])["value"].sum().unstack("le").sort_index()
-    if slo not in per_ts.columns:
-        raise SystemExit(f"error: --slo {slo} is not an ITL bucket bound of this store")
-    above = (per_ts[np.inf] - per_ts[slo]).to_numpy()
-    gained, every, ts = np.diff(above), np.diff(per_ts[np.inf].to_numpy()), per_ts.index.to_numpy(dtype=np.int64)
-    return [f"| {(ts[i] - ts[0]) / 1e9:.1f}-{(ts[i + 1] - ts[0]) / 1e9:.1f} s | {gained[i]:.0f} | {every[i]:.0f} |"
-            for i in np.flatnonzero(gained > 0)]
+    g = interval_gains(samples, slo)
+    ts = g["ts"]
+    return [f"| {(ts[i] - ts[0]) / 1e9:.1f}-{(ts[i + 1] - ts[0]) / 1e9:.1f} s | {g['above'][i]:.0f} | "
+            f"{g['every'][i]:.0f} |" for i in np.flatnonzero(g["above"] > 0)]
 
 
 def first_windows(samples, slo: float, n: int, at_s: float = 0.0) -> list[str]:
