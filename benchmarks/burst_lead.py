@@ -24,7 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from long_steps import _samples, interval_gains
+from long_steps import RUNNING, _samples, interval_gains
+from stallscope.analyzers import signals
+from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS
 
 
 def _counter(samples, metric: str, ts: np.ndarray) -> np.ndarray:
@@ -39,8 +41,8 @@ def queued_bound(samples, ts: np.ndarray) -> np.ndarray:
     waited at the interval's start had computed nothing, chunked or not."""
     computed = (_counter(samples, "vllm:prompt_tokens_total", ts)
                 - _counter(samples, "vllm:prompt_tokens_cached_total", ts))
-    steps = _counter(samples, "vllm:iteration_tokens_total_count", ts)
-    running = _counter(samples, "vllm:num_requests_running", ts)
+    steps = _counter(samples, signals.ITERATION + "_count", ts)
+    running = _counter(samples, RUNNING, ts)
     b = samples[samples["metric"] == "vllm:request_prompt_tokens_bucket"]
     last = b[b["ts"] == b["ts"].max()].groupby("le")["value"].sum().sort_index()
     longest = float(last.index[np.argmax(last.to_numpy() >= last.to_numpy()[-1])])
@@ -51,10 +53,11 @@ def queued_bound(samples, ts: np.ndarray) -> np.ndarray:
 def fires(run: Path, slo: float, share: float, above_tokens: float, rule: str) -> list[tuple[float, int, int]]:
     """(interval start from the first scrape in s, samples above `slo`, all samples) of each interval the rule fires
     on: at least `share` of its ITL samples above `slo`, and a step above `above_tokens` tokens (rule `steps`: an
-    `iteration_tokens_total` observation) or a least mean of 512 computed prompt tokens per step (rule `queued`)."""
+    `iteration_tokens_total` observation) or a least mean of `LONG_PREFILL_TOKENS` computed prompt tokens per step (rule
+    `queued`)."""
     samples = _samples(run)
     g = interval_gains(samples, slo, above_tokens)
-    big = g["big_steps"] > 0 if rule == "steps" else queued_bound(samples, g["ts"]) >= 512
+    big = g["big_steps"] > 0 if rule == "steps" else queued_bound(samples, g["ts"]) >= LONG_PREFILL_TOKENS
     hit = big & (g["above"] > 0) & (g["above"] >= share * g["every"])
     return [((g["ts"][i] - g["ts"][0]) / 1e9, int(g["above"][i]), int(g["every"][i])) for i in np.flatnonzero(hit)]
 
