@@ -1,6 +1,6 @@
 """One recorded run's long-prompt steps beside what the scrapes saw: the step trace's steps of 512+ prompt tokens,
-the ITL samples above the SLO (and all of them) per scrape interval, and the running gauge and first windows of the
-signals grid.
+the truth's starvation intervals, the ITL samples above the SLO (and all of them) per scrape interval, and the running
+gauge and first windows of the signals grid.
 
 The idea: a miss is explained from the two sides the truth and the detector read, and docs/accuracy.md cites both
 from here: the steps the truth rule counts (from the step trace, which the detector never reads) and the scrape
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stallscope.analyzers import signals
+from stallscope.analyzers import signals, truth
 from stallscope.analyzers.chunking import LONG_PREFILL_TOKENS
 from stallscope.analyzers.step_cost import read_step_trace
 from stallscope.collectors import loader
@@ -43,6 +43,15 @@ def long_steps(run: Path, last_scrape_ns: int, slowest: int = 0) -> list[str]:
             f"| {r.num_prefill_tokens:.0f} | {r.num_prefill_reqs:.0f} | {r.num_decode_tokens:.0f} "
             f"| {(last_scrape_ns - r.start_ns) / 1e9:.3f} s |" for r in big.sort_values("start_ns").itertuples()]
     return rows + ([f"\nmedian step: {dur.median() / 1e9:.3f} s over {len(st)} steps"] if slowest else [])
+
+
+def true_gaps(run: Path, last_scrape_ns: int, slo: float) -> list[str]:
+    """Rows of the run's true `decode_starvation` intervals as the scenarios score them (`truth.starvation_episodes`,
+    the run ending at the store's last scrape), times from the trace's first step."""
+    st = read_step_trace(run / "steps.jsonl")
+    t0 = int(st["start_ns"].min())
+    return [f"| {(a - t0) / 1e9:.3f} s | {(b - a) / 1e9:.4f} s |"
+            for a, b in truth.starvation_episodes(st, slo, run_end_ns=last_scrape_ns)]
 
 
 def _samples(run: Path):
@@ -113,6 +122,8 @@ def main() -> int:
     print("| step | start | duration | prompt tokens | prompt requests | decodes | to the last scrape |\n"
           "|---|---|---|---|---|---|---|")
     print("\n".join(long_steps(args.run, int(samples["ts"].max()), args.slowest)))
+    print(f"\n| true starvation from | its length (SLO {args.slo} s) |\n|---|---|")
+    print("\n".join(true_gaps(args.run, int(samples["ts"].max()), args.slo)))
     print(f"\n| scrape interval | ITL samples above {args.slo} s | all ITL samples |\n|---|---|---|")
     print("\n".join(above_slo(samples, args.slo)))
     if args.windows > 0:
