@@ -67,7 +67,8 @@ held-out 128-131 general draws, `--seed 202612149` to `--seed 202612152`; held-o
 `--seed 202612153` to `--seed 202612156`; held-out 136-139 general draws, `--seed 202612157` to
 `--seed 202612160`; held-out 140-143 general draws, `--seed 202612161` to `--seed 202612164`;
 held-out 144-147 general draws, `--seed 202612165` to `--seed 202612168`;
-held-out 148-151 general draws, `--seed 202612169` to `--seed 202612172`.
+held-out 148-151 general draws, `--seed 202612169` to `--seed 202612172`; held-out 152 and 153 the
+band, `--seed 202612173 --band 8` and `--seed 202612174 --band 8`.
 
     python benchmarks/draw_scenarios.py --seed 20261203
     python benchmarks/draw_scenarios.py --seed 202612075 --band 8 --held-out 54 --first-seed 541   # as code

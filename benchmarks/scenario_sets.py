@@ -4233,6 +4233,50 @@ HELD_OUT_151 = [
              exercises="`tiny`: the data ends 2 s after a whole 1,400-token prefill starts"),
 ]
 
+# Held-out 152 and 153: the band (`draw_scenarios.py --seed 202612173 --band 8`, `--seed 202612174 --band 8`);
+# drawn together 2026-12-07 21:40 UTC, committed before their first run, to test a change to the slowest step's
+# sizing that is to be committed before their recording starts and before 148-151's results are read.
+HELD_OUT_152 = [
+    Scenario("h152-small-chunk448-s16", chunked(448), _h2(16, 1700, 2.7), model="small", seed=1521, held_out=152,
+             exercises="`small`, budget 448, 16 sessions, 1,700-token prompts every 2.7 s"),
+    Scenario("h152-tiny-chunk768-s14-scrape1s", chunked(768), _h2(14, 1800, 6.6), seed=1522, interval="1s",
+             held_out=152,
+             exercises="budget 768, 14 sessions, 1,800-token prompts every 6.6 s, 1 s scrapes"),
+    Scenario("h152-small-chunk704-s15-scrape1s", chunked(704), _h2(15, 950, 3.9), model="small", seed=1523, interval="1s",
+             held_out=152,
+             exercises="`small`, budget 704, 15 sessions, 950-token prompts every 3.9 s, 1 s scrapes"),
+    Scenario("h152-small-chunk832-s2", chunked(832), _h2(2, 600, 6.1), model="small", seed=1524, held_out=152,
+             exercises="`small`, budget 832, 2 sessions, 600-token prompts every 6.1 s"),
+    Scenario("h152-small-chunk576-s4-scrape1s", chunked(576), _h2(4, 1100, 4.4), model="small", seed=1525, interval="1s",
+             held_out=152,
+             exercises="`small`, budget 576, 4 sessions, 1,100-token prompts every 4.4 s, 1 s scrapes"),
+    Scenario("h152-tiny-chunk320-s3", chunked(320), _h2(3, 1350, 9.1), seed=1526, held_out=152,
+             exercises="budget 320, 3 sessions, 1,350-token prompts every 9.1 s"),
+    Scenario("h152-tiny-chunk320-s15", chunked(320), _h2(15, 950, 1.9), seed=1527, held_out=152,
+             exercises="budget 320, 15 sessions, 950-token prompts every 1.9 s"),
+    Scenario("h152-small-chunk384-s10", chunked(384), _h2(10, 1650, 5.6), model="small", seed=1528, held_out=152,
+             exercises="`small`, budget 384, 10 sessions, 1,650-token prompts every 5.6 s"),
+]
+HELD_OUT_153 = [
+    Scenario("h153-small-chunk768-600-s7", chunked(768), _h2(7, 600, 3.3), model="small", seed=1531, held_out=153,
+             exercises="`small`, budget 768, 7 sessions, 600-token prompts every 3.3 s"),
+    Scenario("h153-tiny-chunk512-s13", chunked(512), _h2(13, 1600, 5.0), seed=1532, held_out=153,
+             exercises="budget 512, 13 sessions, 1,600-token prompts every 5.0 s"),
+    Scenario("h153-small-chunk576-s9", chunked(576), _h2(9, 950, 9.8), model="small", seed=1533, held_out=153,
+             exercises="`small`, budget 576, 9 sessions, 950-token prompts every 9.8 s"),
+    Scenario("h153-small-chunk768-1850-s7", chunked(768), _h2(7, 1850, 9.0), model="small", seed=1534, held_out=153,
+             exercises="`small`, budget 768, 7 sessions, 1,850-token prompts every 9.0 s"),
+    Scenario("h153-tiny-chunk512-s11", chunked(512), _h2(11, 1650, 6.8), seed=1535, held_out=153,
+             exercises="budget 512, 11 sessions, 1,650-token prompts every 6.8 s"),
+    Scenario("h153-small-chunk768-s9-scrape1s", chunked(768), _h2(9, 1150, 4.0), model="small", seed=1536, interval="1s",
+             held_out=153,
+             exercises="`small`, budget 768, 9 sessions, 1,150-token prompts every 4.0 s, 1 s scrapes"),
+    Scenario("h153-tiny-chunk320-s7", chunked(320), _h2(7, 1600, 7.6), seed=1537, held_out=153,
+             exercises="budget 320, 7 sessions, 1,600-token prompts every 7.6 s"),
+    Scenario("h153-small-chunk832-s2", chunked(832), _h2(2, 1800, 1.1), model="small", seed=1538, held_out=153,
+             exercises="`small`, budget 832, 2 sessions, 1,800-token prompts every 1.1 s"),
+]
+
 SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_OUT_5 + HELD_OUT_6 + HELD_OUT_7 + HELD_OUT_8
              + HELD_OUT_9 + HELD_OUT_10 + HELD_OUT_11
              + HELD_OUT_12 + HELD_OUT_13 + HELD_OUT_14 + HELD_OUT_15 + HELD_OUT_16 + HELD_OUT_17 + HELD_OUT_18 + HELD_OUT_19
@@ -4262,4 +4306,5 @@ SCENARIOS = (SCENARIOS + HELD_OUT + HELD_OUT_2 + HELD_OUT_3 + HELD_OUT_4 + HELD_
              + HELD_OUT_136 + HELD_OUT_137 + HELD_OUT_138 + HELD_OUT_139
              + HELD_OUT_140 + HELD_OUT_141 + HELD_OUT_142 + HELD_OUT_143
              + HELD_OUT_144 + HELD_OUT_145 + HELD_OUT_146 + HELD_OUT_147
-             + HELD_OUT_148 + HELD_OUT_149 + HELD_OUT_150 + HELD_OUT_151)
+             + HELD_OUT_148 + HELD_OUT_149 + HELD_OUT_150 + HELD_OUT_151
+             + HELD_OUT_152 + HELD_OUT_153)
