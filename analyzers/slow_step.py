@@ -9,7 +9,10 @@ read 448-token chunks at up to 1.38 x from steps a neighbour's burst slowed by 6
 scrape interval, the scrapes came faster than the slow steps and G is the slowest step (a mean never exceeds the
 gap it averages; with coarser scrapes it mixes several steps and is not used). Exactly so when its interval saw
 about one token per running stream (`one_step`); with two each it mixes the slow step with a faster one and reads
-it low, which is still a floor under the slowest step. In the scrape intervals that finished long prompts only (over the
+it low, which is still a floor under the slowest step. Where the faster gaps fell in lower ITL buckets than the
+slow one, the buckets unmix them: each faster gap is at most its bucket's upper bound, so the top bucket's samples
+average at least the interval's sum less those bounds (`top_bucket_floor`), and that floor stands for the interval
+when most running streams have a sample in the top bucket (about one each: `one_step`). In the scrape intervals that finished long prompts only (over the
 500 bound, none under it: vLLM observes a request's prompt size and prefill time together when it finishes), the
 token and prefill-time histograms' `_sum` over `_count` are those prompts' exact mean size P and prefill time T
 (first scheduled to first token: every step that computed part of the prompt). The slowest step then held about
@@ -144,20 +147,51 @@ def long_prompts(parts: dict, intervals: pd.DataFrame | None) -> LongPrompts | N
 
 
 def _slowest_mean(itl_sum: pd.DataFrame, itl_count: pd.DataFrame, streams: float,
-                  running: pd.DataFrame | None = None, rank: int = 1) -> tuple[float, bool] | None:
-    """The `rank`-th largest scrape interval's ITL `_sum` / `_count` among those in which most running streams got
-    a token, and whether that interval's count was at most `ONE_STEP` x the running gauge (the larger of its two
-    ends): every running stream waits on the same steps, so one token each means one step ended in it and the
-    mean is that step's gap; more, and it mixes the slow step with faster ones (a mean never exceeds the gap it
-    averages, so a mix reads the slowest step low)."""
+                  running: pd.DataFrame | None = None, rank: int = 1,
+                  itl_bucket: pd.DataFrame | None = None) -> tuple[float, bool] | None:
+    """The `rank`-th largest scrape interval's slowest gap floor among those in which most running streams got a
+    token, and whether that gap's samples came from about one step. The floor is the interval's ITL `_sum` /
+    `_count` or, larger where the interval's top ITL bucket holds most running streams' samples, those samples'
+    mean (`top_bucket_floor`): every running stream waits on the same steps, so one slow token each in the top
+    bucket is one slow step, and the interval's faster gaps, each at most its bucket's upper bound, no longer read
+    it low (a mean never exceeds the gap it averages, so a mix reads the slowest step low; held-out 144's 2.12 s
+    step and its 0.66 s sibling ended in one interval, whose mean read 1.43 s). `one` is whether the samples the
+    floor averages were at most `ONE_STEP` x the running gauge (the larger of the interval's two ends)."""
     f = pd.concat({"s": interval_increase(itl_sum), "c": interval_increase(itl_count)}, axis=1).fillna(0.0)
     f = f[f["c"] >= max(STREAMS_SEEN * streams, 0.5)]
     if not len(f):
         return None
-    at = (f["s"] / f["c"]).sort_values(ascending=False, kind="stable").index[min(rank, len(f)) - 1]
+    f = f.assign(g=f["s"] / f["c"], n=f["c"])
+    top = top_bucket_floor(itl_bucket, f["s"]) if itl_bucket is not None and len(itl_bucket) else None
+    if top is not None:
+        top = top.reindex(f.index)
+        unmixed = (top["n"] >= max(STREAMS_SEEN * streams, 0.5)) & (top["floor"] > f["g"])
+        f.loc[unmixed, "g"], f.loc[unmixed, "n"] = top.loc[unmixed, "floor"], top.loc[unmixed, "n"]
+    at = f["g"].sort_values(ascending=False, kind="stable").index[min(rank, len(f)) - 1]
     ends = streams_at_ends(running)
-    one = bool(ends is not None and at in ends.index and f.loc[at, "c"] <= ONE_STEP * max(float(ends.loc[at]), 1.0))
-    return float(f.loc[at, "s"] / f.loc[at, "c"]), one
+    one = bool(ends is not None and at in ends.index and f.loc[at, "n"] <= ONE_STEP * max(float(ends.loc[at]), 1.0))
+    return float(f.loc[at, "g"]), one
+
+
+def top_bucket_floor(itl_bucket: pd.DataFrame, sums: pd.Series) -> pd.DataFrame:
+    """Per scrape interval (`sums`' index, the ITL `_sum`'s increase), `n`, the ITL samples in the highest bucket
+    that gained any, and `floor`, a floor under their mean: the interval's sum less every other sample at its
+    bucket's upper bound, over `n`, kept within that bucket's bounds (NaN where no bucket gained a sample)."""
+    les = np.sort(itl_bucket["le"].astype(float).unique())
+    cum = pd.concat({le: interval_increase(itl_bucket[itl_bucket["le"].astype(float) == le]) for le in les},
+                    axis=1).reindex(sums.index).fillna(0.0).to_numpy()
+    per = np.clip(np.diff(np.concatenate([np.zeros((len(cum), 1)), np.maximum.accumulate(cum, axis=1)], axis=1),
+                          axis=1), 0.0, None)
+    used = per >= 0.5
+    top = np.where(used.any(axis=1), len(les) - 1 - np.argmax(used[:, ::-1], axis=1), -1)
+    rows = np.arange(len(per))
+    below = np.where(np.arange(len(les))[None, :] < top[:, None], per * np.where(np.isfinite(les), les, 0.0), 0.0)
+    n = np.where(top >= 0, per[rows, top], np.nan)
+    lower = np.where(top > 0, les[np.maximum(top - 1, 0)], 0.0)
+    upper = np.where(top >= 0, les[np.maximum(top, 0)], np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor = np.minimum(np.maximum((sums.to_numpy(dtype=float) - below.sum(axis=1)) / n, lower), upper)
+    return pd.DataFrame({"n": n, "floor": np.where(top >= 0, floor, np.nan)}, index=sums.index)
 
 
 def streams_at_ends(running: pd.DataFrame | None) -> pd.Series | None:
@@ -180,7 +214,8 @@ def slowest_step(parts: dict, itl_family: str, intervals: pd.DataFrame | None, l
     # the median long prompt's slowest step, as P and T are its size and prefill: at least half of them had one
     # this slow, and a host's one-off slow steps (a pause, a neighbour's burst) are no chunk
     rank = max(math.ceil(round(float(intervals["long"].sum())) / 2), 1)
-    found = _slowest_mean(rows[0], rows[1], streams, parts.get("vllm:num_requests_running"), rank)
+    found = _slowest_mean(rows[0], rows[1], streams, parts.get("vllm:num_requests_running"), rank,
+                          parts.get(f"{itl_family}_bucket"))
     ts = np.unique(rows[0]["ts"].to_numpy())
     if found is None or len(ts) < 2:
         return None

@@ -350,3 +350,37 @@ def test_a_gap_and_a_prefill_time_whose_buckets_straddle_read_as_one_step_holdin
                                               "prompt (about 1750 tokens)")
     else:
         assert inferred.enabled is True and inferred.budget_estimate < 0.9 * 1750
+
+
+def _mixed_chunk_scrapes(gaps, prefill_s, *, prompt_tokens=950, running=10, n_intervals=20):
+    """1 s scrapes of `running` streams decoding at 70 ms, and two `prompt_tokens` prompts whose chunk steps'
+    `gaps` all end in one interval (6 and 13) after an interval in which no step ended (5 and 12), as held-out
+    144's `h144-small-chunk768-s10-scrape1s` ran 950-token prompts at a 768 budget: a 2.12 s step of 758 tokens
+    and a 0.66 s one of 192."""
+    m, tokens, frames = _metrics(running)
+    for k in range(1, n_intervals + 1):
+        for gap in {5: [], 6: gaps, 12: [], 13: gaps}.get(k, [0.07] * 14):
+            for _ in range(running):
+                m.itl.observe(gap)
+        if k in (6, 13):
+            tokens.observe(prompt_tokens)
+            m.prefill_time.observe(prefill_s)
+        frames.append(m.scrape(T0_NS + k * SECOND))
+    return pd.concat(frames, ignore_index=True).assign(target="vllm")
+
+
+@pytest.mark.parametrize("gaps,prefill_s,step_s,holds", [
+    ((2.12, 0.66), 2.78, 2.78 - 0.75, True),    # 758 + 192 at a 768 budget: the interval's mean, 1.39 s, sizes 475
+    ((1.45, 1.30), 2.75, 1.375, False),         # 503 + 447 at a 512 budget: both in (1 s, 2.5 s], a mean of both
+])
+def test_a_slow_step_mixed_with_a_faster_one_is_sized_by_its_bucket_not_the_mean(gaps, prefill_s, step_s, holds):
+    """The interval's faster gap sits in a lower ITL bucket, so it is at most that bucket's upper bound (0.75 s),
+    and the top bucket's gap is at least the interval's sum less that: 2.03 s, 950 x 2.03 / 2.78 = 694 tokens, a
+    long prefill (the mean, 1.39 s, read 475, which the metrics cannot settle). Where both gaps share the top
+    bucket nothing separates them, and the mean stands, in the band."""
+    inferred = CI.infer_from_histograms(_mixed_chunk_scrapes(gaps, prefill_s), 0.2)
+    assert inferred.enabled is True
+    assert inferred.slowest_step_s == pytest.approx(step_s)
+    assert inferred.budget_estimate == pytest.approx(950 * step_s / prefill_s)
+    assert inferred.holds_long_prefills() is holds
+    assert inferred.estimate_unsettled() is (not holds)
