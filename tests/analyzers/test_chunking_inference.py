@@ -148,6 +148,21 @@ def test_the_slow_step_share_decides_only_above_its_margin(gaps, share, holds):
     assert inferred.holds_long_prefills() is (True if holds is None else holds)
 
 
+def _gap_scrapes(gaps_at, long_at, *, prompt_tokens, prefill_s, running, n_intervals):
+    """1 s scrapes of `running` streams: in interval k each stream observes the gaps `gaps_at[k]` (else 14 decode
+    gaps of 70 ms), and the intervals in `long_at` finish one `prompt_tokens` prompt prefilled in `prefill_s`."""
+    m, tokens, frames = _metrics(running)
+    for k in range(1, n_intervals + 1):
+        for gap in gaps_at.get(k, [0.07] * 14):
+            for _ in range(running):
+                m.itl.observe(gap)
+        if k in long_at:
+            tokens.observe(prompt_tokens)
+            m.prefill_time.observe(prefill_s)
+        frames.append(m.scrape(T0_NS + k * SECOND))
+    return pd.concat(frames, ignore_index=True).assign(target="vllm")
+
+
 def _two_chunk_scrapes(first_gap_s, *, prompt_tokens=700, prefill_s=1.5, running=10, n_intervals=20,
                        with_first=()):
     """1 s scrapes of `running` streams decoding at 70 ms, and two `prompt_tokens` prompts run as two chunk
@@ -156,18 +171,10 @@ def _two_chunk_scrapes(first_gap_s, *, prompt_tokens=700, prefill_s=1.5, running
     waits out the whole prefill there, as a whole-prompt step leaves it; the second's first gap alone fills
     interval 11 (its mean is that step) unless `with_first` adds gaps there, and its second gap ends in interval
     12 with the prompt."""
-    m, tokens, frames = _metrics(running)
-    for k in range(1, n_intervals + 1):
-        gaps = {5: [first_gap_s, prefill_s - first_gap_s], 11: [first_gap_s, *with_first],
-                12: [prefill_s - first_gap_s] + [0.07] * 7}.get(k, [0.07] * 14)
-        for gap in gaps:
-            for _ in range(running):
-                m.itl.observe(gap)
-        if k in (5, 12):
-            tokens.observe(prompt_tokens)
-            m.prefill_time.observe(prefill_s)
-        frames.append(m.scrape(T0_NS + k * SECOND))
-    return pd.concat(frames, ignore_index=True).assign(target="vllm")
+    gaps = {5: [first_gap_s, prefill_s - first_gap_s], 11: [first_gap_s, *with_first],
+            12: [prefill_s - first_gap_s] + [0.07] * 7}
+    return _gap_scrapes(gaps, (5, 12), prompt_tokens=prompt_tokens, prefill_s=prefill_s, running=running,
+                        n_intervals=n_intervals)
 
 
 @pytest.mark.parametrize("first_gap_s,enabled,holds", [
@@ -352,21 +359,13 @@ def test_a_gap_and_a_prefill_time_whose_buckets_straddle_read_as_one_step_holdin
         assert inferred.enabled is True and inferred.budget_estimate < 0.9 * 1750
 
 
-def _mixed_chunk_scrapes(gaps, prefill_s, *, prompt_tokens=950, running=10, n_intervals=20):
-    """1 s scrapes of `running` streams decoding at 70 ms, and two `prompt_tokens` prompts whose chunk steps'
-    `gaps` all end in one interval (6 and 13) after an interval in which no step ended (5 and 12), as held-out
-    144's `h144-small-chunk768-s10-scrape1s` ran 950-token prompts at a 768 budget: a 2.12 s step of 758 tokens
-    and a 0.66 s one of 192."""
-    m, tokens, frames = _metrics(running)
-    for k in range(1, n_intervals + 1):
-        for gap in {5: [], 6: gaps, 12: [], 13: gaps}.get(k, [0.07] * 14):
-            for _ in range(running):
-                m.itl.observe(gap)
-        if k in (6, 13):
-            tokens.observe(prompt_tokens)
-            m.prefill_time.observe(prefill_s)
-        frames.append(m.scrape(T0_NS + k * SECOND))
-    return pd.concat(frames, ignore_index=True).assign(target="vllm")
+def _mixed_chunk_scrapes(gaps, prefill_s):
+    """1 s scrapes of 10 streams decoding at 70 ms, and two 950-token prompts whose chunk steps' `gaps` all end
+    in one interval (6 and 13) after an interval in which no step ended (5 and 12), as held-out 144's
+    `h144-small-chunk768-s10-scrape1s` ran 950-token prompts at a 768 budget: a 2.12 s step of 758 tokens and a
+    0.66 s one of 192."""
+    return _gap_scrapes({5: [], 6: gaps, 12: [], 13: gaps}, (6, 13), prompt_tokens=950, prefill_s=prefill_s,
+                        running=10, n_intervals=20)
 
 
 @pytest.mark.parametrize("gaps,prefill_s,step_s,holds", [
