@@ -3,13 +3,16 @@ land in the same (1 s, 2.5 s] ITL bucket, but not in the same scrape-interval me
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import Histogram
 
-from expo_frames import T0_NS, VllmMetrics
+from expo_frames import ITL_BUCKETS, T0_NS, VllmMetrics
 from stallscope.analyzers import chunking as C
 from stallscope.analyzers import chunking_inference as CI
 from stallscope.analyzers import slow_step as S
 from stallscope.analyzers.signals import split_metrics
+from stallscope.analyzers.workload import interval_increase
 
 DECODE_S, PER_TOKEN_S, STREAMS = 0.05, 0.0019, 10   # `small` on this host: a 511-token chunk step takes ~1.02 s
 
@@ -187,3 +190,28 @@ def test_streams_that_finish_inside_an_interval_still_waited_in_it():
     m, t = _waited(run)
     assert m < CI.WHOLE_WAIT_SHARE * t
     assert m == pytest.approx(_waited(_run(512))[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.floats(0.005, 30.0), min_size=1, max_size=12), min_size=1, max_size=5))
+def test_the_top_buckets_floor_lies_between_the_intervals_mean_and_its_slowest_gap(intervals):
+    """Whatever gaps a scrape interval's ITL histogram observed (vLLM's buckets, prometheus_client's exposition),
+    the floor `top_bucket_floor` puts under its top bucket's samples is at least their bucket's lower bound and
+    never above the slowest gap: the faster samples are taken at their buckets' upper bounds, never lower."""
+    m = VllmMetrics()
+    frames = [m.scrape(T0_NS)]
+    for k, gaps in enumerate(intervals, start=1):
+        for gap in gaps:
+            m.itl.observe(gap)
+        frames.append(m.scrape(T0_NS + k * 10**9))
+    parts = split_metrics(pd.concat(frames, ignore_index=True).assign(target="vllm"),
+                          [f"vllm:inter_token_latency_seconds{end}" for end in ("_sum", "_bucket")])
+    sums = interval_increase(parts["vllm:inter_token_latency_seconds_sum"])
+    got = S.top_bucket_floor(parts["vllm:inter_token_latency_seconds_bucket"], sums)
+    for (ts, row), gaps in zip(got.iterrows(), intervals):
+        assert row["floor"] <= max(gaps) + 1e-9
+        assert row["floor"] >= sum(gaps) / len(gaps) - 1e-9 or row["n"] < len(gaps)
+        top = min(b for b in ITL_BUCKETS if b >= max(gaps)) if max(gaps) <= ITL_BUCKETS[-1] else float("inf")
+        lower = max(b for b in [0.0, *ITL_BUCKETS] if b < top)
+        assert row["n"] == sum(1 for g in gaps if g > lower)
+        assert row["floor"] >= lower
