@@ -14,8 +14,8 @@ slow one, the buckets unmix them: each faster gap is at most its bucket's upper 
 average at least the interval's sum less those bounds (`top_bucket_floor`), and that floor stands for the interval
 when most running streams have a sample in the top bucket (about one each: `one_step`). In the scrape intervals
 that finished long prompts only (over the 500 bound, none under it: vLLM observes a request's prompt size and
-prefill time together when it finishes), the token and prefill-time histograms' `_sum` over `_count` are those prompts' exact mean size P and prefill time T
-(first scheduled to first token: every step that computed part of the prompt). The slowest step then held about
+prefill time together when it finishes), the token and prefill-time histograms' `_sum` over `_count` are those
+prompts' exact mean size P and prefill time T (first scheduled to first token: every step that computed part of the prompt). The slowest step then held about
 P x G / T of a prompt. It reads a few per cent high: the slowest step is the last full chunk, whose attention spans
 the whole prefix. When prompts queue, each one's prefill also spans steps that computed its neighbours' chunks, so T
 outlasts its own steps and P x G / T reads low; then the prompt tokens computed per second over the run, R, size the
