@@ -3,25 +3,25 @@
 The idea: vLLM 0.33's ITL buckets are too coarse to size a chunk (1 s to 2.5 s is one bucket, and a 511-token chunk
 step and a 700-token one both fall in it on a slow host), but a histogram's `_sum` and `_count` are exact. Every
 running stream waits for the same step, so in a scrape interval in which one step ended, the ITL `_sum` over its
-`_count` is that step's gap. G is the median long prompt's slowest such mean, the ceil(n / 2)-th largest over n
-long prompts (P and T below are their means too, and a host's one-off pause is no chunk: held-out 66's full pass
-read 448-token chunks at up to 1.38 x from steps a neighbour's burst slowed by 60 %). When G is at least the
-scrape interval, the scrapes came faster than the slow steps and G is the slowest step (a mean never exceeds the
-gap it averages; with coarser scrapes it mixes several steps and is not used). Exactly so when its interval saw
-about one token per running stream (`one_step`); with two each it mixes the slow step with a faster one and reads
-it low, which is still a floor under the slowest step. Where the faster gaps fell in lower ITL buckets than the
-slow one, the buckets unmix them: each faster gap is at most its bucket's upper bound, so the top bucket's samples
-average at least the interval's sum less those bounds (`top_bucket_floor`), and that floor stands for the interval
-when most running streams have a sample in the top bucket (about one each: `one_step`). In the scrape intervals
-that finished long prompts only (over the 500 bound, none under it: vLLM observes a request's prompt size and
-prefill time together when it finishes), the token and prefill-time histograms' `_sum` over `_count` are those
-prompts' exact mean size P and prefill time T (first scheduled to first token: every step that computed part of the prompt). The slowest step then held about
-P x G / T of a prompt. It reads a few per cent high: the slowest step is the last full chunk, whose attention spans
-the whole prefix. When prompts queue, each one's prefill also spans steps that computed its neighbours' chunks, so T
-outlasts its own steps and P x G / T reads low; then the prompt tokens computed per second over the run, R, size the
-step from the other side: a step that fills the budget computes prompt tokens fastest, so R x G is at most about
-the largest chunk, and near it when prefills run back to back. The estimate is the larger of the two
-(docs/accuracy.md, "The slowest step from `_sum` / `_count`").
+`_count` is that step's gap. G is the median long prompt's slowest such mean, the ceil(n / 2)-th largest over n long
+prompts (P and T below are their means too, and a host's one-off pause is no chunk: held-out 66's full pass read
+448-token chunks at up to 1.38 x from steps a neighbour's burst slowed by 60 %). When G is at least the scrape
+interval, the scrapes came faster than the slow steps and G is the slowest step (a mean never exceeds the gap it
+averages; with coarser scrapes it mixes several steps and is not used). Exactly so when its interval saw about one
+token per running stream (`one_step`); with two each it mixes the slow step with a faster one and reads it low,
+which is still a floor under the slowest step. Where the faster gaps fell in lower ITL buckets than the slow one,
+the buckets unmix them: each faster gap is at most its bucket's upper bound, so the top bucket's samples average at
+least the interval's sum less those bounds (`top_bucket_floor`), and that floor stands for the interval when most
+running streams have a sample in the top bucket (about one each: `one_step`). In the scrape intervals that finished
+long prompts only (over the 500 bound, none under it: vLLM observes a request's prompt size and prefill time
+together when it finishes), the token and prefill-time histograms' `_sum` over `_count` are those prompts' exact
+mean size P and prefill time T (first scheduled to first token: every step that computed part of the prompt). The
+slowest step then held about P x G / T of a prompt. It reads a few per cent high: the slowest step is the last full
+chunk, whose attention spans the whole prefix. When prompts queue, each one's prefill also spans steps that computed
+its neighbours' chunks, so T outlasts its own steps and P x G / T reads low; then the prompt tokens computed per
+second over the run, R, size the step from the other side: a step that fills the budget computes prompt tokens
+fastest, so R x G is at most about the largest chunk, and near it when prefills run back to back. The estimate is
+the larger of the two (docs/accuracy.md, "The slowest step from `_sum` / `_count`").
 """
 
 from __future__ import annotations
