@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from stallscope.analyzers.signals import _per_bucket
 from stallscope.analyzers.workload import PREFILL_TIME, interval_increase
 
 LONG_PROMPT_BOUND = 500       # vLLM's request-token buckets: 1-2-5 series; "long" = above the 500 bound
@@ -177,20 +178,17 @@ def top_bucket_floor(itl_bucket: pd.DataFrame, sums: pd.Series) -> pd.DataFrame:
     """Per scrape interval (`sums`' index, the ITL `_sum`'s increase), `n`, the ITL samples in the highest bucket
     that gained any, and `floor`, a floor under their mean: the interval's sum less every other sample at its
     bucket's upper bound, over `n`, kept within that bucket's bounds (NaN where no bucket gained a sample)."""
-    les = np.sort(itl_bucket["le"].astype(float).unique())
-    cum = pd.concat({le: interval_increase(itl_bucket[itl_bucket["le"].astype(float) == le]) for le in les},
-                    axis=1).reindex(sums.index).fillna(0.0).to_numpy()
-    per = np.clip(np.diff(np.concatenate([np.zeros((len(cum), 1)), np.maximum.accumulate(cum, axis=1)], axis=1),
-                          axis=1), 0.0, None)
+    le = itl_bucket["le"].astype(float)
+    les = np.sort(le.unique())
+    cum = pd.concat({b: interval_increase(itl_bucket[le == b]) for b in les}, axis=1).reindex(sums.index).fillna(0.0)
+    lowers, per = _per_bucket(les, cum.to_numpy())
     used = per >= 0.5
     top = np.where(used.any(axis=1), len(les) - 1 - np.argmax(used[:, ::-1], axis=1), -1)
-    rows = np.arange(len(per))
+    at = np.maximum(top, 0)
     below = np.where(np.arange(len(les))[None, :] < top[:, None], per * np.where(np.isfinite(les), les, 0.0), 0.0)
-    n = np.where(top >= 0, per[rows, top], np.nan)
-    lower = np.where(top > 0, les[np.maximum(top - 1, 0)], 0.0)
-    upper = np.where(top >= 0, les[np.maximum(top, 0)], np.nan)
+    n = np.where(top >= 0, per[np.arange(len(per)), at], np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        floor = np.minimum(np.maximum((sums.to_numpy(dtype=float) - below.sum(axis=1)) / n, lower), upper)
+        floor = np.minimum(np.maximum((sums.to_numpy(dtype=float) - below.sum(axis=1)) / n, lowers[at]), les[at])
     return pd.DataFrame({"n": n, "floor": np.where(top >= 0, floor, np.nan)}, index=sums.index)
 
 
